@@ -1,0 +1,3 @@
+"""accelbuild: declarative, incremental builds of neural networks for dataflow edge accelerators."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,115 @@
+"""Content-addressed artifact cache.
+
+Layout under the cache root::
+
+    objects/ab/abcdef...      file contents, named by their SHA-256
+    entries/12/1234ab....json one per build key: {"files": {name: {"sha256", "size"}}}
+
+A key digests the stage, its parameter digest, the contents of its inputs and the tool version, never a
+path, so a cache copied to another checkout (CI) still hits. Objects are written before the entry that
+names them, each atomically, so a killed build never leaves an entry pointing at a partial object. On
+restore every object is re-hashed: an entry whose objects were edited or truncated is dropped (and the
+stage rebuilt), never served.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Mapping
+
+from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+ENTRY_FORMAT = 1
+
+
+def cache_key(stage: str, param_digest: str, input_digests: Mapping[str, str], version: str) -> str:
+    """The build key of one stage run: what it does, with what, on which inputs, by which tool."""
+    return json_digest({
+        "format": ENTRY_FORMAT,
+        "stage": stage,
+        "params": param_digest,
+        "inputs": dict(sorted(input_digests.items())),
+        "version": version,
+    })
+
+
+class ArtifactCache:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _entry_path(self, key: str) -> Path:
+        return self.root / "entries" / key[:2] / f"{key}.json"
+
+    def _object_path(self, sha: str) -> Path:
+        return self.root / "objects" / sha[:2] / sha
+
+    def store(self, key: str, files: Mapping[str, Path]) -> None:
+        """Record ``files`` (name -> produced file) under ``key``."""
+        listing = {}
+        for name, path in sorted(files.items()):
+            sha = file_sha256(path)
+            obj = self._object_path(sha)
+            if not (obj.is_file() and file_sha256(obj) == sha):
+                copy_atomic(path, obj)
+            listing[name] = {"sha256": sha, "size": path.stat().st_size}
+        write_json_atomic(self._entry_path(key), {"format": ENTRY_FORMAT, "key": key, "files": listing})
+
+    def lookup(self, key: str) -> dict[str, Path] | None:
+        """The verified objects of ``key`` by file name, or None on a miss or a damaged entry."""
+        entry_path = self._entry_path(key)
+        try:
+            entry = json.loads(entry_path.read_text(encoding="utf-8"))
+            files = entry["files"]
+            if entry.get("key") != key or entry.get("format") != ENTRY_FORMAT or not isinstance(files, dict):
+                raise ValueError("entry does not describe this key")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("cache entry %s is unreadable (%s); rebuilding", entry_path.name, exc)
+            self._drop(entry_path)
+            return None
+        found = {}
+        for name, meta in files.items():
+            obj = self._object_path(str(meta.get("sha256", "")))
+            try:
+                intact = obj.stat().st_size == meta["size"] and file_sha256(obj) == meta["sha256"]
+            except (OSError, KeyError, TypeError):
+                intact = False
+            if not intact:
+                log.warning("cache object for %s of entry %s is missing or altered; rebuilding", name, key[:12])
+                self._drop(entry_path)
+                self._drop(obj)
+                return None
+            found[name] = obj
+        return found
+
+    def restore(self, key: str, targets: Mapping[str, Path]) -> bool:
+        """Copy the entry's files to ``targets`` (name -> destination); False on a miss.
+
+        Targets the entry does not hold are removed, so an optional output of an older build cannot
+        linger beside a restored set.
+        """
+        objects = self.lookup(key)
+        if objects is None:
+            return False
+        if not set(objects) <= set(targets):
+            log.warning("cache entry %s holds unexpected files; rebuilding", key[:12])
+            return False
+        for name, destination in targets.items():
+            if name in objects:
+                copy_atomic(objects[name], destination)
+            elif destination.exists():
+                destination.unlink()
+        return True
+
+    @staticmethod
+    def _drop(path: Path) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

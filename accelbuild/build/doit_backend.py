@@ -1,0 +1,259 @@
+"""The doit side of a build: jobs become doit tasks (through a ``TaskLoader2``), results come back
+through a reporter, and up-to-date checks are explained for ``status``.
+
+doit decides what is up to date (``file_dep`` contents by MD5, ``targets`` present, ``config_changed``
+on the parameter digest) and schedules tasks, in parallel processes with ``-j N``. Its state DB is a
+SQLite file in the state dir, written in one transaction at the end of a run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from doit.cmd_base import TaskLoader2
+from doit.dependency import Dependency, MD5Checker, SqliteDB
+from doit.doit_cmd import DoitMain
+from doit.exceptions import BaseFail, UnmetDependency
+from doit.task import Task
+from doit.tools import config_changed
+
+from accelbuild.build import worker
+from accelbuild.build.plan import Job
+
+DB_NAME = "doit.sqlite3"
+
+
+@dataclass
+class TaskResult:
+    name: str
+    pipeline: str
+    model: str | None
+    stage: str
+    status: str = "skipped"
+    seconds: float = 0.0
+    message: str = ""
+    user_error: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pipeline": self.pipeline,
+            "model": self.model,
+            "stage": self.stage,
+            "status": self.status,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass
+class RunOptions:
+    state_dir: Path
+    cache_dir: Path
+    jobs: int = 1
+    force: bool = False
+    keep_going: bool = False
+
+
+@dataclass
+class RunLog:
+    """Collects results as doit reports them, and prints one line per finished task."""
+
+    results: dict[str, TaskResult]
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    started: dict[str, float] = field(default_factory=dict)
+
+    def finish(self, name: str, status: str, seconds: float | None = None, message: str = "",
+               user_error: bool = False) -> None:
+        result = self.results[name]
+        result.status = status
+        if seconds is None:
+            seconds = time.monotonic() - self.started.get(name, time.monotonic())
+        result.seconds = round(seconds, 3)
+        result.message = message
+        result.user_error = user_error
+        self.stream.write(f"{status:<10} {name}  {result.seconds:.2f}s\n")
+        if message:
+            self.stream.write(message.rstrip("\n") + "\n")
+        self.stream.flush()
+
+
+def _reporter_for(log: RunLog) -> type:
+    """A doit reporter class bound to ``log`` (doit instantiates reporters itself)."""
+
+    class Reporter:
+        desc = "accelbuild task lines"
+
+        def __init__(self, outstream: TextIO, options: dict[str, Any]) -> None:
+            self.log = log
+
+        def initialize(self, tasks: Any, selected_tasks: Any) -> None:
+            pass
+
+        def get_status(self, task: Task) -> None:
+            pass
+
+        def execute_task(self, task: Task) -> None:
+            self.log.started[task.name] = time.monotonic()
+
+        def add_success(self, task: Task) -> None:
+            values = task.values or {}
+            self.log.finish(task.name, values.get("status", "ran"), values.get("seconds"))
+
+        def add_failure(self, task: Task, fail: BaseFail) -> None:
+            if isinstance(fail, UnmetDependency):
+                self.log.finish(task.name, "skipped", 0.0)
+                return
+            user = isinstance(fail, worker.UserFailure)
+            message = fail.message if isinstance(fail, (worker.UserFailure, worker.InternalFailure)) \
+                else fail.get_msg()
+            self.log.finish(task.name, "failed", message=message, user_error=user)
+            if isinstance(fail, worker.InternalFailure) and fail.traceback:
+                self.log.stream.write("".join(fail.traceback))
+
+        def skip_uptodate(self, task: Task) -> None:
+            self.log.finish(task.name, "up-to-date", 0.0)
+
+        def skip_ignore(self, task: Task) -> None:
+            self.log.finish(task.name, "skipped", 0.0)
+
+        def cleanup_error(self, exception: BaseFail) -> None:
+            self.log.stream.write(f"accelbuild: cleanup error: {exception.get_msg()}\n")
+
+        def runtime_error(self, msg: str) -> None:
+            self.log.stream.write(f"accelbuild: {msg}\n")
+
+        def teardown_task(self, task: Task) -> None:
+            pass
+
+        def complete_run(self) -> None:
+            pass
+
+    return Reporter
+
+
+def to_doit_task(job: Job, options: RunOptions) -> Task:
+    return Task(
+        job.name,
+        actions=[(worker.execute, [job, str(options.cache_dir), options.force])],
+        file_dep=[str(p) for p in job.inputs.values()],
+        targets=[str(p) for p in job.required_outputs],
+        uptodate=[config_changed(job.param_digest)],
+        doc=f"{job.stage} {job.model_name or job.pipeline.name}",
+        verbosity=2,
+    )
+
+
+class JobLoader(TaskLoader2):
+    """Hands our jobs to doit, with doit's configuration pointing at the state dir."""
+
+    def __init__(self, jobs: list[Job], options: RunOptions, log: RunLog) -> None:
+        super().__init__()
+        self.jobs = jobs
+        self.options = options
+        self.log = log
+
+    def load_doit_config(self) -> dict[str, Any]:
+        return {
+            "dep_file": str(self.options.state_dir / DB_NAME),
+            "backend": "sqlite3",
+            "check_file_uptodate": "md5",
+            "verbosity": 2,
+            "reporter": _reporter_for(self.log),
+            "num_process": self.options.jobs if self.options.jobs > 1 else 0,
+            "par_type": "process",
+            "continue": self.options.keep_going,
+            "always_execute": self.options.force,
+        }
+
+    def load_tasks(self, cmd: Any, pos_args: list[str]) -> list[Task]:
+        return [to_doit_task(job, self.options) for job in self.jobs]
+
+
+def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None) -> list[TaskResult]:
+    """Run the jobs through doit; every job gets a result (``skipped`` if it never started)."""
+    results = {
+        job.name: TaskResult(job.name, job.pipeline.name, job.model_name, job.stage) for job in jobs
+    }
+    log = RunLog(results, stream or sys.stderr)
+    options.state_dir.mkdir(parents=True, exist_ok=True)
+    DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
+    return [results[job.name] for job in jobs]
+
+
+@dataclass
+class Explanation:
+    name: str
+    would_run: bool
+    reasons: list[str]
+
+
+def explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
+    """Which jobs would run and why, without running anything (``status`` and ``--dry-run``)."""
+    db_path = options.state_dir / DB_NAME
+    tasks = {job.name: to_doit_task(job, options) for job in jobs}
+    producers = {out: job.name for job in jobs for out in map(str, job.outputs.values())}
+    explanations: list[Explanation] = []
+    will_run: set[str] = set()
+    dep = Dependency(SqliteDB, str(db_path), checker_cls=MD5Checker) if db_path.exists() else None
+    try:
+        for job in jobs:
+            reasons = _reasons(job, tasks, dep, options.force)
+            upstream = sorted({producers[p] for p in map(str, job.inputs.values()) if producers.get(p) in will_run})
+            if not reasons and upstream:
+                reasons = [f"runs if {', '.join(upstream)} changes its outputs"]
+            if reasons:
+                will_run.add(job.name)
+            explanations.append(Explanation(job.name, bool(reasons), reasons))
+    finally:
+        if dep is not None:
+            dep.backend._conn.close()  # read-only use: never write the DB back
+    return explanations
+
+
+def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bool) -> list[str]:
+    if force:
+        return ["--force"]
+    if dep is None or not dep._in(job.name):
+        return ["never built (no record in the state dir)"]
+    task = tasks[job.name]
+    status = dep.get_status(task, tasks, get_log=True)
+    if status.status == "up-to-date":
+        return []
+    reasons = []
+    for kind, detail in status.reasons.items():
+        if kind == "uptodate_false":
+            reasons.extend(_parameter_changes(job, dep.get_values(job.name)))
+        elif kind == "changed_file_dep":
+            reasons.extend(f"input {_role(job, d)} changed: {d}" for d in detail)
+        elif kind == "missing_target":
+            reasons.extend(f"output missing: {t}" for t in detail)
+        elif kind == "missing_file_dep":
+            reasons.extend(f"input {_role(job, d)} missing: {d}" for d in detail)
+        elif kind in ("added_file_dep", "removed_file_dep") and detail:
+            reasons.append(f"inputs {kind.split('_')[0]}: {', '.join(detail)}")
+        elif kind == "checker_changed":
+            reasons.append("dependency checker changed")
+    return reasons or ["out of date"]
+
+
+def _role(job: Job, path: str) -> str:
+    for role, p in job.inputs.items():
+        if str(p) == path:
+            return role
+    return "file"
+
+
+def _parameter_changes(job: Job, values: dict[str, Any]) -> list[str]:
+    old = values.get("params")
+    if not isinstance(old, dict):
+        return ["parameters changed"]
+    changes = [
+        f"parameter {key} changed: {old.get(key)!r} -> {job.params.get(key)!r}"
+        for key in sorted(set(old) | set(job.params))
+        if old.get(key) != job.params.get(key)
+    ]
+    return changes or ["accelbuild version or hardware profile changed"]

@@ -1,0 +1,66 @@
+"""The stages of a build, declared in one place.
+
+Each ``Stage`` says what it reads, what it writes and which parameters change its output; the task
+graph, the cache keys, ``status`` and ``clean`` are all derived from these entries, so adding a stage is
+adding one entry here and one module under ``accelbuild/stages``. Stage modules are imported only when a
+stage actually runs, so start-up stays light.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+
+STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
+
+
+def model_dir(pipeline: PipelineSpec, model: ModelSpec) -> Path:
+    return pipeline.output.dir / model.name
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kind of build step. ``per_model`` stages get one task per model, others one per pipeline."""
+
+    name: str
+    per_model: bool
+    module: str  # the stage's module; its ``run(ctx)`` does the work
+    inputs: Callable[[PipelineSpec, ModelSpec | None], dict[str, Path]]
+    outputs: Callable[[PipelineSpec, ModelSpec | None], dict[str, Path]]
+    params: Callable[[PipelineSpec, ModelSpec | None], dict[str, Any]]
+    optional_outputs: frozenset[str] = field(default_factory=frozenset)
+    uses_profile: bool = False
+
+
+def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    return {"model": model.path}
+
+
+def _import_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    folder = model_dir(pipeline, model)
+    return {"imported.onnx": folder / "imported.onnx", "import.json": folder / "import.json"}
+
+
+def _import_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    assert model is not None
+    return {"format": model.format, "input_shapes": model.input_shapes.as_param()}
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        name="import",
+        per_model=True,
+        module="accelbuild.stages.import_",
+        inputs=_import_inputs,
+        outputs=_import_outputs,
+        params=_import_params,
+        uses_profile=True,
+    ),
+)
+
+STAGES_BY_NAME = {stage.name: stage for stage in STAGES}

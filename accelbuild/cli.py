@@ -1,0 +1,191 @@
+"""Command line: argument parsing and exit codes only; the work is in ``accelbuild.build``.
+
+Exit codes: 0 success, 1 a stage failed, 2 bad usage, config or input file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from accelbuild import __version__
+from accelbuild.build.stages import STAGE_ORDER as STAGES
+from accelbuild.errors import AccelbuildError, ConfigError, ConfigErrors, UserError
+
+
+log = logging.getLogger("accelbuild")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelbuild",
+        description="Declarative, incremental builds of neural networks for dataflow edge accelerators.",
+    )
+    parser.add_argument("--version", action="version", version=f"accelbuild {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument("--state-dir", type=Path, help="doit state (default .accelbuild, or $ACCELBUILD_STATE_DIR)")
+    state.add_argument("--cache-dir", type=Path,
+                       help="artifact cache (default STATE_DIR/cache, or $ACCELBUILD_CACHE_DIR)")
+
+    run = sub.add_parser("run", parents=[state], help="build pipelines")
+    run.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+    run.add_argument("-j", "--jobs", type=_positive_int, default=1, metavar="N", help="tasks run in parallel")
+    run.add_argument("--force", action="store_true", help="rebuild every task, ignoring state and cache")
+    run.add_argument("--until", choices=STAGES, metavar="STAGE",
+                     help=f"build up to and including this stage ({', '.join(STAGES)})")
+    run.add_argument("--keep-going", action="store_true", help="after a failure, build what does not depend on it")
+    run.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
+    run.add_argument("--json", action="store_true", help="print a JSON summary to stdout")
+
+    validate = sub.add_parser("validate", help="check configs and the files they reference")
+    validate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+
+    status = sub.add_parser("status", parents=[state], help="which tasks would run, and why")
+    status.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+    status.add_argument("--json", action="store_true", help="print JSON to stdout")
+
+    clean = sub.add_parser("clean", parents=[state], help="remove build outputs")
+    clean.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+    clean.add_argument("--cache", action="store_true", help="also remove the artifact cache")
+
+    sub.add_parser("schema", help="print the pipeline JSON Schema")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with the build machinery
+    from accelbuild.build.doit_backend import RunOptions
+    from accelbuild.build.state import default_cache_dir, default_state_dir
+
+    state_dir = args.state_dir or default_state_dir()
+    cache_dir = args.cache_dir or default_cache_dir(state_dir)
+    return RunOptions(
+        state_dir=state_dir.absolute(),
+        cache_dir=cache_dir.absolute(),
+        jobs=getattr(args, "jobs", 1),
+        force=getattr(args, "force", False),
+        keep_going=getattr(args, "keep_going", False),
+    )
+
+
+def _load(paths: list[str]):
+    from accelbuild.config.load import load_pipelines
+
+    return load_pipelines(paths)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from accelbuild.build import api
+
+    pipelines = _load(args.pipelines)
+    options = _options(args)
+    if args.dry_run:
+        return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
+    summary = api.run(pipelines, options, args.until)
+    if args.json:
+        print(json.dumps(summary.as_json(), indent=2))
+    return summary.exit_code
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for pipeline in _load(args.pipelines):
+        models = ", ".join(m.name for m in pipeline.models)
+        print(f"{pipeline.source.file}: ok (pipeline {pipeline.name}; models: {models})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from accelbuild.build import api
+
+    return _print_explanations(api.explain(_load(args.pipelines), _options(args)), args.json, dry_run=False)
+
+
+def _print_explanations(explanations, as_json: bool, dry_run: bool) -> int:
+    if as_json:
+        tasks = [
+            {"name": e.name, "status": "skipped" if dry_run else ("outdated" if e.would_run else "up-to-date"),
+             "would_run": e.would_run, "reasons": e.reasons}
+            for e in explanations
+        ]
+        print(json.dumps({"ok": True, "dry_run": dry_run, "tasks": tasks}, indent=2))
+        return 0
+    for e in explanations:
+        if e.would_run:
+            print(f"would run   {e.name}")
+            for reason in e.reasons:
+                print(f"              {reason}")
+        else:
+            print(f"up-to-date  {e.name}")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from accelbuild.build import api
+
+    removed = api.clean(_load(args.pipelines), _options(args), args.cache)
+    print(f"removed {len(removed)} file(s)" + (" and the cache" if args.cache else ""))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from importlib import resources
+
+    sys.stdout.write(resources.files("accelbuild.schemas").joinpath("pipeline.schema.json").read_text("utf-8"))
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "validate": cmd_validate,
+    "status": cmd_status,
+    "clean": cmd_clean,
+    "schema": cmd_schema,
+}
+
+
+def _report_user_error(exc: UserError) -> None:
+    errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+    for error in errors:
+        sys.stderr.write(f"{error}\n")
+        if isinstance(error, ConfigError) and error.snippet:
+            sys.stderr.write(error.snippet + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="accelbuild: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        _report_user_error(exc)
+        return 2
+    except AccelbuildError as exc:
+        sys.stderr.write(f"accelbuild: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("accelbuild: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pipeline configs: YAML with positions, schema validation, typed spec."""

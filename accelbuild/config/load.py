@@ -1,0 +1,277 @@
+"""Load pipeline YAML files into typed specs: parse, validate against the schema, check, resolve.
+
+Every problem is a ``ConfigError`` at the offending node; all problems of a file are reported together.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from accelbuild.config import schema_check
+from accelbuild.config.spec import (
+    BenchmarkSpec,
+    ClosedLoopSpec,
+    CropSpec,
+    InputShapes,
+    ModelSpec,
+    OutputSpec,
+    PipelineSpec,
+    QuantizeSpec,
+    Shape,
+    TargetSpec,
+)
+from accelbuild.config.yaml_source import YamlDocument, load_yaml
+from accelbuild.errors import ConfigError, ConfigErrors, Where
+from accelbuild.hw.profile import builtin_profiles, looks_like_path
+
+SCHEMA = "pipeline.schema.json"
+
+MODEL_FORMATS = {
+    ".onnx": "onnx",
+    ".tflite": "tflite",
+    ".h5": "keras",
+    ".keras": "keras",
+    ".pb": "tensorflow",
+}
+
+
+def load_pipelines(paths: Iterable[str]) -> list[PipelineSpec]:
+    """Load several pipeline files; also checks that names and output folders do not collide."""
+    specs: list[PipelineSpec] = []
+    errors: list[ConfigError] = []
+    for path in paths:
+        try:
+            specs.append(load_pipeline(path))
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
+        except ConfigError as exc:
+            errors.append(exc)
+    errors.extend(_cross_pipeline_errors(specs))
+    if errors:
+        raise ConfigErrors(errors)
+    return specs
+
+
+def load_pipeline(path: str) -> PipelineSpec:
+    """Load and check one pipeline file (``path`` as the user typed it; it is shown in messages)."""
+    doc = load_yaml(Path(path), shown=path)
+    if doc.data is None:
+        raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 1'")
+    if not isinstance(doc.data, dict):
+        where = doc.where(())
+        raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 1'", doc.snippet(where))
+    errors = schema_check.validate(doc, SCHEMA)
+    if errors:
+        raise ConfigErrors(errors)
+    root = schema_check.load_schema(SCHEMA)
+    data = schema_check.apply_defaults(_plain_copy(doc.data), root, root)
+    checker = _Checker(doc, Path(path).resolve().parent)
+    spec = checker.build(data, Path(path))
+    if checker.errors:
+        raise ConfigErrors(sorted(checker.errors, key=lambda e: (e.where.line, e.where.col)))
+    return spec
+
+
+def _plain_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(v) for v in value]
+    return value
+
+
+def _cross_pipeline_errors(specs: list[PipelineSpec]) -> list[ConfigError]:
+    errors = []
+    by_name: dict[str, PipelineSpec] = {}
+    by_dir: dict[Path, PipelineSpec] = {}
+    for spec in specs:
+        other = by_name.setdefault(spec.name, spec)
+        if other is not spec:
+            errors.append(ConfigError(
+                spec.where("name"),
+                f"pipeline name {spec.name!r} is also used by {other.source.file}; names must be unique in one run",
+            ))
+        other = by_dir.setdefault(spec.output.dir, spec)
+        if other is not spec:
+            errors.append(ConfigError(
+                spec.where("output", "dir"),
+                f"output folder {spec.output.dir} is also used by {other.source.file}",
+            ))
+    return errors
+
+
+class _Checker:
+    """Builds the spec from schema-valid data, collecting the errors the schema cannot express."""
+
+    def __init__(self, doc: YamlDocument, base: Path) -> None:
+        self.doc = doc
+        self.base = base
+        self.errors: list[ConfigError] = []
+
+    def error(self, path: tuple[Any, ...], message: str, *, key: bool = False) -> None:
+        where = self.doc.where(path, key=key)
+        self.errors.append(ConfigError(where, message, self.doc.snippet(where)))
+
+    def existing(self, path: tuple[Any, ...], value: str, *, folder: bool = False) -> Path:
+        """Resolve a user path against the YAML's folder; report it when it does not exist."""
+        resolved = Path(os.path.normpath(self.base / value))
+        kind = "folder" if folder else "file"
+        if not resolved.exists():
+            self.error(path, f"{kind} not found: {value} (looked for {resolved})")
+        elif folder and not resolved.is_dir():
+            self.error(path, f"expected a folder, but {value} is a file")
+        elif not folder and not resolved.is_file():
+            self.error(path, f"expected a file, but {value} is not a regular file")
+        return resolved
+
+    def build(self, data: dict[str, Any], yaml_path: Path) -> PipelineSpec:
+        name = data.get("name") or _safe_stem(yaml_path)
+        target = self.target(data["target"])
+        models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
+        self.unique_model_names(models)
+        closed_loop = self.closed_loop(data["closed_loop"], target, len(models))
+        out = data["output"]
+        out_dir = Path(os.path.normpath(self.base / out.get("dir", f"build/{name}")))
+        if out_dir == self.base or out_dir in self.base.parents:
+            self.error(("output", "dir"), "output.dir must be a folder of its own, not the YAML's folder or above it")
+        bench = data["benchmark"]
+        accuracy = bench["accuracy"]
+        data_dir = None
+        if "data" in accuracy:
+            data_dir = self.existing(("benchmark", "accuracy", "data"), accuracy["data"], folder=True)
+        return PipelineSpec(
+            name=name,
+            yaml_path=yaml_path.resolve(),
+            target=target,
+            models=models,
+            benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir),
+            closed_loop=closed_loop,
+            output=OutputSpec(out_dir, out.get("dfp_name", f"{name}.dfp"), out["sim_dfp"]),
+            source=self.doc,
+        )
+
+    def target(self, t: dict[str, Any]) -> TargetSpec:
+        chip_gen = t["chip_gen"]
+        builtins = builtin_profiles()
+        if chip_gen in builtins:
+            profile_path = builtins[chip_gen]
+        elif looks_like_path(chip_gen):
+            profile_path = self.existing(("target", "chip_gen"), chip_gen)
+        else:
+            hint = schema_check.did_you_mean(chip_gen, list(builtins))
+            self.error(
+                ("target", "chip_gen"),
+                f"unknown chip_gen {chip_gen!r} (built-in profiles: {', '.join(sorted(builtins))}; "
+                f"or a path to a profile .yaml){hint}",
+            )
+            profile_path = Path(chip_gen)
+        return TargetSpec(
+            chip_gen=chip_gen,
+            profile_path=profile_path,
+            num_chips=t["num_chips"],
+            effort=t["effort"],
+            target_fps=t["target_fps"],
+            input_format=t["input_format"],
+            output_format=t["output_format"],
+            share_input=t["share_input"],
+        )
+
+    def model(self, index: int, m: dict[str, Any]) -> ModelSpec:
+        at = ("models", index)
+        path = self.existing(at + ("path",), m["path"])
+        suffix = Path(m["path"]).suffix.lower()
+        fmt = MODEL_FORMATS.get(suffix)
+        if fmt is None:
+            self.error(
+                at + ("path",),
+                f"unsupported model file type {suffix or '(none)'!r}; expected one of {', '.join(MODEL_FORMATS)}",
+            )
+            fmt = "onnx"
+        return ModelSpec(
+            index=index,
+            name=m.get("name") or _safe_stem(Path(m["path"])),
+            path=path,
+            format=fmt,  # type: ignore[arg-type]
+            input_shapes=self.input_shapes(at + ("input_shapes",), m["input_shapes"]),
+            crop=self.crop(at + ("crop",), m.get("crop")),
+            quantize=self.quantize(at + ("quantize",), m["quantize"]),
+        )
+
+    def input_shapes(self, at: tuple[Any, ...], value: Any) -> InputShapes:
+        def shape(v: Any) -> Shape:
+            return "auto" if v == "auto" else tuple(v)
+
+        if value == "auto":
+            return InputShapes()
+        if isinstance(value, dict):
+            for name in value:
+                if not name.strip():
+                    self.error(at + (name,), "input name must not be blank", key=True)
+            return InputShapes(by_name={k: shape(v) for k, v in value.items()})
+        return InputShapes(in_order=tuple(shape(v) for v in value))
+
+    def crop(self, at: tuple[Any, ...], c: dict[str, Any] | None) -> CropSpec:
+        if not c:
+            return CropSpec()
+        ways = []
+        if "inputs" in c or "outputs" in c:
+            ways.append("inputs/outputs")
+        if c.get("auto"):
+            ways.append("auto")
+        if "in_out_file" in c:
+            ways.append("in_out_file")
+        if len(ways) > 1:
+            self.error(at, f"crop: choose one way of cropping, not {' and '.join(ways)}")
+        in_out = self.existing(at + ("in_out_file",), c["in_out_file"]) if "in_out_file" in c else None
+        return CropSpec(tuple(c.get("inputs", ())), tuple(c.get("outputs", ())), bool(c.get("auto")), in_out)
+
+    def quantize(self, at: tuple[Any, ...], q: dict[str, Any]) -> QuantizeSpec:
+        if "bits" in q and "bits_file" in q:
+            self.error(at + ("bits_file",), "give per-layer bits either inline (bits) or in a file (bits_file), not both", key=True)
+        if q["auto_precision"] and ("bits" in q or "bits_file" in q):
+            other = "bits" if "bits" in q else "bits_file"
+            self.error(
+                at + ("auto_precision",),
+                f"auto_precision chooses per-layer bits itself; it cannot be combined with {other}",
+                key=True,
+            )
+        bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
+        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q["auto_precision"])
+
+    def closed_loop(self, c: dict[str, Any], target: TargetSpec, num_models: int) -> ClosedLoopSpec:
+        if c["enabled"] and target.effort != "hard":
+            self.error(
+                ("closed_loop", "enabled"),
+                f"closed_loop needs target.effort: hard (it measures the hard mapper's candidate splits); "
+                f"effort is {target.effort!r}",
+            )
+        if c["prioritize_model"] >= num_models:
+            self.error(
+                ("closed_loop", "prioritize_model"),
+                f"prioritize_model {c['prioritize_model']} is not a model index: this pipeline has "
+                f"{num_models} model(s), indices 0..{num_models - 1} (or -1 for total FPS)",
+            )
+        return ClosedLoopSpec(c["enabled"], c["jobs"], c["keep_splits"], c["prioritize_model"])
+
+    def unique_model_names(self, models: tuple[ModelSpec, ...]) -> None:
+        seen: dict[str, int] = {}
+        for model in models:
+            if model.name in seen:
+                at = ("models", model.index, "name")
+                if at not in self.doc.value_pos:
+                    at = ("models", model.index)
+                self.error(
+                    at,
+                    f"model name {model.name!r} is already used by models[{seen[model.name]}]; "
+                    "give each model a unique name",
+                )
+            else:
+                seen[model.name] = model.index
+
+
+def _safe_stem(path: Path) -> str:
+    """A file stem usable as a default name (same pattern as the schema's names)."""
+    stem = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.stem)
+    return stem.lstrip("._-") or "model"

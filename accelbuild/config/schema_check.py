@@ -1,0 +1,195 @@
+"""Validate a document against a JSON Schema and explain each error at the offending node.
+
+jsonschema's own messages name Python reprs and whole sub-schemas; users want "line 7: unknown key
+'modles'; did you mean 'models'?". Each error is turned into one positioned ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from accelbuild.config.yaml_source import YamlDocument
+from accelbuild.errors import ConfigError
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict[str, Any]:
+    """A schema shipped in ``accelbuild/schemas`` by file name."""
+    text = resources.files("accelbuild.schemas").joinpath(name).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str) -> Any:
+    import jsonschema  # imported here: it is the slowest import on the start-up path
+
+    return jsonschema.Draft202012Validator(load_schema(name))
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """``"; did you mean 'x'?"`` when a choice is close to ``word``, else ``""``."""
+    close = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def show(value: Any) -> str:
+    """A short, YAML-flavoured rendering of a user's value for messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe(schema: dict[str, Any]) -> str:
+    """What a (sub-)schema accepts, in words."""
+    if "const" in schema:
+        return show(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(show(v) for v in schema["enum"])
+    kind = schema.get("type")
+    text = _TYPE_NAMES.get(kind, "a value") if isinstance(kind, str) else "a value"
+    bounds = []
+    if "minimum" in schema:
+        bounds.append(f">= {schema['minimum']}")
+    if "exclusiveMinimum" in schema:
+        bounds.append(f"> {schema['exclusiveMinimum']}")
+    if "maximum" in schema:
+        bounds.append(f"<= {schema['maximum']}")
+    return text + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node[part]
+        return node
+    return schema
+
+
+def _location(path: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in path) if path else "the top level"
+
+
+def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, str]:
+    """(path, points_at_key, message) for one jsonschema error."""
+    path = tuple(error.absolute_path)
+    schema = _resolve(error.schema, root)
+    kind = error.validator
+    instance = error.instance
+    if kind == "additionalProperties" and isinstance(instance, dict):
+        known = set(schema.get("properties", {}))
+        extra = sorted(k for k in instance if k not in known)
+        if known:
+            key = extra[0]
+            return path + (key,), True, f"unknown key {key!r} in {_location(path)}" + did_you_mean(key, known)
+        # a free-form mapping whose values failed: report through the value's own schema
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in instance]
+        return path, False, f"missing required key {missing[0]!r} in {_location(path)}"
+    if kind in ("oneOf", "anyOf"):
+        branches = [_resolve(b, root) for b in error.validator_value]
+        matching = [
+            e for e in (error.context or []) if _branch_fits(branches[e.relative_schema_path[0]], instance)
+        ]
+        # Errors inside a branch of the instance's own kind say the most ("-1 is out of range");
+        # a value that matches no branch at all is best described by listing the branches.
+        deep = [e for e in matching if e.relative_path or e.validator not in ("const", "type")]
+        if deep:
+            import jsonschema
+
+            return _explain(jsonschema.exceptions.best_match(deep), root)
+        wanted = " or ".join(describe(b) for b in branches)
+        consts = [str(b["const"]) for b in branches if isinstance(b.get("const"), str)]
+        hint = did_you_mean(str(instance), consts) if isinstance(instance, str) else ""
+        return path, False, f"expected {wanted}, got {show(instance)}{hint}"
+    if kind == "const" and path == ("accelbuild",):
+        return path, False, (
+            f"unsupported config format {show(instance)}; this accelbuild reads format 1 (accelbuild: 1)"
+        )
+    if kind == "const":
+        hint = did_you_mean(str(instance), [str(error.validator_value)])
+        return path, False, f"expected {show(error.validator_value)}, got {show(instance)}{hint}"
+    if kind == "enum":
+        hint = did_you_mean(str(instance), [str(v) for v in error.validator_value])
+        return path, False, f"{show(instance)} is not {describe(schema)}{hint}"
+    if kind == "type":
+        return path, False, f"expected {describe(schema)}, got {show(instance)}"
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return path, False, f"{show(instance)} is out of range: expected {describe(schema)}"
+    if kind == "minItems":
+        return path, False, f"expected at least {error.validator_value} item(s)"
+    if kind == "maxItems":
+        return path, False, f"expected at most {error.validator_value} items"
+    if kind == "minProperties":
+        return path, False, "expected at least one entry"
+    if kind == "minLength":
+        return path, False, "must not be empty"
+    if kind == "pattern":
+        return path, False, f"{show(instance)} does not match the allowed form {error.validator_value}"
+    return path, False, error.message
+
+
+def _branch_fits(branch: dict[str, Any], instance: Any) -> bool:
+    """Whether a oneOf branch is about the instance's own kind (so its errors are the useful ones)."""
+    if "const" in branch:
+        return type(branch["const"]) is type(instance)
+    kind = branch.get("type")
+    if kind in ("integer", "number"):
+        return isinstance(instance, (int, float)) and not isinstance(instance, bool)
+    python = {"object": dict, "array": list, "string": str, "boolean": bool}.get(kind or "")
+    return python is not None and isinstance(instance, python)
+
+
+def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
+    """All schema errors of ``doc``, positioned and sorted by position."""
+    root = load_schema(schema_name)
+    errors = []
+    seen = set()
+    for error in _validator(schema_name).iter_errors(doc.data):
+        path, at_key, message = _explain(error, root)
+        where = doc.where(path, key=at_key)
+        if (str(where), message) in seen:
+            continue
+        seen.add((str(where), message))
+        errors.append(ConfigError(where, message, doc.snippet(where)))
+    errors.sort(key=lambda e: (e.where.line, e.where.col))
+    return errors
+
+
+def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
+    """Fill in schema ``default`` values for absent keys (the schema is the one source of defaults)."""
+    schema = _resolve(schema, root)
+    if isinstance(data, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            sub = _resolve(sub, root)
+            if key not in data and "default" in sub:
+                data[key] = json.loads(json.dumps(sub["default"]))
+            if key in data:
+                data[key] = apply_defaults(data[key], sub, root)
+    elif isinstance(data, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(item, schema["items"], root) for item in data]
+    return data

@@ -1,0 +1,171 @@
+"""Safe YAML loading that remembers where every value came from.
+
+PyYAML's composer gives a node tree with marks; we build plain Python values from it ourselves so that
+every value (and every mapping key) keeps its 1-based line and column, keyed by its path in the document
+(``("models", 0, "path")``). Only the safe tags are constructed; anything else (``!!python/object``...)
+is an error, never executed. Alias expansion is bounded, so "billion laughs" documents fail fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accelbuild.errors import ConfigError, Where
+
+Path_ = tuple[str | int, ...]
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_NODES = 200_000
+MAX_DEPTH = 64
+
+
+@dataclass
+class YamlDocument:
+    """A parsed YAML document: its data and the position of every value and key."""
+
+    file: str
+    data: Any
+    text: str
+    value_pos: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    key_pos: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, path: Path_, *, key: bool = False) -> Where:
+        """Position of the value (or, with ``key``, the mapping key) at ``path``.
+
+        Falls back to the closest enclosing node that has a position.
+        """
+        table = self.key_pos if key else self.value_pos
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return Where(self.file, *table[probe])
+            if probe in self.value_pos:
+                return Where(self.file, *self.value_pos[probe])
+            probe = probe[:-1]
+        return Where(self.file, *self.value_pos.get((), (1, 1)))
+
+    def snippet(self, where: Where) -> str:
+        """The source line at ``where`` with a caret under the column, for error output."""
+        lines = self.text.splitlines()
+        if not 1 <= where.line <= len(lines):
+            return ""
+        line = lines[where.line - 1]
+        gutter = f"{where.line:>5} | "
+        return f"{gutter}{line}\n{' ' * (len(gutter) - 2)}| {' ' * (where.col - 1)}^"
+
+
+def _decode(path: Path, shown: str, raw: bytes) -> str:
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8-sig"
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            Where(shown, line, col), f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        ) from None
+
+
+def load_yaml(path: Path, shown: str | None = None) -> YamlDocument:
+    """Read and parse ``path`` safely. Errors are ``ConfigError`` with ``file:line:col``."""
+    shown = shown or str(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(shown, "no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(shown, "is a directory, not a pipeline YAML file") from None
+    except OSError as exc:
+        raise ConfigError(shown, f"cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(shown, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    text = _decode(path, shown, raw)
+    return parse_yaml(text, shown)
+
+
+def parse_yaml(text: str, shown: str) -> YamlDocument:
+    """Parse YAML text; see ``load_yaml``."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.problem:
+            message = f"{exc.problem} ({exc.context})"
+        where = Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
+        raise ConfigError(where, f"YAML syntax error: {message}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(shown, f"YAML error: {exc}") from None
+    doc = YamlDocument(file=shown, data=None, text=text)
+    if root is None:
+        return doc
+    builder = _Builder(doc)
+    doc.data = builder.build(root, (), 0)
+    return doc
+
+
+class _Builder:
+    """Turns composed nodes into Python values, recording positions, with bounded expansion."""
+
+    def __init__(self, doc: YamlDocument) -> None:
+        self.doc = doc
+        self.nodes = 0
+        self.constructor = yaml.SafeLoader("")
+
+    def _where(self, node: yaml.Node) -> Where:
+        return Where(self.doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def build(self, node: yaml.Node, path: Path_, depth: int) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise ConfigError(
+                self._where(node), f"document expands to more than {MAX_NODES} values (aliases?)"
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(self._where(node), f"nesting deeper than {MAX_DEPTH} levels")
+        self.doc.value_pos[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, depth)
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != "tag:yaml.org,2002:seq":
+                raise ConfigError(self._where(node), f"unsupported YAML tag {node.tag!r}")
+            return [self.build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
+        return self._scalar(node)
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
+        if node.tag != "tag:yaml.org,2002:map":
+            raise ConfigError(self._where(node), f"unsupported YAML tag {node.tag!r}")
+        own_keys = {id(key_node) for key_node, _ in node.value}
+        self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        result: dict[str, Any] = {}
+        seen_own: set[str] = set()
+        for key_node, value_node in node.value:
+            key = self._scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise ConfigError(self._where(key_node), "mapping keys must be plain scalars")
+            key = str(key) if not isinstance(key, str) else key
+            if id(key_node) in own_keys:  # a merged-in key may be overridden, an own one not twice
+                if key in seen_own:
+                    raise ConfigError(self._where(key_node), f"duplicate key {key!r}")
+                seen_own.add(key)
+            child = path + (key,)
+            self.doc.key_pos[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            result[key] = self.build(value_node, child, depth + 1)
+        return result
+
+    def _scalar(self, node: yaml.Node) -> Any:
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            problem = exc.problem or "cannot construct value"
+            raise ConfigError(self._where(node), problem.replace("\n", " ")) from None
+        except (ValueError, OverflowError) as exc:
+            raise ConfigError(self._where(node), f"invalid value: {exc}") from None

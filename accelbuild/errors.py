@@ -1,0 +1,65 @@
+"""One exception hierarchy for the whole tool.
+
+``UserError`` and its subclasses are mistakes the user can fix (a config, a model file, a command line):
+the CLI prints their message and exits 2, never a traceback. Any other ``AccelbuildError`` is a stage
+that failed on valid input (exit 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class AccelbuildError(Exception):
+    """Base class of every error accelbuild raises on purpose."""
+
+    exit_code = 1
+
+
+class StageError(AccelbuildError):
+    """A stage could not do its job on valid input."""
+
+
+class UserError(AccelbuildError):
+    """A mistake in what the user gave us; reported without a traceback, exit 2."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Where:
+    """A position in a user's file: 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class ConfigError(UserError):
+    """One or more positioned messages about a pipeline config."""
+
+    def __init__(self, where: Where | str, message: str, snippet: str = "") -> None:
+        self.where = where
+        self.message = message
+        self.snippet = snippet
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigErrors(UserError):
+    """Several config errors reported together (all of a file's schema errors, say)."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+class InputFileError(UserError):
+    """A model, data or profile file that cannot be used: ``file: message``."""
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}")

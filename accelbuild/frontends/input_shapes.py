@@ -1,0 +1,189 @@
+"""Fix a model's input dimensions from the user's ``input_shapes``.
+
+Users give image shapes channel-last without batch (H, W, C), whatever the model's layout. For a rank-4
+input we decide whether the model reads it NCHW or NHWC (an NHWC input feeds a Transpose to NCHW, as
+TensorFlow exports do; otherwise ONNX is NCHW), check the result against the dimensions the model fixes,
+and prepend the batch. Inputs of other ranks are given as-is without batch. A symbolic batch becomes 1;
+any other dimension left symbolic is an error naming the input and its dimensions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import onnx
+
+from accelbuild.config.schema_check import did_you_mean
+from accelbuild.config.spec import InputShapes, ModelSpec, PipelineSpec
+from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True)
+class ResolvedInput:
+    name: str
+    shape: tuple[int, ...]
+    layout: str  # "NCHW", "NHWC" or "as-is"
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """Real inputs (old IR versions also list initializers as inputs)."""
+    initializers = {t.name for t in model.graph.initializer}
+    return [v for v in model.graph.input if v.name not in initializers]
+
+
+def model_dims(value: onnx.ValueInfoProto) -> list[Dim] | None:
+    """Dimensions as ints (fixed), strings (symbolic) or None (unknown); None if the rank is unknown."""
+    tensor = value.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim
+    ]
+
+
+def show_dims(dims: Sequence[Dim]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def resolve_input_shapes(
+    model: onnx.ModelProto, pipeline: PipelineSpec, spec: ModelSpec
+) -> list[ResolvedInput]:
+    """Decide every input's static shape; raises positioned errors for the user's mistakes."""
+    inputs = graph_inputs(model)
+    given = _given_by_input(inputs, pipeline, spec)
+    resolved = []
+    for index, value in enumerate(inputs):
+        at = _position(spec, spec.input_shapes, value.name, index)
+        resolved.append(_resolve_one(model, value, given.get(value.name), pipeline, spec, at))
+    return resolved
+
+
+def apply_input_shapes(model: onnx.ModelProto, resolved: list[ResolvedInput]) -> None:
+    """Write static shapes into the model's inputs and drop stale intermediate shapes."""
+    by_name = {r.name: r for r in resolved}
+    for value in graph_inputs(model):
+        shape = value.type.tensor_type.shape
+        del shape.dim[:]
+        for size in by_name[value.name].shape:
+            shape.dim.add().dim_value = size
+    del model.graph.value_info[:]  # re-inferred; old entries may hold conflicting symbolic dims
+    for value in model.graph.output:
+        if value.type.tensor_type.HasField("shape"):
+            value.type.tensor_type.ClearField("shape")
+
+
+def _given_by_input(inputs: list[onnx.ValueInfoProto], pipeline: PipelineSpec,
+                    spec: ModelSpec) -> dict[str, object]:
+    shapes = spec.input_shapes
+    names = [v.name for v in inputs]
+    if shapes.by_name:
+        errors = []
+        for name in shapes.by_name:
+            if name not in names:
+                where = pipeline.where("models", spec.index, "input_shapes", name, key=True)
+                errors.append(ConfigError(
+                    where,
+                    f"model {spec.name!r} has no input named {name!r}{did_you_mean(name, names)} "
+                    f"(its inputs: {', '.join(names)})",
+                ))
+        if errors:
+            raise ConfigErrors(errors)
+        return dict(shapes.by_name)
+    if len(shapes.in_order) > len(names):
+        where = pipeline.where("models", spec.index, "input_shapes")
+        raise ConfigError(
+            where, f"{len(shapes.in_order)} input shapes given, but model {spec.name!r} has "
+            f"{len(names)} input(s): {', '.join(names)}",
+        )
+    return dict(zip(names, shapes.in_order))
+
+
+def _position(spec: ModelSpec, shapes: InputShapes, name: str, index: int) -> tuple[object, ...]:
+    base = ("models", spec.index, "input_shapes")
+    if name in shapes.by_name:
+        return base + (name,)
+    if index < len(shapes.in_order):
+        return base + (index,)
+    return base if shapes.by_name or shapes.in_order else ("models", spec.index)
+
+
+def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: object,
+                 pipeline: PipelineSpec, spec: ModelSpec, at: tuple[object, ...]) -> ResolvedInput:
+    dims = model_dims(value)
+    name = value.name
+    if given is None or given == "auto":
+        if dims is None:
+            raise ConfigError(pipeline.where(*at), f"input {name!r} of model {spec.name!r} has no shape "
+                              "in the model; give it in input_shapes")
+        fixed = [1 if i == 0 and len(dims) >= 2 and not isinstance(d, int) else d for i, d in enumerate(dims)]
+        if any(not isinstance(d, int) or d <= 0 for d in fixed):
+            example = "[H, W, C]" if len(dims) == 4 else show_dims(["n"] * (len(dims) - 1))
+            raise ConfigError(
+                pipeline.where(*at),
+                f"input {name!r} of model {spec.name!r} has dynamic dimensions {show_dims(dims)}; "
+                f"give its shape in input_shapes (e.g. {name}: {example}, channel-last without batch)",
+            )
+        return ResolvedInput(name, tuple(int(d) for d in fixed), "as-is")  # type: ignore[arg-type]
+    user = [int(d) for d in given]  # type: ignore[union-attr]
+    if dims is None:  # rank unknown to the model: take the user's dims after a batch of 1
+        return ResolvedInput(name, (1, *user), "as-is")
+    rank = len(dims)
+    if rank <= 1:
+        candidates = {"as-is": user}
+        expected = rank
+    else:
+        expected = rank - 1
+        batch = dims[0] if isinstance(dims[0], int) and dims[0] > 0 else 1
+        if rank == 4 and len(user) == 3:
+            h, w, c = user
+            nchw, nhwc = [batch, c, h, w], [batch, h, w, c]
+            candidates = {"NHWC": nhwc, "NCHW": nchw} if _feeds_nhwc_transpose(model, name) \
+                else {"NCHW": nchw, "NHWC": nhwc}
+        else:
+            candidates = {"as-is": [batch, *user]}
+    if len(user) != expected:
+        what = "(H, W, C)" if rank == 4 else f"{expected} dimension(s)"
+        raise ConfigError(
+            pipeline.where(*at),
+            f"input {name!r} of model {spec.name!r} has rank {rank} {show_dims(dims)}; "
+            f"give {what} without the batch, not {len(user)} value(s)",
+        )
+    for layout, shape in candidates.items():
+        if _fits(shape, dims):
+            return ResolvedInput(name, tuple(shape), layout)
+    raise ConfigError(
+        pipeline.where(*at),
+        f"shape {user} does not fit input {name!r} of model {spec.name!r}, whose fixed dimensions "
+        f"are {show_dims(dims)} (shapes are channel-last without batch)",
+    )
+
+
+def _fits(shape: list[int], dims: list[Dim]) -> bool:
+    return all(not isinstance(d, int) or d <= 0 or d == s for s, d in zip(shape, dims))
+
+
+_PASS_THROUGH = {"Cast", "Identity"}
+
+
+def _feeds_nhwc_transpose(model: onnx.ModelProto, name: str) -> bool:
+    """Whether the input reaches a Transpose(perm=[0, 3, 1, 2]) directly or through Cast/Identity."""
+    frontier = {name}
+    for _ in range(4):
+        consumers = [n for n in model.graph.node if frontier & set(n.input)]
+        for node in consumers:
+            if node.op_type == "Transpose":
+                perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+                if perm == [0, 3, 1, 2]:
+                    return True
+        frontier = {o for n in consumers if n.op_type in _PASS_THROUGH for o in n.output}
+        if not frontier:
+            return False
+    return False
+
+
+def check_model_file_inputs(model: onnx.ModelProto, path: object) -> None:
+    if not graph_inputs(model):
+        raise InputFileError(path, "the model has no inputs")

@@ -1,0 +1,1 @@
+"""Hardware profiles: accelerator facts as data, separate from compiler options."""

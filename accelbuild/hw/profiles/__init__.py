@@ -1,0 +1,1 @@
+"""Built-in hardware profile files (package data)."""

@@ -1,0 +1,1 @@
+"""JSON Schemas shipped with accelbuild (pipeline config format, hardware profiles)."""

@@ -1,0 +1,76 @@
+"""Import stage: a model file in, ``imported.onnx`` (static shapes, shape-inferred) and ``import.json`` out."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from pathlib import Path
+
+import onnx
+
+from accelbuild.build.worker import StageContext
+from accelbuild.errors import InputFileError
+from accelbuild.frontends import onnx_model
+from accelbuild.frontends.input_shapes import (
+    apply_input_shapes,
+    check_model_file_inputs,
+    model_dims,
+    resolve_input_shapes,
+    show_dims,
+)
+from accelbuild.util.files import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+    """External data files of an ONNX model: part of the import's cache key."""
+    path = inputs["model"]
+    if path.suffix.lower() != ".onnx":
+        return {}
+    return onnx_model.external_data_files(path)
+
+
+def run(ctx: StageContext) -> None:
+    model_path = ctx.inputs["model"]
+    model = _load(model_path, ctx.model.format)
+    check_model_file_inputs(model, model_path)
+    resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
+    apply_input_shapes(model, resolved)
+    model = _infer_shapes(model, model_path)
+    onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
+    write_json_atomic(ctx.outputs["import.json"], _record(model, model_path, resolved))
+
+
+def _load(path: Path, fmt: str) -> onnx.ModelProto:
+    if fmt == "onnx":
+        return onnx_model.load_onnx(path)
+    raise InputFileError(path, f"{fmt} models cannot be imported by this accelbuild version yet; convert to ONNX")
+
+
+def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        text = str(exc).strip().splitlines()
+        raise InputFileError(path, f"shape inference failed with the given input shapes: {text[0] if text else exc}") from None
+
+
+def _record(model: onnx.ModelProto, path: Path, resolved: list) -> dict:
+    shapes = {v.name: model_dims(v) for v in [*model.graph.value_info, *model.graph.output]}
+    outputs = [{"name": v.name, "shape": shapes.get(v.name)} for v in model.graph.output]
+    unresolved = [o for o in outputs if o["shape"] is None or not all(isinstance(d, int) for d in o["shape"])]
+    for out in unresolved:
+        log.warning("%s: output %r has no static shape after inference: %s", path.name, out["name"],
+                    show_dims(out["shape"] or []))
+    return {
+        "source": {"file": path.name, "format": "onnx"},
+        "ir_version": model.ir_version,
+        "opsets": {imp.domain or "ai.onnx": imp.version for imp in model.opset_import},
+        "inputs": [
+            {"name": r.name, "shape": list(r.shape), "layout": r.layout} for r in resolved
+        ],
+        "outputs": outputs,
+        "nodes": len(model.graph.node),
+        "op_types": dict(sorted(collections.Counter(n.op_type for n in model.graph.node).items())),
+    }

@@ -1,0 +1,1 @@
+"""Deterministic tiny ONNX models for tests and examples."""

@@ -1,0 +1,76 @@
+"""Atomic file writes and content digests.
+
+Every file accelbuild writes goes through a temp file in the same folder and ``os.replace``, so a killed
+build leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+_CHUNK = 1 << 20
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_current_umask()  # what open() would give; mkstemp alone gives 0600
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """Open a temp file next to ``path``; on success it replaces ``path`` (fsync'ed), else it vanishes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    with atomic_writer(path) as handle:
+        handle.write(data)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON with sorted keys and a trailing newline: the same value gives the same bytes."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def copy_atomic(source: Path, target: Path) -> None:
+    with open(source, "rb") as src, atomic_writer(target) as dst:
+        shutil.copyfileobj(src, dst, _CHUNK)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def json_digest(value: Any) -> str:
+    """SHA-256 of a value's canonical JSON form."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
