@@ -166,7 +166,7 @@ class JobLoader(TaskLoader2):
             "num_process": self.options.jobs if self.options.jobs > 1 else 0,
             "par_type": "process",
             "continue": self.options.keep_going,
-            "always_execute": self.options.force,
+            "always": self.options.force,
         }
 
     def load_tasks(self, cmd: Any, pos_args: list[str]) -> list[Task]:

@@ -80,7 +80,7 @@ def describe(schema: dict[str, Any]) -> str:
     return text + (" " + " and ".join(bounds) if bounds else "")
 
 
-def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
         node: Any = root
@@ -97,7 +97,7 @@ def _location(path: tuple[Any, ...]) -> str:
 def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, str]:
     """(path, points_at_key, message) for one jsonschema error."""
     path = tuple(error.absolute_path)
-    schema = _resolve(error.schema, root)
+    schema = resolve_ref(error.schema, root)
     kind = error.validator
     instance = error.instance
     if kind == "additionalProperties" and isinstance(instance, dict):
@@ -111,7 +111,7 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
         missing = [k for k in error.validator_value if k not in instance]
         return path, False, f"missing required key {missing[0]!r} in {_location(path)}"
     if kind in ("oneOf", "anyOf"):
-        branches = [_resolve(b, root) for b in error.validator_value]
+        branches = [resolve_ref(b, root) for b in error.validator_value]
         matching = [
             e for e in (error.context or []) if _branch_fits(branches[e.relative_schema_path[0]], instance)
         ]
@@ -170,6 +170,8 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     errors = []
     seen = set()
     for error in _validator(schema_name).iter_errors(doc.data):
+        if _misspelt_required(error):
+            continue  # the unknown-key error for the misspelling says it better
         path, at_key, message = _explain(error, root)
         where = doc.where(path, key=at_key)
         if (str(where), message) in seen:
@@ -180,12 +182,21 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     return errors
 
 
+def _misspelt_required(error: Any) -> bool:
+    """A "missing key" error whose key is present under a misspelt name."""
+    if error.validator != "required" or not isinstance(error.instance, dict):
+        return False
+    missing = [k for k in error.validator_value if k not in error.instance]
+    extra = [k for k in error.instance if k not in error.schema.get("properties", {})]
+    return bool(missing) and all(did_you_mean(k, extra) for k in missing)
+
+
 def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
     """Fill in schema ``default`` values for absent keys (the schema is the one source of defaults)."""
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     if isinstance(data, dict) and "properties" in schema:
         for key, sub in schema["properties"].items():
-            sub = _resolve(sub, root)
+            sub = resolve_ref(sub, root)
             if key not in data and "default" in sub:
                 data[key] = json.loads(json.dumps(sub["default"]))
             if key in data:

@@ -112,6 +112,14 @@ def parse_yaml(text: str, shown: str) -> YamlDocument:
     return doc
 
 
+_CORE = "tag:yaml.org,2002:"
+_PLAIN_TAGS = {
+    yaml.ScalarNode: {_CORE + t for t in ("null", "bool", "int", "float", "str", "timestamp")},
+    yaml.SequenceNode: {_CORE + "seq"},
+    yaml.MappingNode: {_CORE + "map"},
+}
+
+
 class _Builder:
     """Turns composed nodes into Python values, recording positions, with bounded expansion."""
 
@@ -132,17 +140,21 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise ConfigError(self._where(node), f"nesting deeper than {MAX_DEPTH} levels")
         self.doc.value_pos[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        self._check_tag(node)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, depth)
         if isinstance(node, yaml.SequenceNode):
-            if node.tag != "tag:yaml.org,2002:seq":
-                raise ConfigError(self._where(node), f"unsupported YAML tag {node.tag!r}")
             return [self.build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
         return self._scalar(node)
 
+    def _check_tag(self, node: yaml.Node) -> None:
+        """Only plain YAML values: a tag like ``!!python/object`` is refused before anything is built."""
+        allowed = _PLAIN_TAGS[type(node)]
+        if node.tag not in allowed:
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise ConfigError(self._where(node), f"unsupported YAML tag {tag!r}; only plain YAML values are allowed")
+
     def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
-        if node.tag != "tag:yaml.org,2002:map":
-            raise ConfigError(self._where(node), f"unsupported YAML tag {node.tag!r}")
         own_keys = {id(key_node) for key_node, _ in node.value}
         self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
         result: dict[str, Any] = {}
@@ -162,6 +174,7 @@ class _Builder:
         return result
 
     def _scalar(self, node: yaml.Node) -> Any:
+        self._check_tag(node)
         try:
             return self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:

@@ -1,0 +1,72 @@
+"""Generate the pipeline YAML reference (docs/pipeline-reference.md) from the JSON Schema.
+
+    python -m accelbuild.config.schema_doc > docs/pipeline-reference.md
+
+A test checks the committed file matches, so the reference cannot drift from the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from accelbuild.config.schema_check import resolve_ref, load_schema
+
+
+def _kind(schema: dict[str, Any], root: dict[str, Any]) -> str:
+    schema = resolve_ref(schema, root)
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return " \\| ".join(json.dumps(v) for v in schema["enum"])
+    if "oneOf" in schema:
+        return " or ".join(_kind(s, root) for s in schema["oneOf"])
+    kind = schema.get("type", "any")
+    bounds = []
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<=")):
+        if key in schema:
+            bounds.append(f"{sign} {schema[key]}")
+    if kind == "array" and "items" in schema:
+        kind = f"list of {_kind(schema['items'], root)}"
+    elif kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+        kind = f"mapping to {_kind(schema['additionalProperties'], root)}"
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _rows(schema: dict[str, Any], root: dict[str, Any], prefix: str) -> Iterator[str]:
+    schema = resolve_ref(schema, root)
+    required = set(schema.get("required", []))
+    for key, sub in schema.get("properties", {}).items():
+        sub_resolved = resolve_ref(sub, root)
+        name = f"{prefix}{key}"
+        default = json.dumps(sub_resolved["default"]) if "default" in sub_resolved else ""
+        if key in required:
+            default = "required"
+        nested = "properties" in sub_resolved
+        kind = "mapping" if nested else _kind(sub_resolved, root)
+        yield f"| `{name}` | {kind} | {default} | {sub_resolved.get('description', '')} |"
+        if nested:
+            yield from _rows(sub_resolved, root, f"{name}.")
+        items = sub_resolved.get("items")
+        if isinstance(items, dict) and "properties" in resolve_ref(items, root):
+            yield from _rows(items, root, f"{name}[].")
+
+
+def render() -> str:
+    root = load_schema("pipeline.schema.json")
+    lines = [
+        "# Pipeline YAML reference (config format 1)",
+        "",
+        "Generated from `schemas/pipeline.schema.json` by `python -m accelbuild.config.schema_doc`;",
+        "do not edit by hand. Paths are relative to the YAML file; unknown keys are errors.",
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+        *_rows(root, root, ""),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,358 @@
+"""No-op rebuild benchmark: ``accelbuild run`` over 20 built pipelines against ``dvc repro``.
+
+What is measured
+    The wall-clock time of a rebuild that has nothing to do, as a user sees it: one whole CLI process,
+    from interpreter start-up to exit. On the accelbuild side that is one ``accelbuild run p00.yaml ...
+    p19.yaml`` over 20 already-built pipelines (every task ``up-to-date``); on the DVC side one ``dvc
+    repro`` of one already-built, equivalent six-stage pipeline (import -> crop -> quantize -> map ->
+    assemble -> benchmark, chained through files). The project's goal is accelbuild / dvc <= 0.5: checking
+    twenty pipelines must cost at most half of what DVC spends checking one.
+
+Why ratios, measured in the same run
+    Absolute seconds depend on the machine and on whatever else it is doing. The two commands are run
+    alternately, round after round (after one warm-up each), and the medians are compared, so slow
+    moments hit both sides alike and the ratio stays meaningful on a noisy CI runner. A bare
+    ``python -c pass`` of the same interpreter is timed in the same rotation, to show how much of the
+    accelbuild figure is interpreter start-up that no build tool written in Python can avoid.
+
+Everything happens in a temporary folder, offline and deterministically: the model comes from
+``accelbuild.testing.models``, DVC runs with analytics, update checks and Studio off and with its
+config and site cache dirs inside the temporary folder. DVC is needed only for this benchmark and is
+not a dependency of accelbuild; install it into a venv of its own (see ``DVC_INSTALL_HINT``).
+
+Usage::
+
+    python bench/noop.py [--dvc PATH] [--rounds N] [--json]
+
+The exit code is 0 whether or not the goal is met (this is a benchmark, not a test); 2 if DVC is not
+found, 1 if a build or a no-op check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+PIPELINES = 20
+GOAL = 0.5
+DVC_STAGES = ("import", "crop", "quantize", "map", "assemble", "benchmark")
+DVC_UP_TO_DATE = "Data and pipelines are up to date."
+DVC_INSTALL_HINT = """\
+noop.py: dvc not found. It is needed only for this benchmark; install it into a venv of its own:
+    python3 -m venv /work/dvcvenv && /work/dvcvenv/bin/pip install dvc
+then run:  python bench/noop.py --dvc /work/dvcvenv/bin/dvc   (or set DVC=/work/dvcvenv/bin/dvc)"""
+
+PIPELINE_YAML = """\
+accelbuild: 1
+name: {name}
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes:
+      images: [320, 320, 3]
+"""
+
+
+class BenchError(Exception):
+    """The benchmark could not set up or measure what it claims to measure."""
+
+
+@dataclass
+class Command:
+    """A command to time, and a check that a finished run of it really was a no-op."""
+
+    label: str
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    check: Callable[[subprocess.CompletedProcess[str]], None] = lambda proc: None
+    samples: list[float] = field(default_factory=list)
+
+    def run(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv, cwd=self.cwd, env=self.env, capture_output=True, text=True)
+
+    def timed(self) -> float:
+        started = time.perf_counter()
+        proc = self.run()
+        seconds = time.perf_counter() - started
+        self.check(proc)
+        return seconds
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+# --- finding the tools ---------------------------------------------------------------------------
+
+
+def find_dvc(option: str | None) -> str | None:
+    """``--dvc PATH``, else ``$DVC``, else ``dvc`` on PATH; None if none of them is an executable."""
+    for candidate in (option, os.environ.get("DVC"), "dvc"):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return found
+    return None
+
+
+def accelbuild_argv() -> list[str]:
+    """The ``accelbuild`` console script beside this interpreter, as users run it."""
+    script = Path(sys.executable).parent / "accelbuild"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "accelbuild.cli"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without accelbuild settings that would point outside the temp dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env.update(extra)
+    return env
+
+
+def describe(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit code {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+
+
+# --- the accelbuild side -------------------------------------------------------------------------
+
+
+def write_model(folder: Path) -> Path:
+    from accelbuild.testing.models import tiny_detector
+
+    path = folder / "models" / "tinydet.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(tiny_detector().SerializeToString(deterministic=True))
+    return path
+
+
+def write_pipelines(folder: Path, count: int) -> list[str]:
+    names = [f"p{i:02d}.yaml" for i in range(count)]
+    for name in names:
+        (folder / name).write_text(PIPELINE_YAML.format(name=Path(name).stem), encoding="utf-8")
+    return names
+
+
+def task_statuses(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    try:
+        return {task["name"]: task["status"] for task in json.loads(proc.stdout)["tasks"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BenchError(f"accelbuild run --json printed no task list ({exc})\n{describe(proc)}") from None
+
+
+def check_accelbuild_noop(proc: subprocess.CompletedProcess[str]) -> None:
+    """Every task line on stderr says ``up-to-date`` (the timed runs are without ``--json``)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines or any(not line.startswith("up-to-date ") for line in lines):
+        raise BenchError(f"accelbuild no-op run did work or failed: {describe(proc)}")
+
+
+def prepare_accelbuild(folder: Path) -> tuple[Command, int]:
+    """Build 20 pipelines once, confirm a second run is all ``up-to-date``; the no-op command and task count."""
+    write_model(folder)
+    argv = [*accelbuild_argv(), "run", *write_pipelines(folder, PIPELINES), "--state-dir", str(folder / "state")]
+    command = Command(f"accelbuild run ({PIPELINES} pipelines)", argv, folder, clean_env(), check_accelbuild_noop)
+    first = command.run()
+    if first.returncode != 0:
+        raise BenchError(f"initial accelbuild build failed: {describe(first)}")
+    second = subprocess.run([*argv, "--json"], cwd=folder, env=command.env, capture_output=True, text=True)
+    statuses = task_statuses(second)
+    if second.returncode != 0 or not statuses or set(statuses.values()) != {"up-to-date"}:
+        raise BenchError(f"second accelbuild run is not a no-op: {statuses}\n{describe(second)}")
+    return command, len(statuses)
+
+
+# --- the DVC side --------------------------------------------------------------------------------
+
+
+def dvc_env(folder: Path) -> dict[str, str]:
+    """DVC with no network and no configuration from outside the temporary folder."""
+    return clean_env(
+        DVC_NO_ANALYTICS="1",
+        DVC_STUDIO_OFFLINE="1",
+        DVC_GLOBAL_CONFIG_DIR=str(folder / "dvc-global"),
+        DVC_SYSTEM_CONFIG_DIR=str(folder / "dvc-system"),
+        DVC_SITE_CACHE_DIR=str(folder / "dvc-site-cache"),
+    )
+
+
+def dvc_yaml(model: str) -> str:
+    """Six stages chained through files; each copies its input to its output."""
+    lines = ["stages:"]
+    previous = model
+    for stage in DVC_STAGES:
+        output = f"{stage}.out"
+        lines += [
+            f"  {stage}:",
+            f"    cmd: cp {previous} {output}",
+            f"    deps: [{previous}]",
+            f"    outs: [{output}]",
+        ]
+        previous = output
+    return "\n".join(lines) + "\n"
+
+
+def check_dvc_noop(proc: subprocess.CompletedProcess[str]) -> None:
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0 or DVC_UP_TO_DATE not in output or "Running stage" in output:
+        raise BenchError(f"dvc repro no-op did work or failed: {describe(proc)}")
+
+
+def prepare_dvc(folder: Path, dvc: str) -> Command:
+    """A DVC project with the same model and six copying stages, built once; the no-op ``repro`` command."""
+    write_model(folder)
+    env = dvc_env(folder)
+    setup = [
+        [dvc, "init", "--no-scm", "--quiet"],
+        [dvc, "config", "core.analytics", "false"],
+        [dvc, "config", "core.check_update", "false"],
+    ]
+    for argv in setup:
+        proc = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BenchError(f"{' '.join(argv[1:])} failed: {describe(proc)}")
+    (folder / "dvc.yaml").write_text(dvc_yaml("models/tinydet.onnx"), encoding="utf-8")
+    command = Command("dvc repro (1 pipeline)", [dvc, "repro"], folder, env, check_dvc_noop)
+    first = command.run()
+    ran = first.stdout.count("Running stage")
+    if first.returncode != 0 or ran != len(DVC_STAGES):
+        raise BenchError(f"initial dvc repro ran {ran} of {len(DVC_STAGES)} stages: {describe(first)}")
+    check_dvc_noop(command.run())
+    return command
+
+
+def dvc_version(dvc: str) -> str:
+    proc = subprocess.run([dvc, "--version"], capture_output=True, text=True, env=clean_env(DVC_NO_ANALYTICS="1"))
+    return proc.stdout.strip()
+
+
+# --- timing and reporting ------------------------------------------------------------------------
+
+
+def python_startup(folder: Path) -> Command:
+    return Command("python -c pass", [sys.executable, "-c", "pass"], folder, clean_env())
+
+
+def measure(commands: Sequence[Command], rounds: int) -> None:
+    """One warm-up of each, then ``rounds`` rounds running each command once, in turn."""
+    for command in commands:
+        command.timed()
+    for _ in range(rounds):
+        for command in commands:
+            command.samples.append(command.timed())
+
+
+@dataclass
+class Figures:
+    rounds: int
+    pipelines: int
+    tasks: int
+    dvc_stages: int
+    accelbuild_s: float
+    dvc_s: float
+    python_s: float
+    dvc_version: str
+    samples: dict[str, list[float]]
+
+    @property
+    def ratio(self) -> float:
+        return self.accelbuild_s / self.dvc_s
+
+    @property
+    def ratio_to_python(self) -> float:
+        return self.accelbuild_s / self.python_s
+
+    @property
+    def goal_met(self) -> bool:
+        return self.ratio <= GOAL
+
+    def as_json(self) -> dict:
+        return {
+            "rounds": self.rounds,
+            "pipelines": self.pipelines,
+            "tasks": self.tasks,
+            "dvc_stages": self.dvc_stages,
+            "dvc_version": self.dvc_version,
+            "median_s": {"accelbuild": self.accelbuild_s, "dvc": self.dvc_s, "python": self.python_s},
+            "ratio": self.ratio,
+            "ratio_to_python": self.ratio_to_python,
+            "goal": GOAL,
+            "goal_met": self.goal_met,
+            "samples_s": self.samples,
+        }
+
+    def as_text(self) -> str:
+        accel = f"accelbuild run ({self.pipelines} pipelines, {self.tasks} tasks):"
+        dvc = f"dvc repro (1 pipeline, {self.dvc_stages} stages):"
+        py = "python -c pass (interpreter start-up):"
+        width = max(map(len, (accel, dvc, py))) + 1
+        return "\n".join([
+            f"no-op rebuild, medians of {self.rounds} alternating runs (dvc {self.dvc_version})",
+            f"  {accel:<{width}}{self.accelbuild_s:.3f} s",
+            f"  {dvc:<{width}}{self.dvc_s:.3f} s",
+            f"  {py:<{width}}{self.python_s:.3f} s",
+            f"  ratio: {self.ratio:.2f} (goal <= {GOAL}): {'goal met' if self.goal_met else 'goal NOT met'}",
+            f"  accelbuild / python start-up: {self.ratio_to_python:.1f}x",
+        ])
+
+
+def benchmark(dvc: str, rounds: int) -> Figures:
+    with tempfile.TemporaryDirectory(prefix="accelbuild-noop-") as tmp:
+        root = Path(tmp)
+        (root / "accelbuild").mkdir()
+        (root / "dvc").mkdir()
+        accelbuild, tasks = prepare_accelbuild(root / "accelbuild")
+        dvc_repro = prepare_dvc(root / "dvc", dvc)
+        python = python_startup(root)
+        measure([accelbuild, dvc_repro, python], rounds)
+        return Figures(
+            rounds=rounds,
+            pipelines=PIPELINES,
+            tasks=tasks,
+            dvc_stages=len(DVC_STAGES),
+            accelbuild_s=accelbuild.median,
+            dvc_s=dvc_repro.median,
+            python_s=python.median,
+            dvc_version=dvc_version(dvc),
+            samples={"accelbuild": accelbuild.samples, "dvc": dvc_repro.samples, "python": python.samples},
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dvc", metavar="PATH", help="the dvc executable (default: $DVC, else dvc on PATH)")
+    parser.add_argument("--rounds", type=int, default=10, metavar="N", help="timed rounds (default 10)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.rounds < 1:
+        _parser().error("--rounds must be at least 1")
+    dvc = find_dvc(args.dvc)
+    if dvc is None:
+        print(DVC_INSTALL_HINT, file=sys.stderr)
+        return 2
+    try:
+        figures = benchmark(dvc, args.rounds)
+    except BenchError as exc:
+        print(f"noop.py: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(figures.as_json(), indent=2) if args.json else figures.as_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

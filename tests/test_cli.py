@@ -1,0 +1,129 @@
+"""The command line contract: commands, exit codes, output streams."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from conftest import REPO, run_cli, write
+
+GOOD = """\
+accelbuild: 1
+name: demo
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes: {images: [64, 64, 3]}
+  - name: mlp
+    path: models/mlp.onnx
+"""
+
+
+def test_schema_prints_the_packaged_schema(tmp_path: Path) -> None:
+    result = run_cli("schema", cwd=tmp_path)
+    assert result.code == 0
+    schema = json.loads(result.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema == json.loads((REPO / "schemas" / "pipeline.schema.json").read_text())
+
+
+def test_validate_ok_and_bad(project: Path) -> None:
+    write(project / "good.yaml", GOOD)
+    ok = run_cli("validate", "good.yaml", cwd=project)
+    assert ok.code == 0 and "good.yaml: ok" in ok.stdout
+    write(project / "bad.yaml", GOOD.replace("models:", "modles:"))
+    bad = run_cli("validate", "good.yaml", "bad.yaml", cwd=project)
+    assert bad.code == 2
+    assert bad.stderr.splitlines()[0] == "bad.yaml:3:1: unknown key 'modles' in the top level; did you mean 'models'?"
+
+
+def test_bad_usage_exits_2(tmp_path: Path) -> None:
+    assert run_cli("run", cwd=tmp_path).code == 2
+    assert run_cli("run", "x.yaml", "-j", "0", cwd=tmp_path).code == 2
+    assert run_cli("run", "x.yaml", "--until", "link", cwd=tmp_path).code == 2
+    missing = run_cli("run", "x.yaml", cwd=tmp_path)
+    assert missing.code == 2 and missing.stderr.startswith("x.yaml: no such file")
+
+
+def test_stage_user_error_is_positioned_and_exits_2(project: Path) -> None:
+    write(project / "p.yaml", GOOD.replace("images:", "image:"))
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", cwd=project)
+    assert result.code == 2
+    assert "Traceback" not in result.stderr
+    assert "p.yaml:6:20: model 'det' has no input named 'image'; did you mean 'images'?" in result.stderr
+    assert result.json()["ok"] is False
+
+
+def test_keep_going_builds_what_does_not_depend_on_the_failure(project: Path) -> None:
+    write(project / "p.yaml", GOOD.replace("[64, 64, 3]", "[64, 64]"))
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--keep-going", cwd=project)
+    assert result.code == 2
+    assert result.statuses() == {"demo:det:import": "failed", "demo:mlp:import": "ran"}
+    assert "give (H, W, C) without the batch, not 2 value(s)" in result.stderr
+
+
+def test_stderr_has_one_line_per_task(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project)
+    assert result.code == 0 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert [line.split()[:2] for line in lines] == [["ran", "demo:det:import"], ["ran", "demo:mlp:import"]]
+    assert all(line.endswith("s") for line in lines)
+
+
+def test_dry_run_and_status_run_nothing(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    dry = run_cli("run", "p.yaml", "--state-dir", "s", "--dry-run", cwd=project)
+    assert dry.code == 0 and "would run   demo:det:import" in dry.stdout
+    assert "never built" in dry.stdout
+    assert not (project / "build").exists()
+    dry_json = run_cli("run", "p.yaml", "--state-dir", "s", "--dry-run", "--json", cwd=project).json()
+    assert [t["would_run"] for t in dry_json["tasks"]] == [True, True]
+
+
+def test_until_limits_the_stages(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "import", "--json", cwd=project)
+    assert result.code == 0
+    assert {t["stage"] for t in result.json()["tasks"]} == {"import"}
+
+
+def test_clean_removes_outputs_but_keeps_the_cache(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    assert run_cli("run", "p.yaml", "--state-dir", "s", cwd=project).code == 0
+    write(project / "build/demo/notes.txt", "mine")
+    assert run_cli("clean", "p.yaml", "--state-dir", "s", cwd=project).code == 0
+    assert not (project / "build/demo/det").exists()
+    assert (project / "build/demo/notes.txt").read_text() == "mine"
+    again = run_cli("run", "p.yaml", "--state-dir", "s", "--json", cwd=project)
+    assert set(again.statuses().values()) == {"cached"}
+    assert run_cli("clean", "p.yaml", "--state-dir", "s", "--cache", cwd=project).code == 0
+    assert not (project / "s" / "cache").exists()
+
+
+def test_environment_selects_state_and_cache_dirs(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    env = {"ACCELBUILD_STATE_DIR": str(project / "st"), "ACCELBUILD_CACHE_DIR": str(project / "ca")}
+    assert run_cli("run", "p.yaml", cwd=project, env=env).code == 0
+    assert (project / "st" / "doit.sqlite3").is_file()
+    assert (project / "ca" / "entries").is_dir()
+    assert not (project / ".accelbuild").exists()
+
+
+def test_default_state_dir_is_dot_accelbuild(project: Path) -> None:
+    write(project / "p.yaml", GOOD)
+    assert run_cli("run", "p.yaml", cwd=project).code == 0
+    assert (project / ".accelbuild" / "doit.sqlite3").is_file()
+    assert (project / ".accelbuild" / "cache" / "objects").is_dir()
+
+
+def test_several_pipelines_in_one_run(project: Path) -> None:
+    write(project / "a.yaml", GOOD.replace("name: demo", "name: a"))
+    write(project / "b.yaml", GOOD.replace("name: demo", "name: b"))
+    result = run_cli("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", cwd=project)
+    assert result.code == 0
+    assert len(result.json()["tasks"]) == 4
+    clash = run_cli("run", "a.yaml", "a.yaml", "--state-dir", "s", cwd=project)
+    assert clash.code == 2 and "names must be unique in one run" in clash.stderr
