@@ -48,7 +48,7 @@ GOAL = 0.5
 DVC_STAGES = ("import", "crop", "quantize", "map", "assemble", "benchmark")
 DVC_UP_TO_DATE = "Data and pipelines are up to date."
 DVC_INSTALL_HINT = """\
-noop.py: dvc not found. It is needed only for this benchmark; install it into a venv of its own:
+noop.py: dvc not found ({tried}). It is needed only for this benchmark; install it into a venv of its own:
     python3 -m venv /work/dvcvenv && /work/dvcvenv/bin/pip install dvc
 then run:  python bench/noop.py --dvc /work/dvcvenv/bin/dvc   (or set DVC=/work/dvcvenv/bin/dvc)"""
 
@@ -97,13 +97,9 @@ class Command:
 
 
 def find_dvc(option: str | None) -> str | None:
-    """``--dvc PATH``, else ``$DVC``, else ``dvc`` on PATH; None if none of them is an executable."""
-    for candidate in (option, os.environ.get("DVC"), "dvc"):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return found
-    return None
+    """``--dvc PATH``, else ``$DVC``, else ``dvc`` on PATH (the first one given is the one used);
+    None if it is not an executable."""
+    return shutil.which(option or os.environ.get("DVC") or "dvc")
 
 
 def accelbuild_argv() -> list[str]:
@@ -284,12 +280,12 @@ class Figures:
             "tasks": self.tasks,
             "dvc_stages": self.dvc_stages,
             "dvc_version": self.dvc_version,
-            "median_s": {"accelbuild": self.accelbuild_s, "dvc": self.dvc_s, "python": self.python_s},
-            "ratio": self.ratio,
-            "ratio_to_python": self.ratio_to_python,
+            "median_s": {"accelbuild": _r(self.accelbuild_s), "dvc": _r(self.dvc_s), "python": _r(self.python_s)},
+            "ratio": _r(self.ratio),
+            "ratio_to_python": _r(self.ratio_to_python),
             "goal": GOAL,
             "goal_met": self.goal_met,
-            "samples_s": self.samples,
+            "samples_s": {name: [_r(s) for s in values] for name, values in self.samples.items()},
         }
 
     def as_text(self) -> str:
@@ -305,6 +301,10 @@ class Figures:
             f"  ratio: {self.ratio:.2f} (goal <= {GOAL}): {'goal met' if self.goal_met else 'goal NOT met'}",
             f"  accelbuild / python start-up: {self.ratio_to_python:.1f}x",
         ])
+
+
+def _r(value: float) -> float:
+    return round(value, 4)
 
 
 def benchmark(dvc: str, rounds: int) -> Figures:
@@ -343,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().error("--rounds must be at least 1")
     dvc = find_dvc(args.dvc)
     if dvc is None:
-        print(DVC_INSTALL_HINT, file=sys.stderr)
+        tried = args.dvc or os.environ.get("DVC") or "dvc on PATH"
+        print(DVC_INSTALL_HINT.format(tried=tried), file=sys.stderr)
         return 2
     try:
         figures = benchmark(dvc, args.rounds)

@@ -108,8 +108,9 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
             return path + (key,), True, f"unknown key {key!r} in {_location(path)}" + did_you_mean(key, known)
         # a free-form mapping whose values failed: report through the value's own schema
     if kind == "required":
-        missing = [k for k in error.validator_value if k not in instance]
-        return path, False, f"missing required key {missing[0]!r} in {_location(path)}"
+        missing = ", ".join(repr(k) for k in error.validator_value if k not in instance)
+        plural = "s" if "," in missing else ""
+        return path, False, f"missing required key{plural} {missing} in {_location(path)}"
     if kind in ("oneOf", "anyOf"):
         branches = [resolve_ref(b, root) for b in error.validator_value]
         matching = [

@@ -1,0 +1,112 @@
+"""The ONNX import stage: input shapes by layout, shape inference, clear errors for bad models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from accelbuild.testing import models
+
+from conftest import run_cli, write
+
+
+def _import(project: Path, model_line: str, shapes: str = "auto", expect: int = 0):
+    write(project / "p.yaml", f"accelbuild: 1\nname: p\nmodels:\n  - name: m\n    path: {model_line}\n"
+                              f"    input_shapes: {shapes}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project)
+    assert result.code == expect, result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def _record(project: Path) -> dict:
+    return json.loads((project / "build/p/m/import.json").read_text())
+
+
+def _imported(project: Path) -> onnx.ModelProto:
+    return onnx.load(project / "build/p/m/imported.onnx")
+
+
+def test_nchw_image_input_gets_channel_last_shape(project: Path) -> None:
+    _import(project, "models/tinydet.onnx", "{images: [96, 128, 3]}")
+    record = _record(project)
+    assert record["inputs"] == [{"name": "images", "shape": [1, 3, 96, 128], "layout": "NCHW"}]
+    assert record["outputs"] == [{"name": "output0", "shape": [1, 7, 12 * 16 + 6 * 8 + 3 * 4]}]
+    session = ort.InferenceSession(str(project / "build/p/m/imported.onnx"))
+    (out,) = session.run(None, {"images": np.zeros((1, 3, 96, 128), np.float32)})
+    assert out.shape == (1, 7, 252)
+
+
+def test_nhwc_input_keeps_its_layout(project: Path) -> None:
+    _import(project, "models/nhwc.onnx", "[[40, 24, 3]]")
+    assert _record(project)["inputs"] == [{"name": "input_1", "shape": [1, 40, 24, 3], "layout": "NHWC"}]
+    out = _imported(project).graph.output[0]
+    assert [d.dim_value for d in out.type.tensor_type.shape.dim] == [1, 40, 24, 8]
+
+
+def test_multi_input_model_in_input_order(project: Path) -> None:
+    _import(project, "models/multi_input.onnx", "[auto, [4]]")
+    inputs = _record(project)["inputs"]
+    assert [(i["name"], i["shape"]) for i in inputs] == [("image", [1, 3, 16, 16]), ("meta", [1, 4])]
+
+
+def test_static_model_needs_no_shapes(project: Path) -> None:
+    _import(project, "models/tinycls.onnx")
+    assert _record(project)["inputs"][0]["shape"] == [1, 3, 32, 32]
+
+
+def test_dynamic_dims_without_shapes_name_the_input(project: Path) -> None:
+    result = _import(project, "models/tinydet.onnx", expect=2)
+    assert ("input 'images' of model 'm' has dynamic dimensions [batch, 3, height, width]; "
+            "give its shape in input_shapes") in result.stderr
+
+
+def test_shape_that_conflicts_with_fixed_dims(project: Path) -> None:
+    result = _import(project, "models/tinycls.onnx", "{input: [32, 32, 4]}", expect=2)
+    assert "p.yaml:6:27: shape [32, 32, 4] does not fit input 'input' of model 'm'" in result.stderr
+
+
+def test_random_bytes_named_onnx(project: Path) -> None:
+    (project / "models/junk.onnx").write_bytes(np.random.default_rng(0).bytes(2000))
+    result = _import(project, "models/junk.onnx", expect=2)
+    assert result.stderr.splitlines()[-1].startswith(f"{project / 'models/junk.onnx'}: not ")
+
+
+def test_external_data_outside_the_model_folder_is_refused(project: Path) -> None:
+    model = models.static_mlp()
+    weight = model.graph.initializer[0]
+    (project / "secret.bin").write_bytes(numpy_helper.to_array(weight).tobytes())
+    weight.ClearField("raw_data")
+    del weight.float_data[:]
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    onnx.external_data_helper.set_external_data(weight, location="../secret.bin")
+    (project / "models/ext.onnx").write_bytes(model.SerializeToString())
+    result = _import(project, "models/ext.onnx", expect=2)
+    assert "external data must be a file in the model's own folder" in result.stderr
+
+
+def test_external_data_next_to_the_model_is_read(project: Path) -> None:
+    model = models.static_mlp()
+    onnx.save(model, project / "models/ext.onnx", save_as_external_data=True, location="ext.bin",
+              size_threshold=0)
+    _import(project, "models/ext.onnx")
+    imported = _imported(project)
+    assert all(not onnx.external_data_helper.uses_external_data(t) for t in imported.graph.initializer)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_imported_model_runs_like_the_original(tmp_path: Path, opset: int) -> None:
+    original = models.tiny_detector(opset=opset)
+    (tmp_path / "models").mkdir()
+    onnx.save(original, tmp_path / "models/det.onnx")
+    _import(tmp_path, "models/det.onnx", "{images: [64, 64, 3]}")
+    x = np.random.default_rng(1).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    want = ort.InferenceSession(original.SerializeToString()).run(None, {"images": x})
+    got = ort.InferenceSession(str(tmp_path / "build/p/m/imported.onnx")).run(None, {"images": x})
+    np.testing.assert_array_equal(want[0], got[0])

@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+
+from accelbuild.config.load import load_pipeline, load_pipelines
+from accelbuild.errors import ConfigErrors
+from accelbuild.hw.profile import builtin_profiles, load_profile, profile_digest
+
+from conftest import write
+
+
+def test_spec_resolves_paths_and_defaults(project: Path, monkeypatch) -> None:
+    write(project / "sub/p.yaml", "accelbuild: 1\nmodels:\n  - path: ../models/tinydet.onnx\n")
+    monkeypatch.chdir(project)
+    spec = load_pipeline("sub/p.yaml")
+    assert spec.name == "p"
+    assert spec.models[0].name == "tinydet"
+    assert spec.models[0].path == project / "models/tinydet.onnx"
+    assert spec.models[0].format == "onnx"
+    assert spec.models[0].input_shapes.auto
+    assert spec.output.dir == project / "sub/build/p"
+    assert spec.output.dfp_name == "p.dfp"
+    assert spec.target.profile_path == builtin_profiles()["mx3"]
+    assert str(spec.where("models", 0, "path")) == "sub/p.yaml:3:11"
+
+
+def _errors(project: Path, text: str) -> list[str]:
+    write(project / "p.yaml", text)
+    with pytest.raises(ConfigErrors) as err:
+        load_pipeline(str(project / "p.yaml"))
+    return [e.message for e in err.value.errors]
+
+
+def test_checks_the_schema_cannot_express(project: Path) -> None:
+    messages = _errors(project, """\
+accelbuild: 1
+target: {effort: normal, chip_gen: mx33}
+models:
+  - path: models/tinydet.onnx
+    crop: {auto: true, outputs: [x]}
+    quantize: {auto_precision: true, bits_file: nope.json}
+  - path: models/tinydet.onnx
+closed_loop: {enabled: true}
+output: {dir: .}
+""")
+    assert any(m.startswith("unknown chip_gen 'mx33'") and m.endswith("did you mean 'mx3'?") for m in messages)
+    assert "crop: choose one way of cropping, not inputs/outputs and auto" in messages
+    assert any(m.startswith("auto_precision chooses per-layer bits itself") for m in messages)
+    assert any(m.startswith("file not found: nope.json") for m in messages)
+    assert any(m.startswith("model name 'tinydet' is already used by models[0]") for m in messages)
+    assert any(m.startswith("closed_loop needs target.effort: hard") for m in messages)
+    assert any(m.startswith("output.dir must be a folder of its own") for m in messages)
+
+
+def test_profile_path_and_inheritance(project: Path) -> None:
+    write(project / "hw/mine.yaml", "profile: 1\nname: mine\ninherits: mx3\nchip: {clock_mhz: 850}\n")
+    write(project / "p.yaml", "accelbuild: 1\ntarget: {chip_gen: hw/mine.yaml}\nmodels: [{path: models/mlp.onnx}]\n")
+    spec = load_pipeline(str(project / "p.yaml"))
+    profile = load_profile(spec.target.profile_path)
+    assert profile["chip"]["clock_mhz"] == 850
+    assert profile["chip"]["weight_memory_params_8bit"] == 10_500_000
+    assert profile_digest(spec.target.profile_path) != profile_digest(builtin_profiles()["mx3"])
+
+
+def test_pipelines_may_not_share_an_output_folder(project: Path) -> None:
+    write(project / "a.yaml", "accelbuild: 1\noutput: {dir: out}\nmodels: [{path: models/mlp.onnx}]\n")
+    write(project / "b.yaml", "accelbuild: 1\noutput: {dir: out}\nmodels: [{path: models/mlp.onnx}]\n")
+    with pytest.raises(ConfigErrors) as err:
+        load_pipelines([str(project / "a.yaml"), str(project / "b.yaml")])
+    assert "is also used by" in str(err.value)

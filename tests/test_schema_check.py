@@ -1,0 +1,85 @@
+from pathlib import Path
+
+from accelbuild.config import schema_doc
+from accelbuild.config.schema_check import apply_defaults, load_schema, resolve_ref, validate
+from accelbuild.config.yaml_source import parse_yaml
+
+from conftest import REPO
+
+SCHEMA = "pipeline.schema.json"
+
+
+def _properties(schema: dict, root: dict, path: str = ""):
+    schema = resolve_ref(schema, root)
+    for key, sub in schema.get("properties", {}).items():
+        yield f"{path}{key}", sub
+        yield from _properties(sub, root, f"{path}{key}.")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield from _properties(schema[key], root, f"{path}[]." if key == "items" else f"{path}*.")
+    for sub in schema.get("oneOf", []):
+        yield from _properties(sub, root, path)
+
+
+def test_every_property_is_described_and_objects_are_closed() -> None:
+    root = load_schema(SCHEMA)
+    assert root["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    props = list(_properties(root, root))
+    assert len(props) > 30
+    for name, sub in props:
+        assert resolve_ref(sub, root).get("description"), name
+    for name, sub in props:
+        sub = resolve_ref(sub, root)
+        if "properties" in sub:
+            assert sub.get("additionalProperties") is False, name
+
+
+def test_repo_schema_link_is_the_packaged_file() -> None:
+    assert (REPO / "schemas" / SCHEMA).read_text() == (REPO / "accelbuild" / "schemas" / SCHEMA).read_text()
+
+
+def test_generated_reference_is_up_to_date() -> None:
+    assert (REPO / "docs" / "pipeline-reference.md").read_text() == schema_doc.render()
+
+
+def _messages(text: str) -> list[str]:
+    return [str(e) for e in validate(parse_yaml(text, "p.yaml"), SCHEMA)]
+
+
+def test_messages_point_at_the_node() -> None:
+    text = "accelbuild: 1\ntarget:\n  num_chips: 0\n  effort: hrad\nmodels:\n  - path: m.onnx\n    extra: 1\n"
+    assert _messages(text) == [
+        "p.yaml:3:14: 0 is out of range: expected an integer >= 1 and <= 16",
+        "p.yaml:4:11: 'hrad' is not one of 'lazy', 'normal', 'hard'; did you mean 'hard'?",
+        "p.yaml:7:5: unknown key 'extra' in models.0",
+    ]
+
+
+def test_one_of_reports_the_branch_of_the_values_kind() -> None:
+    text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: [[3, 0]]\n"
+    assert _messages(text) == ["p.yaml:4:24: 0 is out of range: expected an integer >= 1 and <= 65536"]
+    text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: 5\n"
+    assert _messages(text) == [
+        "p.yaml:4:19: expected 'auto' or a mapping or a list, got 5",
+    ]
+
+
+def test_format_version_and_missing_keys() -> None:
+    assert _messages("accelbuild: 2\nmodels: [{path: a.onnx}]\n") == [
+        "p.yaml:1:13: unsupported config format 2; this accelbuild reads format 1 (accelbuild: 1)"
+    ]
+    assert _messages("name: x\n") == [
+        "p.yaml:1:1: missing required keys 'accelbuild', 'models' in the top level",
+    ]
+
+
+def test_defaults_come_from_the_schema() -> None:
+    root = load_schema(SCHEMA)
+    data = apply_defaults({"accelbuild": 1, "models": [{"path": "a.onnx"}]}, root, root)
+    assert data["target"] == {
+        "chip_gen": "mx3", "num_chips": 4, "effort": "normal", "target_fps": None,
+        "input_format": "BF16", "output_format": "BF16", "share_input": False,
+    }
+    assert data["models"][0]["quantize"] == {"weight_bits": 8, "auto_precision": False}
+    assert data["benchmark"] == {"frames": 200, "host": True, "accuracy": {"samples": 4, "seed": 0}}
+    assert data["closed_loop"]["enabled"] is False
