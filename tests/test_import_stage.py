@@ -82,10 +82,11 @@ def test_external_data_outside_the_model_folder_is_refused(project: Path) -> Non
     model = models.static_mlp()
     weight = model.graph.initializer[0]
     (project / "secret.bin").write_bytes(numpy_helper.to_array(weight).tobytes())
-    weight.ClearField("raw_data")
+    weight.raw_data = numpy_helper.to_array(weight).tobytes()
     del weight.float_data[:]
-    weight.data_location = onnx.TensorProto.EXTERNAL
     onnx.external_data_helper.set_external_data(weight, location="../secret.bin")
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    weight.ClearField("raw_data")
     (project / "models/ext.onnx").write_bytes(model.SerializeToString())
     result = _import(project, "models/ext.onnx", expect=2)
     assert "external data must be a file in the model's own folder" in result.stderr
