@@ -15,7 +15,8 @@ Why ratios, measured in the same run
     ``python -c pass`` of the same interpreter is timed in the same rotation, to show how much of the
     accelbuild figure is interpreter start-up that no build tool written in Python can avoid.
 
-Everything happens in a temporary folder, offline and deterministically: the model comes from
+Everything happens in a temporary folder, offline and deterministically (bytecode caches included, see
+``child_env``): the model comes from
 ``accelbuild.testing.models``, DVC runs with analytics, update checks and Studio off and with its
 config and site cache dirs inside the temporary folder. DVC is needed only for this benchmark and is
 not a dependency of accelbuild; install it into a venv of its own (see ``DVC_INSTALL_HINT``).
@@ -110,10 +111,18 @@ def accelbuild_argv() -> list[str]:
     return [sys.executable, "-m", "accelbuild.cli"]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without accelbuild settings that would point outside the temp dir."""
+def child_env(root: Path) -> dict[str, str]:
+    """The environment of every timed command: this one, minus accelbuild settings that would point
+    outside the temporary folder, with bytecode caching on (into the temporary folder).
+
+    Installed packages normally run from cached bytecode, and pip compiles it at install time, but an
+    editable checkout under ``PYTHONDONTWRITEBYTECODE`` would recompile its sources on every run; a
+    pycache prefix that the warm-up run fills puts both tools on the same, usual footing without
+    writing into the checkout or either venv.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
-    env.update(extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     return env
 
 
@@ -154,11 +163,11 @@ def check_accelbuild_noop(proc: subprocess.CompletedProcess[str]) -> None:
         raise BenchError(f"accelbuild no-op run did work or failed: {describe(proc)}")
 
 
-def prepare_accelbuild(folder: Path) -> tuple[Command, int]:
+def prepare_accelbuild(folder: Path, env: dict[str, str]) -> tuple[Command, int]:
     """Build 20 pipelines once, confirm a second run is all ``up-to-date``; the no-op command and task count."""
     write_model(folder)
     argv = [*accelbuild_argv(), "run", *write_pipelines(folder, PIPELINES), "--state-dir", str(folder / "state")]
-    command = Command(f"accelbuild run ({PIPELINES} pipelines)", argv, folder, clean_env(), check_accelbuild_noop)
+    command = Command(f"accelbuild run ({PIPELINES} pipelines)", argv, folder, env, check_accelbuild_noop)
     first = command.run()
     if first.returncode != 0:
         raise BenchError(f"initial accelbuild build failed: {describe(first)}")
@@ -172,9 +181,10 @@ def prepare_accelbuild(folder: Path) -> tuple[Command, int]:
 # --- the DVC side --------------------------------------------------------------------------------
 
 
-def dvc_env(folder: Path) -> dict[str, str]:
+def dvc_env(folder: Path, base: dict[str, str]) -> dict[str, str]:
     """DVC with no network and no configuration from outside the temporary folder."""
-    return clean_env(
+    return dict(
+        base,
         DVC_NO_ANALYTICS="1",
         DVC_STUDIO_OFFLINE="1",
         DVC_GLOBAL_CONFIG_DIR=str(folder / "dvc-global"),
@@ -205,10 +215,10 @@ def check_dvc_noop(proc: subprocess.CompletedProcess[str]) -> None:
         raise BenchError(f"dvc repro no-op did work or failed: {describe(proc)}")
 
 
-def prepare_dvc(folder: Path, dvc: str) -> Command:
+def prepare_dvc(folder: Path, dvc: str, base_env: dict[str, str]) -> Command:
     """A DVC project with the same model and six copying stages, built once; the no-op ``repro`` command."""
     write_model(folder)
-    env = dvc_env(folder)
+    env = dvc_env(folder, base_env)
     setup = [
         [dvc, "init", "--no-scm", "--quiet"],
         [dvc, "config", "core.analytics", "false"],
@@ -228,16 +238,16 @@ def prepare_dvc(folder: Path, dvc: str) -> Command:
     return command
 
 
-def dvc_version(dvc: str) -> str:
-    proc = subprocess.run([dvc, "--version"], capture_output=True, text=True, env=clean_env(DVC_NO_ANALYTICS="1"))
+def dvc_version(dvc: str, env: dict[str, str]) -> str:
+    proc = subprocess.run([dvc, "--version"], capture_output=True, text=True, env=env)
     return proc.stdout.strip()
 
 
 # --- timing and reporting ------------------------------------------------------------------------
 
 
-def python_startup(folder: Path) -> Command:
-    return Command("python -c pass", [sys.executable, "-c", "pass"], folder, clean_env())
+def python_startup(folder: Path, env: dict[str, str]) -> Command:
+    return Command("python -c pass", [sys.executable, "-c", "pass"], folder, env)
 
 
 def measure(commands: Sequence[Command], rounds: int) -> None:
@@ -312,9 +322,10 @@ def benchmark(dvc: str, rounds: int) -> Figures:
         root = Path(tmp)
         (root / "accelbuild").mkdir()
         (root / "dvc").mkdir()
-        accelbuild, tasks = prepare_accelbuild(root / "accelbuild")
-        dvc_repro = prepare_dvc(root / "dvc", dvc)
-        python = python_startup(root)
+        env = child_env(root)
+        accelbuild, tasks = prepare_accelbuild(root / "accelbuild", env)
+        dvc_repro = prepare_dvc(root / "dvc", dvc, env)
+        python = python_startup(root, env)
         measure([accelbuild, dvc_repro, python], rounds)
         return Figures(
             rounds=rounds,
@@ -324,7 +335,7 @@ def benchmark(dvc: str, rounds: int) -> Figures:
             accelbuild_s=accelbuild.median,
             dvc_s=dvc_repro.median,
             python_s=python.median,
-            dvc_version=dvc_version(dvc),
+            dvc_version=dvc_version(dvc, dvc_repro.env),
             samples={"accelbuild": accelbuild.samples, "dvc": dvc_repro.samples, "python": python.samples},
         )
 

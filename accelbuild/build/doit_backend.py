@@ -75,7 +75,7 @@ class RunLog:
         result.seconds = round(seconds, 3)
         result.message = message
         result.user_error = user_error
-        self.stream.write(f"{status:<10} {name}  {result.seconds:.2f}s\n")
+        self.stream.write(f"{name:<32} {status:<10} {result.seconds:7.2f}s\n")
         if message:
             self.stream.write(message.rstrip("\n") + "\n")
         self.stream.flush()
