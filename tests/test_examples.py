@@ -1,0 +1,181 @@
+"""Run the example configs through the CLI, the way a user would.
+
+``examples/valid/*.yaml`` must pass ``accelbuild validate`` and build with ``accelbuild run --until import``.
+
+``examples/invalid/*.yaml`` hold one mistake each. Their first line says what the user must see::
+
+    # expect: LINE:COL: MESSAGE      stderr's first line is  <yaml path as given>:LINE:COL: MESSAGE
+    # expect: MESSAGE                stderr's first line is  <yaml path as given>: MESSAGE
+
+``{root}`` in MESSAGE stands for the absolute path of the folder the examples were copied to (messages
+about missing files say where they looked). An optional second line ``# command: run`` marks mistakes
+that only show once the model is read: those are checked with ``run --until import`` instead of
+``validate``, and the task progress lines ``run`` prints on stderr before the error are skipped.
+Every case must exit with code 2 and never print a Python traceback.
+
+Each test copies ``examples/`` into its tmp folder and runs there, so build outputs, doit state and
+anything a malicious config might try to create stay in the tmp folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+VALID = sorted(p.name for p in (EXAMPLES / "valid").glob("*.yaml"))
+INVALID = sorted(p.name for p in (EXAMPLES / "invalid").glob("*.yaml"))
+TIMEOUT = 10  # seconds per CLI call
+
+# The file written by the `!!python/object/apply:os.system` case if the tag were ever executed.
+PYTHON_TAG_CASE = "11_python_tag_not_executed.yaml"
+PYTHON_TAG_MARKER = "accelbuild_pwned.marker"
+
+# Cases whose `# expect:` line is what the user should see, but the loader does not produce yet.
+# Each flips to XPASS (a failure, strict=True) once fixed: then drop it from this table.
+KNOWN_PROBLEMS = {
+    "02_yaml_unclosed_bracket.yaml":
+        "the message drops where the unclosed '[' is (PyYAML's context mark, line 6)",
+    "04_two_documents.yaml":
+        "PyYAML's problem/context are joined backwards: 'but found another document (expected a single ...)'",
+    "10_control_character.yaml":
+        "a YAML ReaderError has no line:col (and a second line 'in \"<unicode string>\", position 25')",
+    "12_billion_laughs.yaml":
+        "the alias-bomb error points into the innocent list 'a' (3:57), not at the value that expands",
+    "13_deep_nesting.yaml":
+        "1000 nested '[' crash PyYAML's recursive composer: RecursionError traceback, exit 1",
+    "14_merge_key_not_a_mapping.yaml":
+        "`<<: 5` raises ConstructorError from flatten_mapping uncaught: traceback, exit 1",
+    "17_format_version_quoted.yaml":
+        "accelbuild: \"1\" says 'unsupported config format '1'; this accelbuild reads format 1'",
+    "36_target_fps_nan.yaml":
+        "target_fps: .nan passes the schema (NaN compares false with both bounds) and validates",
+    "46_pipeline_name_is_a_date.yaml":
+        "the message shows a Python repr: 'got datetime.date(2024, 6, 1)'",
+    "55_crop_two_ways.yaml":
+        "points at the first (valid) way of cropping, 'outputs', instead of the second one, 'auto'",
+    "63_chip_gen_profile_bad_inherits.yaml":
+        "validate does not load a user profile, so a broken 'inherits' passes validation",
+    "77_model_random_bytes.yaml":
+        "the error names the model by absolute path with no position in the YAML that references it",
+}
+
+_PROGRESS = re.compile(r"\b(ran|up-to-date|cached|failed|skipped)\b.*\s\d+(\.\d+)?s$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    message: str  # "LINE:COL: MESSAGE" or "MESSAGE"
+    command: str  # "validate" or "run"
+
+
+def read_header(path: Path) -> Expectation:
+    """The `# expect:` line (required) and `# command:` line (optional) of an invalid example."""
+    head = path.read_bytes().split(b"\n", 2)
+    first = head[0].decode("utf-8")
+    assert first.startswith("# expect: "), f"{path.name}: the first line must be '# expect: ...'"
+    second = head[1].decode("utf-8", "replace") if len(head) > 1 else ""
+    command = "run" if second.strip() == "# command: run" else "validate"
+    return Expectation(first[len("# expect: "):], command)
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``accelbuild ARGS`` in a subprocess, with no ACCELBUILD_* settings from the environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "accelbuild.cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
+    )
+
+
+def cli_args(command: str, yaml_path: str, state_dir: Path) -> list[str]:
+    if command == "run":
+        return ["run", "--until", "import", "--state-dir", str(state_dir), yaml_path]
+    return ["validate", yaml_path]
+
+
+def first_error_line(stderr: str, yaml_path: str, command: str) -> str:
+    """stderr's first line; for `run`, the first line that is not a task progress line."""
+    for line in stderr.splitlines():
+        if command == "run" and not line.startswith(yaml_path) and _PROGRESS.search(line):
+            continue
+        return line
+    return ""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A private copy of examples/ (without any build outputs) to run the CLI in."""
+    shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("build", "__pycache__"))
+    return tmp_path
+
+
+def _invalid_params() -> list:
+    params = []
+    for name in INVALID:
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_PROBLEMS[name])] if name in KNOWN_PROBLEMS else []
+        params.append(pytest.param(name, id=name.removesuffix(".yaml"), marks=marks))
+    return params
+
+
+def test_enough_invalid_cases() -> None:
+    assert len(INVALID) >= 40
+    assert set(KNOWN_PROBLEMS) <= set(INVALID), "KNOWN_PROBLEMS names a case that does not exist"
+
+
+def test_invalid_names_are_numbered() -> None:
+    bad = [name for name in INVALID if not re.fullmatch(r"\d\d_[a-z0-9_]+\.yaml", name)]
+    assert not bad
+
+
+@pytest.mark.parametrize("name", _invalid_params())
+def test_invalid_example(name: str, workdir: Path) -> None:
+    expect = read_header(EXAMPLES / "invalid" / name)
+    yaml_path = f"examples/invalid/{name}"
+    result = run_cli(*cli_args(expect.command, yaml_path, workdir / "state"), cwd=workdir)
+
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    separator = ":" if re.match(r"\d+:\d+: ", expect.message) else ": "
+    wanted = f"{yaml_path}{separator}{expect.message}".replace("{root}", str(workdir.resolve()))
+    assert first_error_line(result.stderr, yaml_path, expect.command) == wanted, result.stderr
+
+
+def test_python_tag_is_never_executed(workdir: Path) -> None:
+    case = EXAMPLES / "invalid" / PYTHON_TAG_CASE
+    assert f"touch {PYTHON_TAG_MARKER}" in case.read_text(encoding="utf-8")
+    result = run_cli("validate", f"examples/invalid/{PYTHON_TAG_CASE}", cwd=workdir)
+    assert result.returncode == 2, result.stderr
+    assert not list(workdir.rglob(PYTHON_TAG_MARKER))
+    assert not (REPO / PYTHON_TAG_MARKER).exists()
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_valid_example_validates(name: str, workdir: Path) -> None:
+    yaml_path = f"examples/valid/{name}"
+    assert (EXAMPLES / "valid" / name).read_text(encoding="utf-8").startswith("# "), \
+        "each example starts with a comment saying what it shows"
+    result = run_cli("validate", yaml_path, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{yaml_path}: ok"), result.stdout
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_valid_example_imports(name: str, workdir: Path) -> None:
+    yaml_path = f"examples/valid/{name}"
+    result = run_cli("run", "--until", "import", "--json", "--state-dir", str(workdir / "state"), yaml_path,
+                     cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["ok"] is True
+    assert summary["tasks"] and {t["stage"] for t in summary["tasks"]} == {"import"}
+    assert all(t["status"] in ("ran", "cached") for t in summary["tasks"]), summary
