@@ -14,7 +14,7 @@ from typing import Sequence
 
 from accelbuild import __version__
 from accelbuild.build.stages import STAGE_ORDER as STAGES
-from accelbuild.errors import AccelbuildError, ConfigError, ConfigErrors, UserError
+from accelbuild.errors import AccelbuildError, UserError, render_user_error
 
 
 log = logging.getLogger("accelbuild")
@@ -159,14 +159,6 @@ COMMANDS = {
 }
 
 
-def _report_user_error(exc: UserError) -> None:
-    errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
-    for error in errors:
-        sys.stderr.write(f"{error}\n")
-        if isinstance(error, ConfigError) and error.snippet:
-            sys.stderr.write(error.snippet + "\n")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -177,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except UserError as exc:
-        _report_user_error(exc)
+        sys.stderr.write(render_user_error(exc) + "\n")
         return 2
     except AccelbuildError as exc:
         sys.stderr.write(f"accelbuild: error: {exc}\n")

@@ -26,7 +26,7 @@ class UserError(AccelbuildError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Where:
     """A position in a user's file: 1-based line and column."""
 
@@ -63,3 +63,14 @@ class InputFileError(UserError):
         self.path = str(path)
         self.message = message
         super().__init__(f"{self.path}: {message}")
+
+
+def render_user_error(exc: UserError) -> str:
+    """The full text shown for a user error: each message, with its source snippet where known."""
+    errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+    lines = []
+    for error in errors:
+        lines.append(str(error))
+        if isinstance(error, ConfigError) and error.snippet:
+            lines.append(error.snippet)
+    return "\n".join(lines)

@@ -42,32 +42,7 @@ PYTHON_TAG_MARKER = "accelbuild_pwned.marker"
 
 # Cases whose `# expect:` line is what the user should see, but the loader does not produce yet.
 # Each flips to XPASS (a failure, strict=True) once fixed: then drop it from this table.
-KNOWN_PROBLEMS = {
-    "02_yaml_unclosed_bracket.yaml":
-        "the message drops where the unclosed '[' is (PyYAML's context mark, line 6)",
-    "04_two_documents.yaml":
-        "PyYAML's problem/context are joined backwards: 'but found another document (expected a single ...)'",
-    "10_control_character.yaml":
-        "a YAML ReaderError has no line:col (and a second line 'in \"<unicode string>\", position 25')",
-    "12_billion_laughs.yaml":
-        "the alias-bomb error points into the innocent list 'a' (3:57), not at the value that expands",
-    "13_deep_nesting.yaml":
-        "1000 nested '[' crash PyYAML's recursive composer: RecursionError traceback, exit 1",
-    "14_merge_key_not_a_mapping.yaml":
-        "`<<: 5` raises ConstructorError from flatten_mapping uncaught: traceback, exit 1",
-    "17_format_version_quoted.yaml":
-        "accelbuild: \"1\" says 'unsupported config format '1'; this accelbuild reads format 1'",
-    "36_target_fps_nan.yaml":
-        "target_fps: .nan passes the schema (NaN compares false with both bounds) and validates",
-    "46_pipeline_name_is_a_date.yaml":
-        "the message shows a Python repr: 'got datetime.date(2024, 6, 1)'",
-    "55_crop_two_ways.yaml":
-        "points at the first (valid) way of cropping, 'outputs', instead of the second one, 'auto'",
-    "63_chip_gen_profile_bad_inherits.yaml":
-        "validate does not load a user profile, so a broken 'inherits' passes validation",
-    "77_model_random_bytes.yaml":
-        "the error names the model by absolute path with no position in the YAML that references it",
-}
+KNOWN_PROBLEMS: dict[str, str] = {}
 
 _PROGRESS = re.compile(r"\b(ran|up-to-date|cached|failed|skipped)\b.*\s\d+(\.\d+)?s$")
 

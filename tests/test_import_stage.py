@@ -75,7 +75,7 @@ def test_shape_that_conflicts_with_fixed_dims(project: Path) -> None:
 def test_random_bytes_named_onnx(project: Path) -> None:
     (project / "models/junk.onnx").write_bytes(np.random.default_rng(0).bytes(2000))
     result = _import(project, "models/junk.onnx", expect=2)
-    assert result.stderr.splitlines()[-1].startswith(f"{project / 'models/junk.onnx'}: not ")
+    assert "p.yaml:5:11: models/junk.onnx: not an ONNX model" in result.stderr
 
 
 def test_external_data_outside_the_model_folder_is_refused(project: Path) -> None:

@@ -71,3 +71,16 @@ def test_snippet_points_at_the_column() -> None:
     doc = parse_yaml("a:\n  bb: 1\n", "p.yaml")
     where = doc.where(("a", "bb"), key=True)
     assert doc.snippet(where).splitlines() == ["    2 |   bb: 1", "      |   ^"]
+
+
+def test_dates_stay_as_written_and_nan_is_refused() -> None:
+    assert parse_yaml("name: 2024-06-01\n", "p.yaml").data == {"name": "2024-06-01"}
+    with pytest.raises(ConfigError) as err:
+        parse_yaml("fps: .inf\n", "p.yaml")
+    assert str(err.value) == "p.yaml:1:6: '.inf' is not a finite number"
+
+
+def test_deep_nesting_is_refused_before_the_parser_recurses() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_yaml("a: " + "[" * 5000 + "]" * 5000 + "\n", "p.yaml")
+    assert str(err.value) == "p.yaml:1:69: nesting deeper than 64 levels"

@@ -23,7 +23,7 @@ from doit.exceptions import TaskFailed
 from accelbuild import __version__
 from accelbuild.build.cache import ArtifactCache, cache_key
 from accelbuild.build.plan import Job
-from accelbuild.errors import UserError
+from accelbuild.errors import UserError, render_user_error
 from accelbuild.util.files import file_sha256
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | T
     try:
         status = _build(job, ArtifactCache(Path(cache_dir)), force)
     except UserError as exc:
-        return UserFailure(str(exc))
+        return UserFailure(render_user_error(exc))
     except Exception as exc:  # a bug in a stage: report it, keep the run going with --keep-going
         failure = InternalFailure(f"{job.name}: internal error: {exc.__class__.__name__}: {exc}")
         failure.traceback = traceback.format_exception(exc)

@@ -23,8 +23,8 @@ from accelbuild.config.spec import (
     TargetSpec,
 )
 from accelbuild.config.yaml_source import YamlDocument, load_yaml
-from accelbuild.errors import ConfigError, ConfigErrors, Where
-from accelbuild.hw.profile import builtin_profiles, looks_like_path
+from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, Where
+from accelbuild.hw.profile import builtin_profiles, load_profile, looks_like_path
 
 SCHEMA = "pipeline.schema.json"
 
@@ -159,6 +159,11 @@ class _Checker:
             profile_path = builtins[chip_gen]
         elif looks_like_path(chip_gen):
             profile_path = self.existing(("target", "chip_gen"), chip_gen)
+            if profile_path.is_file():
+                try:
+                    load_profile(profile_path, shown=chip_gen)
+                except (InputFileError, ConfigError) as exc:
+                    self.error(("target", "chip_gen"), str(exc))
         else:
             hint = schema_check.did_you_mean(chip_gen, list(builtins))
             self.error(
@@ -193,6 +198,7 @@ class _Checker:
             index=index,
             name=m.get("name") or _safe_stem(Path(m["path"])),
             path=path,
+            path_text=m["path"],
             format=fmt,  # type: ignore[arg-type]
             input_shapes=self.input_shapes(at + ("input_shapes",), m["input_shapes"]),
             crop=self.crop(at + ("crop",), m.get("crop")),
@@ -215,15 +221,17 @@ class _Checker:
     def crop(self, at: tuple[Any, ...], c: dict[str, Any] | None) -> CropSpec:
         if not c:
             return CropSpec()
-        ways = []
-        if "inputs" in c or "outputs" in c:
-            ways.append("inputs/outputs")
-        if c.get("auto"):
-            ways.append("auto")
-        if "in_out_file" in c:
-            ways.append("in_out_file")
+        keys_of_way = {
+            "inputs/outputs": [k for k in ("inputs", "outputs") if k in c],
+            "auto": ["auto"] if c.get("auto") else [],
+            "in_out_file": ["in_out_file"] if "in_out_file" in c else [],
+        }
+        ways = [way for way, keys in keys_of_way.items() if keys]
         if len(ways) > 1:
-            self.error(at, f"crop: choose one way of cropping, not {' and '.join(ways)}")
+            # point at the way that comes second in the file: the first one is fine on its own
+            firsts = sorted((self.doc.where(at + (keys_of_way[w][0],), key=True), w) for w in ways)
+            second_key = keys_of_way[firsts[1][1]][0]
+            self.error(at + (second_key,), f"crop: choose one way of cropping, not {' and '.join(ways)}", key=True)
         in_out = self.existing(at + ("in_out_file",), c["in_out_file"]) if "in_out_file" in c else None
         return CropSpec(tuple(c.get("inputs", ())), tuple(c.get("outputs", ())), bool(c.get("auto")), in_out)
 

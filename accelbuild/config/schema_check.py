@@ -90,6 +90,13 @@ def resolve_ref(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_NAME_WORDS = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters"
+_PATTERN_WORDS = {
+    "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$": f"a name uses {_NAME_WORDS}",
+    "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\.dfp$": f"a file name ending in .dfp, using {_NAME_WORDS}",
+}
+
+
 def _location(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path) if path else "the top level"
 
@@ -128,6 +135,11 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
         hint = did_you_mean(str(instance), consts) if isinstance(instance, str) else ""
         return path, False, f"expected {wanted}, got {show(instance)}{hint}"
     if kind == "const" and path == ("accelbuild",):
+        if isinstance(instance, str) and instance.strip() == str(error.validator_value):
+            return path, False, (
+                f"config format must be the number {error.validator_value}, not the string {instance!r} "
+                f"(write accelbuild: {error.validator_value} without quotes)"
+            )
         return path, False, (
             f"unsupported config format {show(instance)}; this accelbuild reads format 1 (accelbuild: 1)"
         )
@@ -142,15 +154,16 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return path, False, f"{show(instance)} is out of range: expected {describe(schema)}"
     if kind == "minItems":
-        return path, False, f"expected at least {error.validator_value} item(s)"
+        return path, False, f"{_location(path)} needs at least {error.validator_value} item(s)"
     if kind == "maxItems":
         return path, False, f"expected at most {error.validator_value} items"
     if kind == "minProperties":
-        return path, False, "expected at least one entry"
+        return path, False, f"{_location(path)} needs at least one entry"
     if kind == "minLength":
         return path, False, "must not be empty"
     if kind == "pattern":
-        return path, False, f"{show(instance)} does not match the allowed form {error.validator_value}"
+        form = _PATTERN_WORDS.get(error.validator_value, f"the pattern {error.validator_value}")
+        return path, False, f"{show(instance)} is not allowed here: {form}"
     return path, False, error.message
 
 

@@ -58,6 +58,7 @@ class ModelSpec:
     index: int
     name: str
     path: Path
+    path_text: str  # as written in the YAML, for messages
     format: ModelFormat
     input_shapes: InputShapes
     crop: CropSpec

@@ -8,6 +8,7 @@ is an error, never executed. Alias expansion is bounded, so "billion laughs" doc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,22 +95,58 @@ def load_yaml(path: Path, shown: str | None = None) -> YamlDocument:
 def parse_yaml(text: str, shown: str) -> YamlDocument:
     """Parse YAML text; see ``load_yaml``."""
     try:
+        _check_depth(text, shown)  # PyYAML's composer recurses: refuse deep nesting before it does
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = exc.problem or exc.context or "invalid YAML"
-        if exc.context and exc.problem:
-            message = f"{exc.problem} ({exc.context})"
-        where = Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
-        raise ConfigError(where, f"YAML syntax error: {message}") from None
+        raise ConfigError(_mark_where(shown, exc.problem_mark or exc.context_mark),
+                          f"YAML syntax error: {_syntax_message(exc)}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(Where(shown, line, col),
+                          f"YAML error: unacceptable character #x{code:04x}: {exc.reason}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(shown, f"YAML error: {exc}") from None
     doc = YamlDocument(file=shown, data=None, text=text)
     if root is None:
         return doc
     builder = _Builder(doc)
+    builder.check_expansion(root)
     doc.data = builder.build(root, (), 0)
     return doc
+
+
+def _mark_where(shown: str, mark: yaml.Mark | None) -> Where:
+    return Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError) -> str:
+    """PyYAML's problem and context in one readable sentence."""
+    problem, context = exc.problem, exc.context
+    if problem and context and context.startswith("while"):
+        mark = exc.context_mark
+        start = f" that starts at {mark.line + 1}:{mark.column + 1}" if mark else ""
+        return f"{problem} ({context}{start})"
+    if problem and context:
+        return f"{context}, but {problem.removeprefix('but ')}"
+    return problem or context or "invalid YAML"
+
+
+_OPEN = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+         yaml.FlowSequenceStartToken)
+_CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def _check_depth(text: str, shown: str) -> None:
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH + 1:  # the document's own root collection is level 0
+                raise ConfigError(_mark_where(shown, token.start_mark), f"nesting deeper than {MAX_DEPTH} levels")
+        elif isinstance(token, _CLOSE):
+            depth -= 1
 
 
 _CORE = "tag:yaml.org,2002:"
@@ -127,6 +164,26 @@ class _Builder:
         self.doc = doc
         self.nodes = 0
         self.constructor = yaml.SafeLoader("")
+
+    def check_expansion(self, root: yaml.Node) -> None:
+        """Refuse documents whose aliases expand past ``MAX_NODES``, at the value that expands."""
+        sizes: dict[int, int] = {}
+
+        def size(node: yaml.Node) -> int:
+            if id(node) not in sizes:
+                sizes[id(node)] = MAX_NODES + 1  # provisional: a self-referencing alias is unbounded
+                children = _children(node)
+                sizes[id(node)] = min(MAX_NODES + 1, 1 + sum(size(c) for c in children))
+            return sizes[id(node)]
+
+        node = root
+        if size(node) <= MAX_NODES:
+            return
+        while True:
+            bigger = next((c for c in _children(node, keys=False) if size(c) > MAX_NODES), None)
+            if bigger is None:
+                raise ConfigError(self._where(node), f"document expands to more than {MAX_NODES} values (aliases?)")
+            node = bigger
 
     def _where(self, node: yaml.Node) -> Where:
         return Where(self.doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -156,7 +213,10 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
         own_keys = {id(key_node) for key_node, _ in node.value}
-        self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        try:
+            self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        except yaml.constructor.ConstructorError as exc:
+            raise ConfigError(_mark_where(self.doc.file, exc.problem_mark), exc.problem or "bad merge key") from None
         result: dict[str, Any] = {}
         seen_own: set[str] = set()
         for key_node, value_node in node.value:
@@ -175,10 +235,23 @@ class _Builder:
 
     def _scalar(self, node: yaml.Node) -> Any:
         self._check_tag(node)
+        if node.tag == _CORE + "timestamp":  # no config value is a date: keep what the user wrote
+            return node.value
         try:
-            return self.constructor.construct_object(node, deep=True)
+            value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             problem = exc.problem or "cannot construct value"
             raise ConfigError(self._where(node), problem.replace("\n", " ")) from None
         except (ValueError, OverflowError) as exc:
             raise ConfigError(self._where(node), f"invalid value: {exc}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(self._where(node), f"{node.value!r} is not a finite number")
+        return value
+
+
+def _children(node: yaml.Node, keys: bool = True) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for k, v in node.value for n in ((k, v) if keys else (v,))]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []

@@ -30,7 +30,12 @@ _IR_FOR_TYPE = {
 
 
 def external_data_files(model_path: Path) -> dict[str, Path]:
-    """External data files a model refers to (validated), found without loading tensor data."""
+    """External data files a model refers to (validated), found without loading tensor data.
+
+    Cheap for the common case: a model without external data never names a "location" key.
+    """
+    if b"location" not in Path(model_path).read_bytes():
+        return {}
     model = _parse(model_path)
     return {f"external:{loc}": path for loc, path in _external_locations(model, model_path).items()}
 

@@ -28,30 +28,35 @@ def looks_like_path(chip_gen: str) -> bool:
     return chip_gen.endswith((".yaml", ".yml")) or "/" in chip_gen or "\\" in chip_gen
 
 
-def load_profile(path: Path) -> dict[str, Any]:
-    """The profile at ``path`` with its ``inherits`` chain merged (child keys win, mappings merge)."""
-    return _load(Path(path), 0)
+def load_profile(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """The profile at ``path`` with its ``inherits`` chain merged (child keys win, mappings merge).
+
+    ``shown`` is how messages name the file (the user's spelling).
+    """
+    return _load(Path(path), 0, shown or str(path))
 
 
-def _load(path: Path, depth: int) -> dict[str, Any]:
+def _load(path: Path, depth: int, shown: str) -> dict[str, Any]:
     if depth > _MAX_INHERIT_DEPTH:
-        raise InputFileError(path, f"'inherits' chain deeper than {_MAX_INHERIT_DEPTH} (a cycle?)")
+        raise InputFileError(shown, f"'inherits' chain deeper than {_MAX_INHERIT_DEPTH} (a cycle?)")
     from accelbuild.config.yaml_source import load_yaml
 
-    data = load_yaml(path).data
+    data = load_yaml(path, shown).data
     if not isinstance(data, dict):
-        raise InputFileError(path, "a hardware profile must be a YAML mapping")
+        raise InputFileError(shown, "a hardware profile must be a YAML mapping")
     parent_ref = data.get("inherits")
     if parent_ref is None:
         return data
+    if not isinstance(parent_ref, str):
+        raise InputFileError(shown, "'inherits' must name a built-in profile or a profile file")
     builtins = builtin_profiles()
     if parent_ref in builtins:
         parent_path = builtins[parent_ref]
     else:
         parent_path = (path.parent / str(parent_ref)).resolve()
     if not parent_path.is_file():
-        raise InputFileError(path, f"inherits {parent_ref!r}, which is neither a built-in profile nor a file")
-    merged = _merge(_load(parent_path, depth + 1), data)
+        raise InputFileError(shown, f"inherits {parent_ref!r}, which is neither a built-in profile nor a file")
+    merged = _merge(_load(parent_path, depth + 1, str(parent_ref)), data)
     merged.pop("inherits", None)
     return merged
 

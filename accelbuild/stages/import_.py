@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 
 from accelbuild.build.worker import StageContext
-from accelbuild.errors import InputFileError
+from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.input_shapes import (
     apply_input_shapes,
@@ -28,12 +28,19 @@ def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
     path = inputs["model"]
     if path.suffix.lower() != ".onnx":
         return {}
-    return onnx_model.external_data_files(path)
+    try:
+        return onnx_model.external_data_files(path)
+    except InputFileError:
+        return {}  # a broken model: the stage itself reports it, at its line in the YAML
 
 
 def run(ctx: StageContext) -> None:
     model_path = ctx.inputs["model"]
-    model = _load(model_path, ctx.model.format)
+    try:
+        model = _load(model_path, ctx.model.format)
+    except InputFileError as exc:  # say which line of the YAML named the broken file
+        where = ctx.pipeline.where("models", ctx.model.index, "path")
+        raise ConfigError(where, f"{ctx.model.path_text}: {exc.message}") from None
     check_model_file_inputs(model, model_path)
     resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
     apply_input_shapes(model, resolved)

@@ -1,0 +1,23 @@
+"""TFLite frontend: a ``.tflite`` flatbuffer -> an equivalent ONNX ModelProto.
+
+``load_tflite`` reads and validates the file (:mod:`.reader`), decodes constants (:mod:`.tensors`),
+checks and converts every operator (:mod:`.ops`, :mod:`.supported`, :mod:`.convert`) and keeps the
+TFLite names and channel-last layout at every TFLite tensor (:mod:`.graph`, :mod:`.layout`).
+A file that cannot be read or has unsupported operators raises ``InputFileError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from accelbuild.frontends.tflite.convert import QUANT_METADATA_KEY, convert
+from accelbuild.frontends.tflite.reader import read_model
+
+__all__ = ["QUANT_METADATA_KEY", "load_tflite"]
+
+
+def load_tflite(path: Path) -> onnx.ModelProto:
+    """Convert a TFLite model file to ONNX (opset 21, float32 compute, TFLite layout and names)."""
+    return convert(read_model(Path(path)))

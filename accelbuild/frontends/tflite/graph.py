@@ -1,0 +1,153 @@
+"""The ONNX graph under construction, and the naming scheme that ties it to the TFLite file.
+
+Naming scheme (so crop points and per-layer bit tables can use the names Netron shows for the
+``.tflite`` file):
+
+* Every TFLite tensor ``T`` keeps its name (empty names become ``tensor_<index>``, a repeated name gets
+  ``_<index>`` appended). The ONNX tensor ``T`` holds the TFLite value, in the TFLite (NHWC) layout and
+  shape.
+* The ONNX node that computes a TFLite operator's function (the Conv of a CONV_2D, the Gemm of a
+  FULLY_CONNECTED, the Add of an ADD...) is named after the operator's first output ``T``. So the
+  layer ``T`` is the node ``T``, and the value ``T`` is the tensor ``T``.
+* Helper nodes are named ``T/<role>`` and produce ``T/<role>``; the last node of an operator's chain
+  produces ``T`` itself. Roles: ``T/nchw_in`` (input moved to channel-first), ``T/nchw`` (channel-first
+  result), ``T/pre`` and ``T/nchw_pre`` (before a fused activation), ``T/act`` (the fused activation),
+  ``T/nhwc`` (back to channel-last), ``T/flat``/``T/2d``/``T/reshape`` (FULLY_CONNECTED rank
+  changes), ``T/slice`` (STRIDED_SLICE before its shrink reshape).
+* Quantized (int8/uint8/int16) graph inputs and outputs keep their integer type under the name ``T``;
+  the float value is ``T/float``, made by node ``T/dequantize`` (inputs) or consumed by ``T/quantize``
+  (outputs).
+* Weights permuted for ONNX are initializers ``W/oihw`` (Conv, grouped Conv) or ``W/iohw``
+  (ConvTranspose); constants used as they are keep the TFLite name ``W``.
+
+When a channel-last copy ``T`` sits between two channel-first ops it is removed by
+:func:`layout.collapse_transposes`; the value then lives on as ``T/nchw``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from accelbuild.frontends.tflite import layout
+from accelbuild.frontends.tflite.reader import Model, Operator, Tensor
+from accelbuild.frontends.tflite.tensors import onnx_type
+
+ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+_CLIP_BOUNDS = {"RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+
+
+def unique_names(model: Model) -> list[str]:
+    """TFLite tensor names made unique and non-empty (ONNX requires both)."""
+    seen: set[str] = set()
+    names = []
+    for tensor in model.tensors:
+        name = tensor.name or f"tensor_{tensor.index}"
+        while name in seen:
+            name = f"{name}_{tensor.index}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+class Graph:
+    """Nodes and initializers of the converted model, addressed by TFLite tensor index."""
+
+    def __init__(self, model: Model, consts: dict[int, np.ndarray]) -> None:
+        self.model = model
+        self.consts = consts
+        self.names = unique_names(model)
+        self.values = list(self.names)  # ONNX tensor holding each TFLite tensor's float value
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: dict[str, onnx.TensorProto] = {}
+
+    # ------------------------------------------------------------------ TFLite side
+
+    def tensor(self, index: int) -> Tensor:
+        return self.model.tensors[index]
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self.model.tensors[index].shape
+
+    def const(self, index: int) -> np.ndarray | None:
+        """Compute value of a constant (or folded) tensor, None for activations and omitted inputs."""
+        return None if index < 0 else self.consts.get(index)
+
+    def name(self, op: Operator, k: int = 0) -> str:
+        """TFLite name of output ``k``: the name of the op's main node and helper prefix."""
+        return self.names[op.outputs[k]]
+
+    # ------------------------------------------------------------------ ONNX side
+
+    def value(self, index: int) -> str:
+        """ONNX tensor holding TFLite tensor ``index``; constants become initializers on first use."""
+        if index in self.consts and self.values[index] not in self.initializers:
+            self.add_const(self.values[index], self.consts[index])
+        return self.values[index]
+
+    def out(self, op: Operator, k: int = 0) -> str:
+        return self.values[op.outputs[k]]
+
+    def add_const(self, name: str, array: np.ndarray) -> str:
+        """Add an initializer (a name is only ever bound to one value)."""
+        tensor = numpy_helper.from_array(np.ascontiguousarray(array), name)
+        if name in self.initializers and self.initializers[name] != tensor:
+            raise ValueError(f"initializer {name!r} bound to two values")
+        self.initializers[name] = tensor
+        return name
+
+    def scalar(self, value: float | int, dtype: type = np.float32) -> str:
+        """A shared scalar constant (Clip bounds, pad values...)."""
+        return self.add_const(f"const/{np.dtype(dtype).name}/{value!r}", np.array(value, dtype=dtype))
+
+    def ints(self, name: str, values: Sequence[int]) -> str:
+        """An int64 vector constant (shapes, axes, pads)."""
+        return self.add_const(name, np.asarray(list(values), dtype=np.int64))
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], name: str,
+             **attrs: Any) -> None:
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
+
+    def to_nchw(self, op: Operator, source: str, role: str = "nchw_in") -> str:
+        """Transpose an NHWC value to NCHW as helper ``T/<role>``."""
+        name = f"{self.name(op)}/{role}"
+        self.nodes.append(layout.transpose_node(name, source, name, layout.TO_NCHW))
+        return name
+
+    def emit(self, op: Operator, op_type: str, inputs: Sequence[str], *, act: str = "NONE",
+             tail: tuple[str, Any] | None = None, **attrs: Any) -> None:
+        """The op's main node (named T), its fused activation, and a tail step back to TFLite form.
+
+        ``tail`` is ``("nhwc", None)`` (Transpose back from NCHW, the value before it is ``T/nchw``) or
+        ``("reshape", (shape, role))`` (Reshape to the TFLite shape, the value before it is ``T/<role>``).
+        """
+        base = self.name(op)
+        final = self.out(op)
+        before_tail = final if tail is None else f"{base}/{'nchw' if tail[0] == 'nhwc' else tail[1][1]}"
+        before_act = before_tail if act == "NONE" else (f"{before_tail}_pre" if tail else f"{base}/pre")
+        self.node(op_type, inputs, [before_act], base, **attrs)
+        if act != "NONE":
+            self.activation(f"{base}/act", act, before_act, before_tail)
+        if tail is not None and tail[0] == "nhwc":
+            self.nodes.append(layout.transpose_node(f"{base}/nhwc", before_tail, final, layout.TO_NHWC))
+        elif tail is not None:
+            self.node("Reshape", [before_tail, self.ints(f"{base}/shape", tail[1][0])], [final], f"{base}/reshape")
+
+    def activation(self, name: str, act: str, source: str, output: str) -> None:
+        """A TFLite activation function as an ONNX node."""
+        if act == "RELU":
+            self.node("Relu", [source], [output], name)
+        elif act == "TANH":
+            self.node("Tanh", [source], [output], name)
+        else:
+            low, high = _CLIP_BOUNDS[act]
+            self.node("Clip", [source, self.scalar(low), self.scalar(high)], [output], name)
+
+    def value_info(self, index: int, name: str | None = None) -> onnx.ValueInfoProto:
+        """Typed, shaped value info for a TFLite tensor (TFLite static shape)."""
+        elem = onnx_type(self.tensor(index)) or onnx.TensorProto.FLOAT
+        return helper.make_tensor_value_info(name or self.values[index], elem, list(self.shape(index)))

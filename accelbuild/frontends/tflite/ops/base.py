@@ -1,0 +1,153 @@
+"""The operator table: one converter per TFLite builtin, with the support checks that guard it.
+
+A check is a predicate ``(graph, op) -> (ok, reason)`` carrying its own documentation string; the same
+text is the user's error message (the reason says what this op has) and a row of the generated
+``docs/supported_ops.md`` (the doc says what is required). Converters run only after every check of
+every operator passed, so they may rely on what the checks promise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
+from accelbuild.frontends.tflite.reader import Operator
+from accelbuild.frontends.tflite.tensors import is_quantized
+
+Converter = Callable[[Graph, Operator], None]
+Result = tuple[bool, str]
+OK: Result = (True, "")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A documented support predicate."""
+
+    doc: str
+    predicate: Callable[[Graph, Operator], Result]
+
+    def __call__(self, graph: Graph, op: Operator) -> Result:
+        return self.predicate(graph, op)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    onnx: str  # what it becomes, for the docs
+    convert: Converter
+    checks: tuple[Check, ...]
+
+
+OPS: dict[str, OpSpec] = {}
+
+
+def register(name: str, onnx: str, *checks: Check) -> Callable[[Converter], Converter]:
+    """Decorator: add a converter and its checks to :data:`OPS`."""
+    def wrap(convert: Converter) -> Converter:
+        OPS[name] = OpSpec(name, onnx, convert, checks)
+        return convert
+    return wrap
+
+
+def fail(reason: str) -> Result:
+    return False, reason
+
+
+# --------------------------------------------------------------------------- reusable checks
+
+
+def const_inputs(*positions: int, what: str = "") -> Check:
+    """Inputs at ``positions`` (when present) are constant tensors."""
+    label = what or "input " + "/".join(str(p) for p in positions)
+
+    def predicate(g: Graph, op: Operator) -> Result:
+        for k in positions:
+            if k < len(op.inputs) and op.inputs[k] >= 0 and g.const(op.inputs[k]) is None:
+                return fail(f"{label} is not a constant tensor")
+        return OK
+    return Check(f"{label} is constant", predicate)
+
+
+def input_count(low: int, high: int | None = None) -> Check:
+    """Number of inputs (counting omitted optional ones) and at least ``low`` outputs present."""
+    high = low if high is None else high
+    text = f"{low}" if low == high else f"{low} to {high}"
+
+    def predicate(g: Graph, op: Operator) -> Result:
+        if not low <= len(op.inputs) <= high or any(i < 0 for i in op.inputs[:low]):
+            return fail(f"expected {text} inputs, got {len(op.inputs)}")
+        return OK if op.outputs else fail("operator has no output")
+    return Check(f"{text} inputs", predicate)
+
+
+def input_rank(k: int, *ranks: int) -> Check:
+    """Input ``k`` has one of the given ranks."""
+    text = " or ".join(str(r) for r in ranks)
+
+    def predicate(g: Graph, op: Operator) -> Result:
+        rank = len(g.shape(op.inputs[k]))
+        return OK if rank in ranks else fail(f"input {k} has rank {rank}, expected {text}")
+    return Check(f"input {k} is {text}-D", predicate)
+
+
+def positive_options(*names: str) -> Check:
+    """Integer options that must be >= 1 (strides, dilations, window and block sizes)."""
+    def predicate(g: Graph, op: Operator) -> Result:
+        for name in names:
+            if op.options.get(name, 1) < 1:
+                return fail(f"option {name} is {op.options.get(name)}, expected >= 1")
+        return OK
+    return Check(", ".join(names) + " >= 1", predicate)
+
+
+def padding_known() -> Check:
+    def predicate(g: Graph, op: Operator) -> Result:
+        return OK if op.options.get("padding", 0) in (0, 1) else fail(f"unknown padding {op.options.get('padding')}")
+    return Check("padding SAME or VALID", predicate)
+
+
+# --------------------------------------------------------------------------- generic checks
+
+
+def _tensor_types(g: Graph, op: Operator) -> Result:
+    """Activations are float32, int32, int64, bool or quantized int8/uint8/int16 (with a scale);
+    float16, float64 and sparse tensors only as constants."""
+    for index in (*op.inputs, *op.outputs):
+        if index < 0 or g.const(index) is not None:
+            continue
+        tensor = g.tensor(index)
+        plain = tensor.dtype in ("FLOAT32", "INT32", "INT64", "BOOL")
+        if tensor.sparsity is None and (plain or is_quantized(tensor)):
+            continue
+        kind = "sparse " if tensor.sparsity is not None else ("unquantized " if tensor.dtype in
+                                                               ("INT8", "UINT8", "INT16") else "")
+        return fail(f"tensor {g.names[index]!r} is a {kind}{tensor.dtype} activation")
+    return OK
+
+
+def _static_shapes(g: Graph, op: Operator) -> Result:
+    """Every tensor has a static shape without zero-sized dimensions."""
+    for index in (*op.inputs, *op.outputs):
+        if index >= 0 and 0 in g.shape(index):
+            return fail(f"tensor {g.names[index]!r} has a zero-sized dimension {list(g.shape(index))}")
+    return OK
+
+
+def _fused_activation(g: Graph, op: Operator) -> Result:
+    """A fused activation is NONE, RELU, RELU_N1_TO_1, RELU6 or TANH (on a float result)."""
+    act = ACTIVATIONS.get(op.options.get("fused_activation_function", 0), "unknown")
+    if act in ("SIGN_BIT", "unknown"):
+        return fail(f"fused activation {act} is not supported")
+    if act != "NONE" and any(g.tensor(i).dtype in ("INT32", "INT64", "BOOL") for i in op.outputs):
+        return fail(f"fused activation {act} on an integer result")
+    return OK
+
+
+GENERIC_CHECKS: tuple[Check, ...] = tuple(
+    Check(" ".join(fn.__doc__.split()), fn) for fn in (_tensor_types, _static_shapes, _fused_activation)
+)
+
+
+def activation(op: Operator) -> str:
+    return ACTIVATIONS[op.options.get("fused_activation_function", 0)]

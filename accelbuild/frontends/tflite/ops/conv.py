@@ -1,0 +1,155 @@
+"""Weighted layers: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED.
+
+Convolutions run channel-first between ``T/nchw_in`` and ``T/nhwc`` Transposes, with filters permuted
+once into ONNX order and TFLite's SAME/VALID padding written out as explicit (possibly asymmetric)
+``pads``. The main node (Conv, ConvTranspose, Gemm) is named after the TFLite output tensor.
+"""
+
+from __future__ import annotations
+
+from accelbuild.frontends.tflite import layout
+from accelbuild.frontends.tflite.graph import Graph
+from accelbuild.frontends.tflite.ops.base import (
+    OK, Check, Result, activation, const_inputs, fail, input_count, padding_known, positive_options, register,
+)
+from accelbuild.frontends.tflite.reader import Operator
+from accelbuild.frontends.tflite.tensors import numel
+
+PADDING = {0: "SAME", 1: "VALID"}
+_CONV_OPTIONS = ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor")
+
+
+def _bias(g: Graph, op: Operator, k: int, channels: int) -> Result:
+    if k < len(op.inputs) and op.inputs[k] >= 0 and g.shape(op.inputs[k]) != (channels,):
+        return fail(f"bias shape {list(g.shape(op.inputs[k]))} is not [{channels}]")
+    return OK
+
+
+def _bias_input(g: Graph, op: Operator, k: int) -> list[str]:
+    return [g.value(op.inputs[k])] if k < len(op.inputs) and op.inputs[k] >= 0 else []
+
+
+def _conv_geometry(g: Graph, op: Operator) -> Result:
+    x, w = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    if len(x) != 4 or len(w) != 4:
+        return fail(f"input {list(x)} and filter {list(w)} must both be 4-D")
+    if x[3] % w[3] or w[0] % (x[3] // w[3]):
+        return fail(f"input channels {x[3]} and filter {list(w)} do not form whole groups")
+    return _bias(g, op, 2, w[0])
+
+
+def _strides(op: Operator) -> tuple[list[int], list[int]]:
+    o = op.options
+    return [o.get("stride_h", 1), o.get("stride_w", 1)], [o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)]
+
+
+@register("CONV_2D", "Conv (channel-first; grouped when the filter has fewer input channels)",
+          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
+          positive_options(*_CONV_OPTIONS),
+          Check("4-D input and OHWI filter; input channels a multiple of the filter's; bias [out]",
+                _conv_geometry))
+def conv_2d(g: Graph, op: Operator) -> None:
+    """OHWI filter -> OIHW initializer ``W/oihw``; group = input channels / filter input channels."""
+    x, w = op.inputs[0], op.inputs[1]
+    weights = layout.ohwi_to_oihw(g.const(w))
+    kernel = list(weights.shape[2:])
+    strides, dilations = _strides(op)
+    pads = layout.onnx_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:3], kernel, strides, dilations)
+    inputs = [g.to_nchw(op, g.value(x)), g.add_const(f"{g.names[w]}/oihw", weights), *_bias_input(g, op, 2)]
+    g.emit(op, "Conv", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
+           strides=strides, dilations=dilations, pads=pads, group=g.shape(x)[3] // weights.shape[1])
+
+
+def _depthwise_geometry(g: Graph, op: Operator) -> Result:
+    x, w = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    if len(x) != 4 or len(w) != 4 or w[0] != 1:
+        return fail(f"input {list(x)} must be 4-D and the filter {list(w)} [1, kh, kw, C*M]")
+    if w[3] % x[3]:
+        return fail(f"filter channels {w[3]} are not a multiple of the input channels {x[3]}")
+    return _bias(g, op, 2, w[3])
+
+
+@register("DEPTHWISE_CONV_2D", "Conv with group = input channels (channel-first)",
+          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
+          positive_options(*_CONV_OPTIONS),
+          Check("4-D input, [1, kh, kw, C*M] filter, bias [C*M]", _depthwise_geometry))
+def depthwise_conv_2d(g: Graph, op: Operator) -> None:
+    """``[1, kh, kw, C*M]`` -> ``[C*M, 1, kh, kw]`` with group C (output channel c*M+m reads channel c)."""
+    x, w = op.inputs[0], op.inputs[1]
+    weights = layout.depthwise_to_oihw(g.const(w))
+    kernel = list(weights.shape[2:])
+    strides, dilations = _strides(op)
+    pads = layout.onnx_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:3], kernel, strides, dilations)
+    inputs = [g.to_nchw(op, g.value(x)), g.add_const(f"{g.names[w]}/oihw", weights), *_bias_input(g, op, 2)]
+    g.emit(op, "Conv", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
+           strides=strides, dilations=dilations, pads=pads, group=g.shape(x)[3])
+
+
+def _transpose_conv_geometry(g: Graph, op: Operator) -> Result:
+    shape_value, w, x = g.const(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.inputs[2])
+    out = g.shape(op.outputs[0])
+    if len(w) != 4 or len(x) != 4 or x[3] != w[3]:
+        return fail(f"input {list(x)} and OHWI filter {list(w)} must be 4-D with matching input channels")
+    if shape_value is None or [int(v) for v in shape_value.reshape(-1)] != list(out) or out[3] != w[0] \
+            or out[0] != x[0]:
+        return fail(f"output_shape input does not match the output tensor {list(out)} and filter")
+    return _bias(g, op, 3, w[0])
+
+
+@register("TRANSPOSE_CONV", "ConvTranspose (channel-first; explicit pads and output_padding)",
+          input_count(3, 4), const_inputs(0, 1, 3, what="output_shape, filter and bias"), padding_known(),
+          positive_options("stride_h", "stride_w"),
+          Check("output_shape equals the output tensor's shape; 4-D input and OHWI filter; bias [out]",
+                _transpose_conv_geometry))
+def transpose_conv(g: Graph, op: Operator) -> None:
+    """TFLite's padding is computed from the *output* size (as for the forward convolution)."""
+    weights = layout.ohwi_to_iohw(g.const(op.inputs[1]))
+    kernel = list(weights.shape[2:])
+    strides = [op.options.get("stride_h", 1), op.options.get("stride_w", 1)]
+    in_hw, out_hw = g.shape(op.inputs[2])[1:3], g.shape(op.outputs[0])[1:3]
+    pads, extra = _transpose_pads(PADDING[op.options.get("padding", 0)], in_hw, out_hw, kernel, strides)
+    inputs = [g.to_nchw(op, g.value(op.inputs[2])), g.add_const(f"{g.names[op.inputs[1]]}/iohw", weights),
+              *_bias_input(g, op, 3)]
+    g.emit(op, "ConvTranspose", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
+           strides=strides, pads=pads, output_padding=extra)
+
+
+def _transpose_pads(padding: str, in_hw: tuple, out_hw: tuple, kernel: list[int],
+                    strides: list[int]) -> tuple[list[int], list[int]]:
+    """``pads`` and ``output_padding`` making ConvTranspose crop/extend to exactly ``out_hw``."""
+    begins, ends, extra = [], [], []
+    for size_in, size_out, k, s in zip(in_hw, out_hw, kernel, strides):
+        before = layout.onnx_pads(padding, (size_out,) * 2, (k, k), (s, s))[0]
+        after = s * (size_in - 1) + k - before - size_out
+        begins.append(before)
+        ends.append(max(after, 0))
+        extra.append(max(-after, 0))
+    return begins + ends, extra
+
+
+def _fc_geometry(g: Graph, op: Operator) -> Result:
+    x, w, out = g.shape(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.outputs[0])
+    if len(w) != 2 or not x or numel(x) % w[1]:
+        return fail(f"input {list(x)} cannot be flattened to rows of the filter's {list(w)[1:]} inputs")
+    if numel(out) != numel(x) // w[1] * w[0] or out[-1] != w[0]:
+        return fail(f"output {list(out)} does not hold {numel(x) // w[1]} rows of {w[0]}")
+    if op.options.get("weights_format", 0) != 0:
+        return fail("shuffled weights format")
+    return _bias(g, op, 2, w[0])
+
+
+@register("FULLY_CONNECTED", "Gemm (transB=1), with Reshapes when the input or output is not 2-D",
+          input_count(2, 3), const_inputs(1, 2, what="weights and bias"),
+          Check("2-D [out, in] weights in the DEFAULT format; input flattens to rows of `in`; bias [out]",
+                _fc_geometry))
+def fully_connected(g: Graph, op: Operator) -> None:
+    """``Reshape(-1, in)`` (``T/flat``) -> Gemm (named T) -> Reshape to the output shape if not 2-D."""
+    name, x = g.name(op), g.value(op.inputs[0])
+    x_shape, width = g.shape(op.inputs[0]), g.shape(op.inputs[1])[1]
+    if len(x_shape) != 2:
+        g.node("Reshape", [x, g.ints(f"{name}/flat_shape", [-1, width])], [f"{name}/flat"], f"{name}/flat")
+        x = f"{name}/flat"
+    out_shape = g.shape(op.outputs[0])
+    tail = None if len(out_shape) == 2 else ("reshape", (out_shape, "2d"))
+    g.emit(op, "Gemm", [x, g.value(op.inputs[1]), *_bias_input(g, op, 2)], act=activation(op), tail=tail,
+           transB=1)

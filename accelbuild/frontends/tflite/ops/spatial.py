@@ -1,0 +1,111 @@
+"""Channel-first spatial ops: pooling, resizing, DEPTH_TO_SPACE and SPACE_TO_DEPTH.
+
+Each runs between ``T/nchw_in`` and ``T/nhwc`` Transposes; the coordinate rules of TFLite's resize
+kernels are mapped onto ONNX Resize's ``coordinate_transformation_mode`` and ``nearest_mode``.
+"""
+
+from __future__ import annotations
+
+from accelbuild.frontends.tflite import layout
+from accelbuild.frontends.tflite.graph import Graph
+from accelbuild.frontends.tflite.ops.base import (
+    OK, Check, Result, activation, const_inputs, fail, input_count, input_rank, padding_known, positive_options,
+    register,
+)
+from accelbuild.frontends.tflite.ops.conv import PADDING
+from accelbuild.frontends.tflite.reader import Operator
+
+_POOL_OPTIONS = ("stride_h", "stride_w", "filter_height", "filter_width")
+
+
+def _pool(g: Graph, op: Operator, op_type: str, **extra: int) -> None:
+    o = op.options
+    kernel = [o.get("filter_height", 1), o.get("filter_width", 1)]
+    strides = [o.get("stride_h", 1), o.get("stride_w", 1)]
+    pads = layout.onnx_pads(PADDING[o.get("padding", 0)], g.shape(op.inputs[0])[1:3], kernel, strides)
+    g.emit(op, op_type, [g.to_nchw(op, g.value(op.inputs[0]))], act=activation(op), tail=("nhwc", None),
+           kernel_shape=kernel, strides=strides, pads=pads, **extra)
+
+
+_POOL_CHECKS = (input_count(1), input_rank(0, 4), padding_known(), positive_options(*_POOL_OPTIONS))
+
+
+@register("MAX_POOL_2D", "MaxPool (channel-first, explicit pads)", *_POOL_CHECKS)
+def max_pool_2d(g: Graph, op: Operator) -> None:
+    _pool(g, op, "MaxPool")
+
+
+@register("AVERAGE_POOL_2D", "AveragePool (channel-first, explicit pads, count_include_pad=0)", *_POOL_CHECKS)
+def average_pool_2d(g: Graph, op: Operator) -> None:
+    """TFLite averages over the window's in-bounds pixels only, hence ``count_include_pad=0``."""
+    _pool(g, op, "AveragePool", count_include_pad=0)
+
+
+def _resize_flags(g: Graph, op: Operator) -> Result:
+    if op.options.get("align_corners") and op.options.get("half_pixel_centers"):
+        return fail("align_corners and half_pixel_centers are both set")
+    size = g.const(op.inputs[1])
+    if size is None or [int(v) for v in size.reshape(-1)] != list(g.shape(op.outputs[0])[1:3]):
+        return fail("size input does not match the output tensor's height and width")
+    return OK
+
+
+_RESIZE_CHECKS = (input_count(2), input_rank(0, 4), const_inputs(1, what="size"),
+                  Check("size matches the output shape; not both align_corners and half_pixel_centers",
+                        _resize_flags))
+
+
+def _resize(g: Graph, op: Operator, **attrs: str) -> None:
+    n, h, w, c = g.shape(op.outputs[0])
+    sizes = g.ints(f"{g.name(op)}/sizes", [n, c, h, w])
+    g.emit(op, "Resize", [g.to_nchw(op, g.value(op.inputs[0])), "", "", sizes], tail=("nhwc", None), **attrs)
+
+
+@register("RESIZE_BILINEAR", "Resize linear (align_corners / half_pixel / asymmetric coordinates)",
+          *_RESIZE_CHECKS)
+def resize_bilinear(g: Graph, op: Operator) -> None:
+    """TFLite clamps source coordinates to the image like ONNX Resize does."""
+    mode = "align_corners" if op.options.get("align_corners") else (
+        "half_pixel" if op.options.get("half_pixel_centers") else "asymmetric")
+    _resize(g, op, mode="linear", coordinate_transformation_mode=mode)
+
+
+@register("RESIZE_NEAREST_NEIGHBOR", "Resize nearest (floor, or round-half-up for align_corners/half pixels)",
+          *_RESIZE_CHECKS)
+def resize_nearest_neighbor(g: Graph, op: Operator) -> None:
+    """TFLite: ``floor(x*in/out)``; align_corners: ``round(x*(in-1)/(out-1))``;
+    half_pixel_centers: ``floor((x+0.5)*in/out)`` = ``round_prefer_ceil((x+0.5)*in/out - 0.5)``."""
+    if op.options.get("align_corners"):
+        attrs = {"coordinate_transformation_mode": "align_corners", "nearest_mode": "round_prefer_ceil"}
+    elif op.options.get("half_pixel_centers"):
+        attrs = {"coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}
+    else:
+        attrs = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    _resize(g, op, mode="nearest", **attrs)
+
+
+def _block_divides(g: Graph, op: Operator) -> Result:
+    x, block = g.shape(op.inputs[0]), op.options.get("block_size", 0)
+    if op.name == "DEPTH_TO_SPACE" and x[3] % (block * block):
+        return fail(f"channels {x[3]} are not a multiple of block_size^2 = {block * block}")
+    if op.name == "SPACE_TO_DEPTH" and (x[1] % block or x[2] % block):
+        return fail(f"height and width {list(x[1:3])} are not multiples of block_size {block}")
+    return OK
+
+
+_BLOCK_CHECKS = (input_count(1), input_rank(0, 4), positive_options("block_size"),
+                 Check("block_size divides the channels (DEPTH_TO_SPACE) or height and width (SPACE_TO_DEPTH)",
+                       _block_divides))
+
+
+@register("DEPTH_TO_SPACE", "DepthToSpace mode DCR (channel-first)", *_BLOCK_CHECKS)
+def depth_to_space(g: Graph, op: Operator) -> None:
+    """TFLite's channel order ``(i*bs + j)*C + c`` is ONNX's DCR mode."""
+    g.emit(op, "DepthToSpace", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None),
+           blocksize=op.options["block_size"], mode="DCR")
+
+
+@register("SPACE_TO_DEPTH", "SpaceToDepth (channel-first)", *_BLOCK_CHECKS)
+def space_to_depth(g: Graph, op: Operator) -> None:
+    g.emit(op, "SpaceToDepth", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None),
+           blocksize=op.options["block_size"])

@@ -1,0 +1,82 @@
+"""Which TFLite operators convert, and why the others do not.
+
+One source for two outputs: :func:`find_unsupported` runs every operator's checks and
+:func:`unsupported_error` turns the failures into one exit-2 message listing them all, while
+:func:`rows` lists the same checks' documentation for ``docs/supported_ops.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from accelbuild.errors import InputFileError
+from accelbuild.frontends.tflite.graph import Graph
+from accelbuild.frontends.tflite.ops import GENERIC_CHECKS, OPS
+from accelbuild.frontends.tflite.reader import Operator
+from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, is_quantized, onnx_type
+
+_PREDICATE_ERRORS = (IndexError, ValueError, TypeError, ZeroDivisionError, KeyError, AttributeError)
+IO_CONDITION = ("graph inputs and outputs are float32, int32, int64, bool, or int8/uint8/int16 with "
+                "quantization parameters (kept integer, with DequantizeLinear / QuantizeLinear at the edges)")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One unsupported operator (or graph input/output) and the reason."""
+
+    op: str
+    tensor: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"  {self.op} (tensor {self.tensor!r}): {self.reason}"
+
+
+def operator_problem(g: Graph, op: Operator) -> str | None:
+    """The first failing check's reason, or None when the operator converts."""
+    if op.name == "CUSTOM":
+        return f"custom operator {op.custom_code!r} has no converter"
+    spec = OPS.get(op.name)
+    if spec is None:
+        return "no converter for this builtin operator"
+    for check in (*GENERIC_CHECKS, *spec.checks):
+        try:
+            ok, reason = check(g, op)
+        except _PREDICATE_ERRORS as exc:
+            ok, reason = False, f"inconsistent operator ({type(exc).__name__}: {exc})"
+        if not ok:
+            return reason
+    return None
+
+
+def find_unsupported(g: Graph, skip: set[int]) -> list[Problem]:
+    """Every problem of the model, operators in file order, then graph inputs and outputs."""
+    problems = []
+    for op in g.model.operators:
+        reason = None if op.index in skip else operator_problem(g, op)
+        if reason is not None:
+            tensor = g.names[op.outputs[0]] if op.outputs else f"operator {op.index}"
+            problems.append(Problem(op.name, tensor, reason))
+    for kind, indices in (("graph input", g.model.inputs), ("graph output", g.model.outputs)):
+        for index in indices:
+            tensor = g.tensor(index)
+            if onnx_type(tensor) is None or (is_quantized(tensor) and tensor.dtype not in IO_QUANTIZED_TYPES):
+                problems.append(Problem(kind, g.names[index], f"type {tensor.dtype} is not supported"))
+    return problems
+
+
+def unsupported_error(path: Path, problems: list[Problem]) -> InputFileError:
+    lines = "\n".join(str(p) for p in problems)
+    return InputFileError(path, f"unsupported TFLite operators: {len(problems)}\n{lines}")
+
+
+def rows() -> list[tuple[str, str]]:
+    """``(operator, conversion and conditions)`` rows for the supported-operators document."""
+    general = [IO_CONDITION, *(c.doc for c in GENERIC_CHECKS)]
+    result = [("(every operator)", "; ".join(general))]
+    for name in sorted(OPS):
+        spec = OPS[name]
+        conditions = "; ".join(c.doc for c in spec.checks)
+        result.append((name, f"{spec.onnx}. Requires: {conditions}" if conditions else spec.onnx))
+    return result

@@ -1,0 +1,602 @@
+"""Deterministic builders for tiny TFLite flatbuffers used in tests and examples.
+
+:class:`TFLiteBuilder` writes a ``.tflite`` file with the ``tflite`` package's generated builder
+functions: tensors (constant data, quantization, sparsity), operators with builtin options given as a
+dict of snake_case fields (``{"padding": "SAME", "fused_activation_function": "RELU6"}``), one
+subgraph. Buffers can be stored inline or after the flatbuffer (the offset/size "large model" format).
+The canned models below (a MobileNet-like CNN, int8/uint8-quantized CNNs, float16 and sparse weights,
+a detection-style head) use ``np.random.default_rng(seed)``, so equal arguments give equal bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import tflite
+
+SCHEMA_VERSION = 3
+_NUMPY = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "uint8": np.uint8,
+          "int64": np.int64, "bool": np.bool_, "int16": np.int16, "int8": np.int8}
+_INDEX_VECTOR = {np.dtype(np.int32): "Int32Vector", np.dtype(np.uint16): "Uint16Vector",
+                 np.dtype(np.uint8): "Uint8Vector"}
+_ENUMS = {"padding": tflite.Padding, "fused_activation_function": tflite.ActivationFunctionType}
+# builtin -> options table, for the operators the tests and canned models use
+OPTIONS_TABLE = {
+    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "TRANSPOSE_CONV": "TransposeConvOptions", "FULLY_CONNECTED": "FullyConnectedOptions",
+    "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions",
+    "CONCATENATION": "ConcatenationOptions", "RESHAPE": "ReshapeOptions", "SQUEEZE": "SqueezeOptions",
+    "PAD": "PadOptions", "PADV2": "PadV2Options", "MAX_POOL_2D": "Pool2DOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions", "MEAN": "ReducerOptions", "RESIZE_BILINEAR": "ResizeBilinearOptions",
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions", "LEAKY_RELU": "LeakyReluOptions",
+    "SOFTMAX": "SoftmaxOptions", "DEPTH_TO_SPACE": "DepthToSpaceOptions",
+    "SPACE_TO_DEPTH": "SpaceToDepthOptions", "STRIDED_SLICE": "StridedSliceOptions",
+    "SLICE": "SliceOptions", "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions",
+    "TRANSPOSE": "TransposeOptions", "GATHER": "GatherOptions", "HARD_SWISH": "HardSwishOptions",
+    "DENSIFY": "DensifyOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+}
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(f"tflite.{name}")
+
+
+@dataclass(frozen=True)
+class Quant:
+    """``real = scale * (q - zero_point)``; several scales mean per-axis along ``axis``."""
+
+    scale: Sequence[float]
+    zero_point: Sequence[int]
+    axis: int = 0
+
+
+@dataclass(frozen=True)
+class SparseDim:
+    """A traversal level: dense (``dense_size``) or CSR (``segments``/``indices``, dtype picks the vector)."""
+
+    dense_size: int = 0
+    segments: np.ndarray | None = None
+    indices: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class SparseSpec:
+    traversal_order: Sequence[int]
+    block_map: Sequence[int]
+    dims: Sequence[SparseDim]
+
+
+@dataclass
+class _Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    buffer: int
+    quant: Quant | None
+    sparsity: SparseSpec | None
+    signature: tuple[int, ...] | None
+
+
+@dataclass
+class _Op:
+    opcode: int
+    inputs: list[int]
+    outputs: list[int]
+    options: dict[str, Any] | None
+    table: str | None
+
+
+@dataclass
+class TFLiteBuilder:
+    """Collects tensors and operators of one subgraph and serializes them as a TFLite model."""
+
+    seed: int = 0
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.tensors: list[_Tensor] = []
+        self.ops: list[_Op] = []
+        self.opcodes: list[tuple[int, str, int]] = []
+        self.buffers: list[bytes] = [b""]
+
+    def add_tensor(self, name: str, shape: Sequence[int], dtype: str = "float32", data: Any = None,
+                   quant: Quant | None = None, sparsity: SparseSpec | None = None,
+                   shape_signature: Sequence[int] | None = None) -> int:
+        """A tensor; ``data`` makes it a constant (for sparse tensors: the stored values only)."""
+        buffer = 0
+        if data is not None:
+            array = np.asarray(data, dtype=_NUMPY[dtype])
+            if sparsity is None and array.size != math.prod(shape):
+                raise ValueError(f"{name}: {array.size} values for shape {list(shape)}")
+            self.buffers.append(array.astype(array.dtype.newbyteorder("<")).tobytes())
+            buffer = len(self.buffers) - 1
+        self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), dtype, buffer, quant, sparsity,
+                                    None if shape_signature is None else tuple(shape_signature)))
+        return len(self.tensors) - 1
+
+    def const(self, name: str, data: Any, dtype: str = "float32", quant: Quant | None = None) -> int:
+        array = np.asarray(data)
+        return self.add_tensor(name, array.shape, dtype, array, quant)
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self.tensors[index].shape
+
+    def add_op(self, builtin: str, inputs: Sequence[int], outputs: Sequence[int],
+               options: dict[str, Any] | None = None, custom_code: str = "", version: int = 1) -> None:
+        """An operator; ``builtin`` is a BuiltinOperator name (``"CUSTOM"`` with ``custom_code``)."""
+        key = (getattr(tflite.BuiltinOperator, builtin), custom_code, version)
+        if key not in self.opcodes:
+            self.opcodes.append(key)
+        table = OPTIONS_TABLE.get(builtin) if options is not None else None
+        self.ops.append(_Op(self.opcodes.index(key), list(inputs), list(outputs), options, table))
+
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], external_buffers: bool = False) -> bytes:
+        """Serialize; with ``external_buffers`` constant data follows the flatbuffer (offset/size)."""
+        if not external_buffers:
+            return self._serialize(inputs, outputs, None)
+        probe = self._serialize(inputs, outputs, [(1 << 40, len(b)) for b in self.buffers])
+        placed, blobs, end = [], [], _align(len(probe), 16)
+        for data in self.buffers:
+            placed.append((end, len(data)) if data else (0, 0))
+            blobs.append(data)
+            end = _align(end + len(data), 16)
+        head = self._serialize(inputs, outputs, placed)
+        if len(head) != len(probe):
+            raise AssertionError("flatbuffer size changed between passes")
+        out = bytearray(head)
+        for (offset, _), data in zip(placed, blobs):
+            out.extend(b"\0" * (offset - len(out)) if data else b"")
+            out.extend(data)
+        return bytes(out)
+
+    # ------------------------------------------------------------------ serialization
+
+    def _serialize(self, inputs: Sequence[int], outputs: Sequence[int],
+                   placed: list[tuple[int, int]] | None) -> bytes:
+        b = flatbuffers.Builder(1024)
+        buffers = [self._buffer(b, data, None if placed is None else placed[i])
+                   for i, data in enumerate(self.buffers)]
+        tensors = [self._tensor(b, t) for t in self.tensors]
+        ops = [self._operator(b, op) for op in self.ops]
+        graph = self._subgraph(b, tensors, ops, inputs, outputs)
+        codes = [self._opcode(b, *key) for key in self.opcodes]
+        description = b.CreateString("accelbuild.testing.tflite_models")
+        m = _module("Model")
+        vectors = [_offsets(b, codes), _offsets(b, [graph]), _offsets(b, buffers)]
+        m.Start(b)
+        m.AddVersion(b, SCHEMA_VERSION)
+        m.AddOperatorCodes(b, vectors[0])
+        m.AddSubgraphs(b, vectors[1])
+        m.AddDescription(b, description)
+        m.AddBuffers(b, vectors[2])
+        b.Finish(m.End(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    def _buffer(self, b: flatbuffers.Builder, data: bytes, placed: tuple[int, int] | None) -> int:
+        vector = None
+        if data and placed is None:
+            b.StartVector(1, len(data), 16)
+            b.head -= len(data)
+            b.Bytes[b.head:b.head + len(data)] = data
+            vector = b.EndVector()
+        m = _module("Buffer")
+        m.Start(b)
+        if vector is not None:
+            m.AddData(b, vector)
+        if placed is not None and data:
+            m.AddOffset(b, placed[0])
+            m.AddSize(b, placed[1])
+        return m.End(b)
+
+    def _tensor(self, b: flatbuffers.Builder, t: _Tensor) -> int:
+        name = b.CreateString(t.name)
+        shape = b.CreateNumpyVector(np.asarray(t.shape, dtype=np.int32))
+        signature = None if t.signature is None else b.CreateNumpyVector(np.asarray(t.signature, np.int32))
+        quant = None if t.quant is None else _quantization(b, t.quant)
+        sparsity = None if t.sparsity is None else _sparsity(b, t.sparsity)
+        m = _module("Tensor")
+        m.Start(b)
+        m.AddShape(b, shape)
+        m.AddType(b, getattr(tflite.TensorType, t.dtype.upper()))
+        m.AddBuffer(b, t.buffer)
+        m.AddName(b, name)
+        for add, value in ((m.AddQuantization, quant), (m.AddSparsity, sparsity), (m.AddShapeSignature, signature)):
+            if value is not None:
+                add(b, value)
+        return m.End(b)
+
+    def _operator(self, b: flatbuffers.Builder, op: _Op) -> int:
+        inputs = b.CreateNumpyVector(np.asarray(op.inputs, dtype=np.int32))
+        outputs = b.CreateNumpyVector(np.asarray(op.outputs, dtype=np.int32))
+        options = _options(b, op.table, op.options) if op.table else None
+        m = _module("Operator")
+        m.Start(b)
+        m.AddOpcodeIndex(b, op.opcode)
+        m.AddInputs(b, inputs)
+        m.AddOutputs(b, outputs)
+        if options is not None:
+            m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op.table))
+            m.AddBuiltinOptions(b, options)
+        return m.End(b)
+
+    def _subgraph(self, b: flatbuffers.Builder, tensors: list[int], ops: list[int],
+                  inputs: Sequence[int], outputs: Sequence[int]) -> int:
+        vectors = [_offsets(b, tensors), b.CreateNumpyVector(np.asarray(inputs, np.int32)),
+                   b.CreateNumpyVector(np.asarray(outputs, np.int32)), _offsets(b, ops)]
+        name = b.CreateString("main")
+        m = _module("SubGraph")
+        m.Start(b)
+        m.AddTensors(b, vectors[0])
+        m.AddInputs(b, vectors[1])
+        m.AddOutputs(b, vectors[2])
+        m.AddOperators(b, vectors[3])
+        m.AddName(b, name)
+        return m.End(b)
+
+    def _opcode(self, b: flatbuffers.Builder, code: int, custom: str, version: int) -> int:
+        custom_offset = b.CreateString(custom) if custom else None
+        m = _module("OperatorCode")
+        m.Start(b)
+        m.AddDeprecatedBuiltinCode(b, min(code, 127))
+        m.AddBuiltinCode(b, code)
+        m.AddVersion(b, version)
+        if custom_offset is not None:
+            m.AddCustomCode(b, custom_offset)
+        return m.End(b)
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def _offsets(b: flatbuffers.Builder, offsets: Sequence[int]) -> int:
+    b.StartVector(4, len(offsets), 4)
+    for offset in reversed(offsets):
+        b.PrependUOffsetTRelative(offset)
+    return b.EndVector()
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
+    """An options table from snake_case fields; lists become int32 vectors, enum names are looked up."""
+    m = _module(table)
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32)) for k, v in values.items() if isinstance(v, (list, tuple))}
+    m.Start(b)
+    for key, value in values.items():
+        if isinstance(value, str):
+            value = getattr(_ENUMS[key], value)
+        getattr(m, "Add" + _camel(key))(b, vectors.get(key, value))
+    return m.End(b)
+
+
+def _quantization(b: flatbuffers.Builder, q: Quant) -> int:
+    scale = b.CreateNumpyVector(np.asarray(q.scale, np.float32))
+    zero = b.CreateNumpyVector(np.asarray(q.zero_point, np.int64))
+    m = _module("QuantizationParameters")
+    m.Start(b)
+    m.AddScale(b, scale)
+    m.AddZeroPoint(b, zero)
+    m.AddQuantizedDimension(b, q.axis)
+    return m.End(b)
+
+
+def _index_vector(b: flatbuffers.Builder, values: np.ndarray) -> tuple[int, int]:
+    kind = _INDEX_VECTOR[values.dtype]
+    vector = b.CreateNumpyVector(values)
+    m = _module(kind)
+    m.Start(b)
+    m.AddValues(b, vector)
+    return getattr(tflite.SparseIndexVector, kind), m.End(b)
+
+
+def _sparsity(b: flatbuffers.Builder, s: SparseSpec) -> int:
+    dims = []
+    for dim in s.dims:
+        arrays = None if dim.segments is None else (_index_vector(b, dim.segments), _index_vector(b, dim.indices))
+        m = _module("DimensionMetadata")
+        m.Start(b)
+        m.AddFormat(b, tflite.DimensionType.DENSE if arrays is None else tflite.DimensionType.SPARSE_CSR)
+        m.AddDenseSize(b, dim.dense_size)
+        if arrays is not None:
+            m.AddArraySegmentsType(b, arrays[0][0])
+            m.AddArraySegments(b, arrays[0][1])
+            m.AddArrayIndicesType(b, arrays[1][0])
+            m.AddArrayIndices(b, arrays[1][1])
+        dims.append(m.End(b))
+    order = b.CreateNumpyVector(np.asarray(s.traversal_order, np.int32))
+    block_map = b.CreateNumpyVector(np.asarray(s.block_map, np.int32)) if s.block_map else None
+    dim_vector = _offsets(b, dims)
+    m = _module("SparsityParameters")
+    m.Start(b)
+    m.AddTraversalOrder(b, order)
+    if block_map is not None:
+        m.AddBlockMap(b, block_map)
+    m.AddDimMetadata(b, dim_vector)
+    return m.End(b)
+
+
+# --------------------------------------------------------------------------- sparse encoding
+
+
+def sparsify(dense: np.ndarray, block: int = 1, index_dtype: type = np.int32) -> tuple[np.ndarray, SparseSpec]:
+    """Values and sparsity of ``dense``: outer dims DENSE, last dim SPARSE_CSR (optionally in blocks
+    of ``block`` along the last dim, each block a DENSE inner level), row-major traversal."""
+    shape = dense.shape
+    rank = len(shape)
+    rows = dense.reshape(-1, shape[-1] // block, block)
+    nonzero = np.any(rows != 0, axis=2)
+    segments = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(index_dtype)
+    indices = np.concatenate([np.flatnonzero(r) for r in nonzero]).astype(index_dtype)
+    values = rows[nonzero].reshape(-1)
+    dims = [SparseDim(dense_size=d) for d in shape[:-1]]
+    dims.append(SparseDim(dense_size=shape[-1] // block, segments=segments, indices=indices))
+    order, block_map = list(range(rank)), []
+    if block > 1:
+        dims.append(SparseDim(dense_size=block))
+        order, block_map = list(range(rank + 1)), [rank - 1]
+    return values, SparseSpec(order, block_map, dims)
+
+
+# --------------------------------------------------------------------------- layer helpers
+
+
+def conv_out(size: int, kernel: int, stride: int, padding: str) -> int:
+    return -(-size // stride) if padding == "SAME" else -(-(size - kernel + 1) // stride)
+
+
+def _he(b: TFLiteBuilder, shape: Sequence[int], fan_in: int) -> np.ndarray:
+    return b.rng.normal(0.0, math.sqrt(2.0 / fan_in), size=tuple(shape)).astype(np.float32)
+
+
+def _bias(b: TFLiteBuilder, n: int) -> np.ndarray:
+    return b.rng.uniform(-0.1, 0.1, size=n).astype(np.float32)
+
+
+def conv(b: TFLiteBuilder, name: str, x: int, cout: int, k: int, stride: int = 1, act: str = "NONE",
+         padding: str = "SAME", depthwise: bool = False) -> int:
+    """A float CONV_2D / DEPTHWISE_CONV_2D with weights ``<name>/weights`` and ``<name>/bias``."""
+    n, h, w, cin = b.shape(x)
+    if depthwise:
+        cout = cin
+        weights = b.const(f"{name}/weights", _he(b, (1, k, k, cin), k * k))
+    else:
+        weights = b.const(f"{name}/weights", _he(b, (cout, k, k, cin), k * k * cin))
+    y = b.add_tensor(name, (n, conv_out(h, k, stride, padding), conv_out(w, k, stride, padding), cout))
+    options = {"padding": padding, "stride_h": stride, "stride_w": stride, "fused_activation_function": act}
+    if depthwise:
+        options["depth_multiplier"] = 1
+    b.add_op("DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", [x, weights, b.const(f"{name}/bias", _bias(b, cout))],
+             [y], options)
+    return y
+
+
+def dense(b: TFLiteBuilder, name: str, x: int, units: int, act: str = "NONE", weights: int | None = None) -> int:
+    """A float FULLY_CONNECTED on a 2-D input."""
+    rows, width = b.shape(x)
+    if weights is None:
+        weights = b.const(f"{name}/weights", _he(b, (units, width), width))
+    y = b.add_tensor(name, (rows, units))
+    b.add_op("FULLY_CONNECTED", [x, weights, b.const(f"{name}/bias", _bias(b, units))], [y],
+             {"fused_activation_function": act})
+    return y
+
+
+def unary(b: TFLiteBuilder, builtin: str, name: str, x: int, options: dict | None = None) -> int:
+    y = b.add_tensor(name, b.shape(x))
+    b.add_op(builtin, [x], [y], options)
+    return y
+
+
+def reshape(b: TFLiteBuilder, name: str, x: int, shape: Sequence[int]) -> int:
+    y = b.add_tensor(name, shape)
+    b.add_op("RESHAPE", [x, b.const(f"{name}/shape", np.asarray(shape, np.int32), "int32")], [y],
+             {"new_shape": list(shape)})
+    return y
+
+
+# --------------------------------------------------------------------------- canned float models
+
+
+def mobilenet_like(seed: int = 0) -> bytes:
+    """``input`` [1, 16, 16, 3] -> conv/relu6, depthwise/relu6, 1x1 conv, hard-swish, pools, FC, softmax
+    -> ``probs`` [1, 10]."""
+    b = TFLiteBuilder(seed)
+    x = b.add_tensor("input", (1, 16, 16, 3), shape_signature=(-1, 16, 16, 3))
+    y = conv(b, "stem/conv", x, 8, 3, stride=2, act="RELU6")
+    y = conv(b, "block/dw", y, 8, 3, act="RELU6", depthwise=True)
+    y = conv(b, "block/pw", y, 16, 1)
+    y = unary(b, "HARD_SWISH", "block/hswish", y)
+    pooled = b.add_tensor("pool", (1, 4, 4, 16))
+    b.add_op("MAX_POOL_2D", [y], [pooled], {"padding": "VALID", "stride_h": 2, "stride_w": 2,
+                                            "filter_height": 2, "filter_width": 2})
+    gap = b.add_tensor("gap", (1, 1, 1, 16))
+    b.add_op("AVERAGE_POOL_2D", [pooled], [gap], {"padding": "VALID", "stride_h": 1, "stride_w": 1,
+                                                  "filter_height": 4, "filter_width": 4})
+    logits = dense(b, "logits", reshape(b, "flatten", gap, (1, 16)), 10)
+    probs = unary(b, "SOFTMAX", "probs", logits, {"beta": 1.0})
+    return b.finish([x], [probs])
+
+
+def detection_head(seed: int = 0, anchors: int = 2, classes: int = 3) -> bytes:
+    """``features`` [1, 8, 8, 16] -> box and class convs, reshape, logistic, concat -> ``detections``."""
+    b = TFLiteBuilder(seed)
+    x = b.add_tensor("features", (1, 8, 8, 16))
+    cells = 8 * 8 * anchors
+    boxes = reshape(b, "boxes", conv(b, "box/conv", x, 4 * anchors, 1), (1, cells, 4))
+    scores = unary(b, "LOGISTIC", "scores", conv(b, "cls/conv", x, classes * anchors, 1))
+    scores = reshape(b, "scores/flat", scores, (1, cells, classes))
+    out = b.add_tensor("detections", (1, cells, 4 + classes))
+    b.add_op("CONCATENATION", [boxes, scores], [out], {"axis": 2})
+    return b.finish([x], [out])
+
+
+def fp16_weights(seed: int = 0) -> bytes:
+    """Conv and FC weights and biases stored as float16, each behind a DEQUANTIZE."""
+    b = TFLiteBuilder(seed)
+    x = b.add_tensor("input", (1, 8, 8, 3))
+
+    def half(name: str, value: np.ndarray) -> int:
+        stored = b.const(f"{name}/fp16", value.astype(np.float16), "float16")
+        out = b.add_tensor(name, value.shape)
+        b.add_op("DEQUANTIZE", [stored], [out])
+        return out
+
+    w, bias = half("conv/weights", _he(b, (8, 3, 3, 3), 27)), half("conv/bias", _bias(b, 8))
+    y = b.add_tensor("conv", (1, 8, 8, 8))
+    b.add_op("CONV_2D", [x, w, bias], [y], {"padding": "SAME", "stride_h": 1, "stride_w": 1,
+                                             "fused_activation_function": "RELU"})
+    pooled = b.add_tensor("mean", (1, 8))
+    b.add_op("MEAN", [y, b.const("mean/axes", np.array([1, 2], np.int32), "int32")], [pooled], {"keep_dims": False})
+    out = b.add_tensor("logits", (1, 4))
+    b.add_op("FULLY_CONNECTED", [pooled, half("fc/weights", _he(b, (4, 8), 8)), half("fc/bias", _bias(b, 4))],
+             [out], {"fused_activation_function": "NONE"})
+    return b.finish([x], [out])
+
+
+def _pruned(b: TFLiteBuilder, shape: Sequence[int], fan_in: int, keep: float, block: int = 1) -> np.ndarray:
+    w = _he(b, shape, fan_in)
+    mask = b.rng.random((*shape[:-1], shape[-1] // block)) < keep
+    return w * np.repeat(mask, block, axis=-1)
+
+
+def sparse_weights(seed: int = 0) -> bytes:
+    """Conv weights (CSR on the input channels), FC weights (CSR, uint8 indices) and FC weights in
+    1x4 blocks (uint16 indices), each sparse constant behind a DENSIFY."""
+    b = TFLiteBuilder(seed)
+    x = b.add_tensor("input", (1, 6, 6, 4))
+
+    def sparse(name: str, dense_value: np.ndarray, block: int = 1, index_dtype: type = np.int32) -> int:
+        values, spec = sparsify(dense_value, block, index_dtype)
+        stored = b.add_tensor(f"{name}/sparse", dense_value.shape, data=values, sparsity=spec)
+        out = b.add_tensor(name, dense_value.shape)
+        b.add_op("DENSIFY", [stored], [out])
+        return out
+
+    w = sparse("conv/weights", _pruned(b, (8, 3, 3, 4), 36, 0.5))
+    y = b.add_tensor("conv", (1, 6, 6, 8))
+    b.add_op("CONV_2D", [x, w, b.const("conv/bias", _bias(b, 8))], [y],
+             {"padding": "SAME", "stride_h": 1, "stride_w": 1, "fused_activation_function": "RELU"})
+    pooled = b.add_tensor("mean", (1, 8))
+    b.add_op("MEAN", [y, b.const("mean/axes", np.array([1, 2], np.int32), "int32")], [pooled], {"keep_dims": False})
+    y = dense(b, "fc1", pooled, 16, "RELU", sparse("fc1/weights", _pruned(b, (16, 8), 8, 0.4), 1, np.uint8))
+    y = dense(b, "fc2", y, 6, "NONE", sparse("fc2/weights", _pruned(b, (6, 16), 16, 0.5, 4), 4, np.uint16))
+    return b.finish([x], [y])
+
+
+# --------------------------------------------------------------------------- canned quantized models
+
+
+@dataclass(frozen=True)
+class _QType:
+    name: str
+    low: int
+    high: int
+
+
+_QTYPES = {"int8": _QType("int8", -128, 127), "uint8": _QType("uint8", 0, 255)}
+
+
+def _act_quant(q: _QType, low: float, high: float) -> Quant:
+    """Affine parameters covering ``[low, high]`` (which must include 0)."""
+    scale = (high - low) / (q.high - q.low)
+    return Quant([scale], [int(round(q.low - low / scale))])
+
+
+def _weight_quant(q: _QType, w: np.ndarray, axis: int | None) -> tuple[np.ndarray, Quant]:
+    """Symmetric int8 per channel along ``axis``, or uint8 per tensor with zero point 128."""
+    if axis is not None and q.name == "int8":
+        other = tuple(i for i in range(w.ndim) if i != axis)
+        scale = np.maximum(np.abs(w).max(axis=other), 1e-6) / 127.0
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        return np.round(w / scale.reshape(shape)).astype(np.int8), Quant(scale.tolist(), [0] * scale.size, axis)
+    scale = max(float(np.abs(w).max()), 1e-6) / 127.0
+    zero = 0 if q.name == "int8" else 128
+    return (np.round(w / scale) + zero).astype(_NUMPY[q.name]), Quant([scale], [zero])
+
+
+class _QuantNet:
+    """Quantized layers whose activation ranges are bounded analytically (no saturation)."""
+
+    def __init__(self, b: TFLiteBuilder, q: _QType) -> None:
+        self.b, self.q = b, q
+        self.bound: dict[int, float] = {}  # max |real value| of each activation
+        self.quant: dict[int, Quant] = {}
+
+    def tensor(self, name: str, shape: Sequence[int], low: float, high: float) -> int:
+        quant = _act_quant(self.q, low, high)
+        index = self.b.add_tensor(name, shape, self.q.name, quant=quant)
+        self.bound[index], self.quant[index] = max(abs(low), abs(high)), quant
+        return index
+
+    def weights(self, name: str, w: np.ndarray, bias: np.ndarray, x: int, axis: int | None) -> tuple[int, int]:
+        qw, wq = _weight_quant(self.q, w, axis)
+        scale = np.asarray(wq.scale) * self.quant[x].scale[0]
+        bq = Quant(scale.tolist(), [0] * scale.size, 0)
+        wi = self.b.add_tensor(f"{name}/weights", w.shape, self.q.name, qw, wq)
+        bi = self.b.add_tensor(f"{name}/bias", bias.shape, "int32", np.round(bias / scale).astype(np.int32), bq)
+        return wi, bi
+
+    def layer(self, builtin: str, name: str, x: int, w: np.ndarray, bias: np.ndarray, shape: Sequence[int],
+              axis: int | None, options: dict, relu: bool) -> int:
+        """A weighted layer whose output range is bounded by the L1 norm of each output channel."""
+        wi, bi = self.weights(name, w, bias, x, axis)
+        channel_axis = 3 if builtin == "DEPTHWISE_CONV_2D" else 0
+        l1 = np.abs(np.moveaxis(w, channel_axis, 0)).reshape(w.shape[channel_axis], -1).sum(axis=1)
+        bound = float((l1 * self.bound[x] + np.abs(bias)).max())
+        y = self.tensor(name, shape, 0.0 if relu else -bound, bound)
+        options = {**options, "fused_activation_function": "RELU" if relu else "NONE"}
+        self.b.add_op(builtin, [x, wi, bi], [y], options)
+        return y
+
+
+def quantized_cnn(dtype: str = "int8", float_io: bool = False, seed: int = 0) -> bytes:
+    """A quantized CNN: conv/relu, depthwise/relu, residual ADD, MEAN, FC -> ``logits`` [1, 5].
+
+    int8 uses per-channel weights, uint8 per-tensor weights (zero point 128). The graph input and
+    output are quantized tensors, or with ``float_io`` float32 tensors behind QUANTIZE/DEQUANTIZE.
+    """
+    b, q = TFLiteBuilder(seed), _QTYPES[dtype]
+    net = _QuantNet(b, q)
+    x = net.tensor("input/q" if float_io else "input", (1, 8, 8, 3), -128 / 127, 1.0)
+    first = x
+    if float_io:
+        first = b.add_tensor("input", (1, 8, 8, 3))
+        b.add_op("QUANTIZE", [first], [x])
+    same = {"padding": "SAME", "stride_h": 1, "stride_w": 1}
+    c1 = net.layer("CONV_2D", "conv1", x, _he(b, (8, 3, 3, 3), 27), _bias(b, 8), (1, 8, 8, 8), 0, same, True)
+    dw = net.layer("DEPTHWISE_CONV_2D", "dw", c1, _he(b, (1, 3, 3, 8), 9), _bias(b, 8), (1, 8, 8, 8), 3,
+                   {**same, "depth_multiplier": 1}, True)
+    total = net.tensor("add", (1, 8, 8, 8), 0.0, net.bound[c1] + net.bound[dw])
+    b.add_op("ADD", [c1, dw], [total], {"fused_activation_function": "NONE"})
+    pooled = net.tensor("mean", (1, 8), 0.0, net.bound[total])
+    b.add_op("MEAN", [total, b.const("mean/axes", np.array([1, 2], np.int32), "int32")], [pooled],
+             {"keep_dims": False})
+    logits = net.layer("FULLY_CONNECTED", "logits/q" if float_io else "logits", pooled, _he(b, (5, 8), 8),
+                       _bias(b, 5), (1, 5), None, {}, False)
+    if not float_io:
+        return b.finish([x], [logits])
+    out = b.add_tensor("logits", (1, 5))
+    b.add_op("DEQUANTIZE", [logits], [out])
+    return b.finish([first], [out])
+
+
+CANNED: dict[str, Callable[[], bytes]] = {
+    "mobilenet_like": mobilenet_like,
+    "detection_head": detection_head,
+    "fp16_weights": fp16_weights,
+    "sparse_weights": sparse_weights,
+    "int8_cnn": lambda: quantized_cnn("int8"),
+    "uint8_cnn": lambda: quantized_cnn("uint8"),
+    "int8_float_io": lambda: quantized_cnn("int8", float_io=True),
+}
