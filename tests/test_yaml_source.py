@@ -83,4 +83,4 @@ def test_dates_stay_as_written_and_nan_is_refused() -> None:
 def test_deep_nesting_is_refused_before_the_parser_recurses() -> None:
     with pytest.raises(ConfigError) as err:
         parse_yaml("a: " + "[" * 5000 + "]" * 5000 + "\n", "p.yaml")
-    assert str(err.value) == "p.yaml:1:69: nesting deeper than 64 levels"
+    assert str(err.value) == "p.yaml:1:68: nesting deeper than 64 levels"
