@@ -110,4 +110,4 @@ def test_imported_model_runs_like_the_original(tmp_path: Path, opset: int) -> No
     x = np.random.default_rng(1).standard_normal((1, 3, 64, 64)).astype(np.float32)
     want = ort.InferenceSession(original.SerializeToString()).run(None, {"images": x})
     got = ort.InferenceSession(str(tmp_path / "build/p/m/imported.onnx")).run(None, {"images": x})
-    np.testing.assert_array_equal(want[0], got[0])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-3)  # BN folding rounds differently

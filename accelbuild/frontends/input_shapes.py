@@ -70,9 +70,10 @@ def apply_input_shapes(model: onnx.ModelProto, resolved: list[ResolvedInput]) ->
         for size in by_name[value.name].shape:
             shape.dim.add().dim_value = size
     del model.graph.value_info[:]  # re-inferred; old entries may hold conflicting symbolic dims
-    for value in model.graph.output:
+    for value in model.graph.output:  # keep the rank, forget symbolic sizes: inference fills them in
         if value.type.tensor_type.HasField("shape"):
-            value.type.tensor_type.ClearField("shape")
+            for dim in value.type.tensor_type.shape.dim:
+                dim.Clear()
 
 
 def _given_by_input(inputs: list[onnx.ValueInfoProto], pipeline: PipelineSpec,

@@ -18,6 +18,7 @@ from accelbuild.frontends.input_shapes import (
     resolve_input_shapes,
     show_dims,
 )
+from accelbuild.passes import run_passes
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,12 @@ def run(ctx: StageContext) -> None:
     resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
     apply_input_shapes(model, resolved)
     model = _infer_shapes(model, model_path)
+    passes = run_passes(model)
+    model = _infer_shapes(model, model_path)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
-    write_json_atomic(ctx.outputs["import.json"], _record(model, model_path, resolved))
+    record = _record(model, model_path, resolved)
+    record["passes"] = passes
+    write_json_atomic(ctx.outputs["import.json"], record)
 
 
 def _load(path: Path, fmt: str) -> onnx.ModelProto:

@@ -525,65 +525,86 @@ def _weight_quant(q: _QType, w: np.ndarray, axis: int | None) -> tuple[np.ndarra
     return (np.round(w / scale) + zero).astype(_NUMPY[q.name]), Quant([scale], [zero])
 
 
+def _conv_same(x: np.ndarray, w: np.ndarray, depthwise: bool) -> np.ndarray:
+    """NumPy reference of a stride-1 SAME CONV_2D (OHWI) / DEPTHWISE_CONV_2D (1HWC), for calibration."""
+    pad = w.shape[1] // 2
+    windows = np.lib.stride_tricks.sliding_window_view(
+        np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0))), w.shape[1:3], axis=(1, 2))
+    if depthwise:
+        return np.einsum("nhwcij,ijc->nhwc", windows, w[0])
+    return np.einsum("nhwcij,oijc->nhwo", windows, w)
+
+
 class _QuantNet:
-    """Quantized layers whose activation ranges are bounded analytically (no saturation)."""
+    """Quantized layers calibrated on a float forward pass (ranges widened by a margin)."""
+
+    MARGIN = 1.25
 
     def __init__(self, b: TFLiteBuilder, q: _QType) -> None:
         self.b, self.q = b, q
-        self.bound: dict[int, float] = {}  # max |real value| of each activation
+        self.value: dict[int, np.ndarray] = {}  # float activations of the calibration batch
         self.quant: dict[int, Quant] = {}
 
-    def tensor(self, name: str, shape: Sequence[int], low: float, high: float) -> int:
+    def tensor(self, name: str, value: np.ndarray, exact_range: tuple[float, float] | None = None) -> int:
+        low, high = exact_range or (min(float(value.min()), 0.0) * self.MARGIN,
+                                    max(float(value.max()), 0.0) * self.MARGIN)
         quant = _act_quant(self.q, low, high)
-        index = self.b.add_tensor(name, shape, self.q.name, quant=quant)
-        self.bound[index], self.quant[index] = max(abs(low), abs(high)), quant
+        index = self.b.add_tensor(name, (1, *value.shape[1:]), self.q.name, quant=quant)
+        self.value[index], self.quant[index] = value, quant
         return index
 
-    def weights(self, name: str, w: np.ndarray, bias: np.ndarray, x: int, axis: int | None) -> tuple[int, int]:
+    def weights(self, name: str, w: np.ndarray, bias: np.ndarray, x: int, axis: int | None) -> tuple[int, int, np.ndarray]:
+        """Quantized weights and bias tensors, and the dequantized weights the layer really uses."""
         qw, wq = _weight_quant(self.q, w, axis)
         scale = np.asarray(wq.scale) * self.quant[x].scale[0]
+        shape = [1] * w.ndim
+        if axis is not None and len(wq.scale) > 1:
+            shape[axis] = -1
+        real = (qw.astype(np.float32) - np.asarray(wq.zero_point).reshape(shape)) * np.asarray(wq.scale).reshape(shape)
         bq = Quant(scale.tolist(), [0] * scale.size, 0)
         wi = self.b.add_tensor(f"{name}/weights", w.shape, self.q.name, qw, wq)
         bi = self.b.add_tensor(f"{name}/bias", bias.shape, "int32", np.round(bias / scale).astype(np.int32), bq)
-        return wi, bi
+        return wi, bi, real.astype(np.float32)
 
-    def layer(self, builtin: str, name: str, x: int, w: np.ndarray, bias: np.ndarray, shape: Sequence[int],
-              axis: int | None, options: dict, relu: bool) -> int:
-        """A weighted layer whose output range is bounded by the L1 norm of each output channel."""
-        wi, bi = self.weights(name, w, bias, x, axis)
-        channel_axis = 3 if builtin == "DEPTHWISE_CONV_2D" else 0
-        l1 = np.abs(np.moveaxis(w, channel_axis, 0)).reshape(w.shape[channel_axis], -1).sum(axis=1)
-        bound = float((l1 * self.bound[x] + np.abs(bias)).max())
-        y = self.tensor(name, shape, 0.0 if relu else -bound, bound)
-        options = {**options, "fused_activation_function": "RELU" if relu else "NONE"}
-        self.b.add_op(builtin, [x, wi, bi], [y], options)
+    def layer(self, builtin: str, name: str, x: int, w: np.ndarray, bias: np.ndarray, axis: int | None,
+              options: dict, relu: bool) -> int:
+        wi, bi, real = self.weights(name, w, bias, x, axis)
+        if builtin == "FULLY_CONNECTED":
+            value = self.value[x] @ real.T + bias
+        else:
+            value = _conv_same(self.value[x], real, builtin == "DEPTHWISE_CONV_2D") + bias
+        y = self.tensor(name, np.maximum(value, 0.0) if relu else value)
+        self.b.add_op(builtin, [x, wi, bi], [y], {**options, "fused_activation_function": "RELU" if relu else "NONE"})
         return y
 
 
 def quantized_cnn(dtype: str = "int8", float_io: bool = False, seed: int = 0) -> bytes:
     """A quantized CNN: conv/relu, depthwise/relu, residual ADD, MEAN, FC -> ``logits`` [1, 5].
 
-    int8 uses per-channel weights, uint8 per-tensor weights (zero point 128). The graph input and
-    output are quantized tensors, or with ``float_io`` float32 tensors behind QUANTIZE/DEQUANTIZE.
+    int8 uses per-channel weights, uint8 per-tensor weights (zero point 128); activation ranges come
+    from a float forward pass over inputs in [-1, 1.5] (so the input zero point is not 0). The graph
+    input and output are quantized tensors, or with ``float_io`` float32 tensors behind
+    QUANTIZE/DEQUANTIZE.
     """
     b, q = TFLiteBuilder(seed), _QTYPES[dtype]
     net = _QuantNet(b, q)
-    x = net.tensor("input/q" if float_io else "input", (1, 8, 8, 3), -128 / 127, 1.0)
+    calibration = b.rng.uniform(-1.0, 1.5, size=(16, 8, 8, 3)).astype(np.float32)
+    x = net.tensor("input/q" if float_io else "input", calibration, (-1.0, 1.5))
     first = x
     if float_io:
         first = b.add_tensor("input", (1, 8, 8, 3))
         b.add_op("QUANTIZE", [first], [x])
     same = {"padding": "SAME", "stride_h": 1, "stride_w": 1}
-    c1 = net.layer("CONV_2D", "conv1", x, _he(b, (8, 3, 3, 3), 27), _bias(b, 8), (1, 8, 8, 8), 0, same, True)
-    dw = net.layer("DEPTHWISE_CONV_2D", "dw", c1, _he(b, (1, 3, 3, 8), 9), _bias(b, 8), (1, 8, 8, 8), 3,
+    c1 = net.layer("CONV_2D", "conv1", x, _he(b, (8, 3, 3, 3), 27), _bias(b, 8), 0, same, True)
+    dw = net.layer("DEPTHWISE_CONV_2D", "dw", c1, _he(b, (1, 3, 3, 8), 9), _bias(b, 8), 3,
                    {**same, "depth_multiplier": 1}, True)
-    total = net.tensor("add", (1, 8, 8, 8), 0.0, net.bound[c1] + net.bound[dw])
+    total = net.tensor("add", net.value[c1] + net.value[dw])
     b.add_op("ADD", [c1, dw], [total], {"fused_activation_function": "NONE"})
-    pooled = net.tensor("mean", (1, 8), 0.0, net.bound[total])
+    pooled = net.tensor("mean", net.value[total].mean(axis=(1, 2)))
     b.add_op("MEAN", [total, b.const("mean/axes", np.array([1, 2], np.int32), "int32")], [pooled],
              {"keep_dims": False})
     logits = net.layer("FULLY_CONNECTED", "logits/q" if float_io else "logits", pooled, _he(b, (5, 8), 8),
-                       _bias(b, 5), (1, 5), None, {}, False)
+                       _bias(b, 5), None, {}, False)
     if not float_io:
         return b.finish([x], [logits])
     out = b.add_tensor("logits", (1, 5))

@@ -65,28 +65,37 @@ def _quantized_io(g: Graph, index: int) -> bool:
     return tensor.dtype in IO_QUANTIZED_TYPES and is_quantized(tensor)
 
 
-def _qparams(g: Graph, index: int) -> tuple[list[str], dict[str, int]]:
-    """Scale and zero point initializers ``T/scale``, ``T/zero_point`` (+ axis when per-channel)."""
-    tensor, name = g.tensor(index), g.names[index]
+def _qparams(g: Graph, index: int) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Scale (float32) and zero point (the tensor's type): scalars, or vectors plus ``axis``."""
+    tensor = g.tensor(index)
     quant = tensor.quant
     scale = np.asarray(quant.scale, dtype=np.float32)
-    zero = np.asarray(quant.zero_point or (0,) * scale.size, dtype=NUMPY_TYPES[tensor.dtype])
+    zero = np.asarray(quant.zero_point or (0,), dtype=NUMPY_TYPES[tensor.dtype])
     if scale.size == 1:
-        scale, zero, attrs = scale.reshape(()), zero.reshape(-1)[:1].reshape(()), {}
-    else:
-        zero, attrs = np.broadcast_to(zero, scale.shape), {"axis": quant.axis}
-    return [g.add_const(f"{name}/scale", scale), g.add_const(f"{name}/zero_point", zero)], attrs
+        return scale.reshape(()), zero.reshape(-1)[:1].reshape(()), {}
+    return scale, np.broadcast_to(zero, scale.shape).copy(), {"axis": quant.axis}
 
 
 def graph_input(g: Graph, index: int) -> onnx.ValueInfoProto:
-    """A TFLite input; a quantized one stays integer and is dequantized by ``T/dequantize``."""
+    """A TFLite input; a quantized one stays integer and is dequantized by ``T/dequantize``.
+
+    The zero point is applied by a separate Add (``T/zero_point``): onnxruntime 1.31's QDQ propagation
+    mis-types a DequantizeLinear with an int8 zero point that feeds a Transpose or Reshape.
+    """
     if not _quantized_io(g, index):
         return g.value_info(index)
-    name = g.names[index]
+    name, shape = g.names[index], g.shape(index)
+    scale, zero, attrs = _qparams(g, index)
     g.values[index] = f"{name}/float"
-    params, attrs = _qparams(g, index)
-    g.node("DequantizeLinear", [name, *params], [f"{name}/float"], f"{name}/dequantize", **attrs)
-    return helper.make_tensor_value_info(name, IO_QUANTIZED_TYPES[g.tensor(index).dtype], list(g.shape(index)))
+    shift = -scale.astype(np.float32) * zero.astype(np.float32)
+    dequantized = f"{name}/float" if not shift.any() else f"{name}/dequantized"
+    g.node("DequantizeLinear", [name, g.add_const(f"{name}/scale", scale)], [dequantized], f"{name}/dequantize",
+           **attrs)
+    if shift.any():
+        if shift.ndim:
+            shift = shift.reshape([-1 if i == attrs["axis"] else 1 for i in range(len(shape))])
+        g.node("Add", [dequantized, g.add_const(f"{name}/shift", shift)], [f"{name}/float"], f"{name}/zero_point")
+    return helper.make_tensor_value_info(name, IO_QUANTIZED_TYPES[g.tensor(index).dtype], list(shape))
 
 
 def graph_output(g: Graph, index: int) -> onnx.ValueInfoProto:
@@ -94,7 +103,8 @@ def graph_output(g: Graph, index: int) -> onnx.ValueInfoProto:
     if not _quantized_io(g, index):
         return g.value_info(index, g.value(index))
     name = g.names[index]
-    params, attrs = _qparams(g, index)
+    scale, zero, attrs = _qparams(g, index)
+    params = [g.add_const(f"{name}/scale", scale), g.add_const(f"{name}/zero_point", zero)]
     g.node("QuantizeLinear", [g.values[index], *params], [name], f"{name}/quantize", **attrs)
     return helper.make_tensor_value_info(name, IO_QUANTIZED_TYPES[g.tensor(index).dtype], list(g.shape(index)))
 

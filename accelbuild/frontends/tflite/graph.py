@@ -26,6 +26,7 @@ When a channel-last copy ``T`` sits between two channel-first ops it is removed 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +38,11 @@ from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.reader import Model, Operator, Tensor
 from accelbuild.frontends.tflite.tensors import onnx_type
 
+log = logging.getLogger(__name__)
+
 ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+# The TFLite interpreter's kernels only clamp to an activation range, which is unbounded for these.
+IGNORED_ACTIVATIONS = ("TANH", "SIGN_BIT")
 _CLIP_BOUNDS = {"RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
 
 
@@ -127,6 +132,10 @@ class Graph:
         """
         base = self.name(op)
         final = self.out(op)
+        if act in IGNORED_ACTIVATIONS:
+            log.warning("%s: fused activation %s of %s (tensor %r) is ignored, as the TFLite interpreter "
+                        "ignores it", self.model.path, act, op.name, base)
+            act = "NONE"
         before_tail = final if tail is None else f"{base}/{'nchw' if tail[0] == 'nhwc' else tail[1][1]}"
         before_act = before_tail if act == "NONE" else (f"{before_tail}_pre" if tail else f"{base}/pre")
         self.node(op_type, inputs, [before_act], base, **attrs)
@@ -138,11 +147,9 @@ class Graph:
             self.node("Reshape", [before_tail, self.ints(f"{base}/shape", tail[1][0])], [final], f"{base}/reshape")
 
     def activation(self, name: str, act: str, source: str, output: str) -> None:
-        """A TFLite activation function as an ONNX node."""
+        """A fused RELU, RELU6 or RELU_N1_TO_1 as an ONNX node."""
         if act == "RELU":
             self.node("Relu", [source], [output], name)
-        elif act == "TANH":
-            self.node("Tanh", [source], [output], name)
         else:
             low, high = _CLIP_BOUNDS[act]
             self.node("Clip", [source, self.scalar(low), self.scalar(high)], [output], name)

@@ -134,6 +134,28 @@ def _check_header(path: Path, raw: bytes) -> None:
         raise InputFileError(path, f"malformed TFLite file: root table offset {root} is outside the file")
 
 
+def _check_dataflow(model: Model) -> None:
+    """Operators in execution order, each tensor written once, nothing read before it exists."""
+    ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None}
+
+    def describe(index: int) -> str:
+        return f"tensor {index} ({model.tensors[index].name!r})"
+
+    for op in model.operators:
+        for index in op.inputs:
+            if index >= 0 and index not in ready:
+                raise InputFileError(model.path, f"operator {op.index} ({op.name}) reads {describe(index)}, which is "
+                                                 "not a constant, a graph input or an earlier operator's output")
+        for index in op.outputs:
+            if index in ready:
+                raise InputFileError(model.path, f"malformed TFLite file: operator {op.index} ({op.name}) writes "
+                                                 f"{describe(index)}, which already has a value")
+            ready.add(index)
+    for index in model.outputs:
+        if index not in ready:
+            raise InputFileError(model.path, f"graph output {describe(index)} is never computed")
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -192,7 +214,9 @@ class _Decoder:
                           for i in range(self.count(graph, "Operators", 4)))
         inputs = self.indices(graph, "Inputs", len(tensors), "subgraph input")
         outputs = self.indices(graph, "Outputs", len(tensors), "subgraph output")
-        return Model(self.path, model.Version(), tensors, operators, inputs, outputs)
+        result = Model(self.path, model.Version(), tensors, operators, inputs, outputs)
+        _check_dataflow(result)
+        return result
 
     def indices(self, obj: Any, vector: str, n_tensors: int, what: str, optional: bool = False) -> tuple[int, ...]:
         values = self.numbers(obj, vector, 4)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from onnx import TensorProto
+
 from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
 from accelbuild.frontends.tflite.reader import Operator
-from accelbuild.frontends.tflite.tensors import is_quantized
+from accelbuild.frontends.tflite.tensors import is_quantized, onnx_type
 
 Converter = Callable[[Graph, Operator], None]
 Result = tuple[bool, str]
@@ -60,25 +62,26 @@ def fail(reason: str) -> Result:
 def const_inputs(*positions: int, what: str = "") -> Check:
     """Inputs at ``positions`` (when present) are constant tensors."""
     label = what or "input " + "/".join(str(p) for p in positions)
+    plural = " and " in label
 
     def predicate(g: Graph, op: Operator) -> Result:
         for k in positions:
             if k < len(op.inputs) and op.inputs[k] >= 0 and g.const(op.inputs[k]) is None:
-                return fail(f"{label} is not a constant tensor")
+                return fail(f"{label} {'are not constant tensors' if plural else 'is not a constant tensor'}")
         return OK
-    return Check(f"{label} is constant", predicate)
+    return Check(f"{label} {'are' if plural else 'is'} constant", predicate)
 
 
 def input_count(low: int, high: int | None = None) -> Check:
     """Number of inputs (counting omitted optional ones) and at least ``low`` outputs present."""
     high = low if high is None else high
-    text = f"{low}" if low == high else f"{low} to {high}"
+    text = f"{low}" if low == high else (f"at least {low}" if high > 64 else f"{low} to {high}")
 
     def predicate(g: Graph, op: Operator) -> Result:
         if not low <= len(op.inputs) <= high or any(i < 0 for i in op.inputs[:low]):
             return fail(f"expected {text} inputs, got {len(op.inputs)}")
         return OK if op.outputs else fail("operator has no output")
-    return Check(f"{text} inputs", predicate)
+    return Check(f"{text} input{'s' if high > 1 else ''}", predicate)
 
 
 def input_rank(k: int, *ranks: int) -> Check:
@@ -99,6 +102,17 @@ def positive_options(*names: str) -> Check:
                 return fail(f"option {name} is {op.options.get(name)}, expected >= 1")
         return OK
     return Check(", ".join(names) + " >= 1", predicate)
+
+
+def output_shape(expected: Callable[[Graph, Operator], tuple[int, ...]], doc: str) -> Check:
+    """The output tensor's static shape equals what the operator computes from its inputs."""
+    def predicate(g: Graph, op: Operator) -> Result:
+        want, have = tuple(expected(g, op)), g.shape(op.outputs[0])
+        return OK if want == have else fail(f"output shape {list(have)} should be {list(want)}")
+    return Check(doc, predicate)
+
+
+SAME_SHAPE = output_shape(lambda g, op: g.shape(op.inputs[0]), "output shape equals the input shape")
 
 
 def padding_known() -> Check:
@@ -135,17 +149,35 @@ def _static_shapes(g: Graph, op: Operator) -> Result:
 
 
 def _fused_activation(g: Graph, op: Operator) -> Result:
-    """A fused activation is NONE, RELU, RELU_N1_TO_1, RELU6 or TANH (on a float result)."""
+    """A fused activation is NONE, RELU, RELU_N1_TO_1 or RELU6 (on a float result); TANH and SIGN_BIT
+    convert to nothing, as the TFLite interpreter's kernels ignore them (a warning is logged)."""
     act = ACTIVATIONS.get(op.options.get("fused_activation_function", 0), "unknown")
-    if act in ("SIGN_BIT", "unknown"):
-        return fail(f"fused activation {act} is not supported")
-    if act != "NONE" and any(g.tensor(i).dtype in ("INT32", "INT64", "BOOL") for i in op.outputs):
+    if act == "unknown":
+        return fail(f"unknown fused activation {op.options.get('fused_activation_function')}")
+    if act in ("RELU", "RELU_N1_TO_1", "RELU6") and any(onnx_type(g.tensor(i)) != TensorProto.FLOAT for i in op.outputs):
         return fail(f"fused activation {act} on an integer result")
     return OK
 
 
+# which input carries the data (and so the element type of the outputs), where it is not input 0
+DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2}
+
+
+def _element_types(g: Graph, op: Operator) -> Result:
+    """Outputs have the element type of the data input (quantized tensors count as float)."""
+    k = DATA_INPUT.get(op.name, 0)
+    if k >= len(op.inputs) or op.inputs[k] < 0:
+        return OK
+    want = onnx_type(g.tensor(op.inputs[k]))
+    for index in op.outputs:
+        if onnx_type(g.tensor(index)) != want and op.name not in ("QUANTIZE", "DEQUANTIZE"):
+            return fail(f"output {g.names[index]!r} is {g.tensor(index).dtype} but the data input is "
+                        f"{g.tensor(op.inputs[k]).dtype}")
+    return OK
+
+
 GENERIC_CHECKS: tuple[Check, ...] = tuple(
-    Check(" ".join(fn.__doc__.split()), fn) for fn in (_tensor_types, _static_shapes, _fused_activation)
+    Check(" ".join(fn.__doc__.split()), fn) for fn in (_tensor_types, _static_shapes, _fused_activation, _element_types)
 )
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, padding_known, positive_options, register,
+    OK, Check, Result, activation, const_inputs, fail, input_count, output_shape, padding_known, positive_options,
+    register,
 )
+from accelbuild.frontends.tflite.graph import ACTIVATIONS
 from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import numel
 
@@ -43,11 +45,23 @@ def _strides(op: Operator) -> tuple[list[int], list[int]]:
     return [o.get("stride_h", 1), o.get("stride_w", 1)], [o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)]
 
 
+def _conv_out(g: Graph, op: Operator) -> tuple[int, ...]:
+    x, w = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    padding = PADDING[op.options.get("padding", 0)]
+    (sh, sw), (dh, dw) = _strides(op)
+    channels = w[3] if op.name == "DEPTHWISE_CONV_2D" else w[0]
+    return (x[0], layout.conv_output_size(padding, x[1], w[1], sh, dh),
+            layout.conv_output_size(padding, x[2], w[2], sw, dw), channels)
+
+
+CONV_OUT = output_shape(_conv_out, "output shape follows from padding, strides and dilations")
+
+
 @register("CONV_2D", "Conv (channel-first; grouped when the filter has fewer input channels)",
           input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
           positive_options(*_CONV_OPTIONS),
           Check("4-D input and OHWI filter; input channels a multiple of the filter's; bias [out]",
-                _conv_geometry))
+                _conv_geometry), CONV_OUT)
 def conv_2d(g: Graph, op: Operator) -> None:
     """OHWI filter -> OIHW initializer ``W/oihw``; group = input channels / filter input channels."""
     x, w = op.inputs[0], op.inputs[1]
@@ -72,7 +86,7 @@ def _depthwise_geometry(g: Graph, op: Operator) -> Result:
 @register("DEPTHWISE_CONV_2D", "Conv with group = input channels (channel-first)",
           input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
           positive_options(*_CONV_OPTIONS),
-          Check("4-D input, [1, kh, kw, C*M] filter, bias [C*M]", _depthwise_geometry))
+          Check("4-D input, [1, kh, kw, C*M] filter, bias [C*M]", _depthwise_geometry), CONV_OUT)
 def depthwise_conv_2d(g: Graph, op: Operator) -> None:
     """``[1, kh, kw, C*M]`` -> ``[C*M, 1, kh, kw]`` with group C (output channel c*M+m reads channel c)."""
     x, w = op.inputs[0], op.inputs[1]
@@ -93,13 +107,18 @@ def _transpose_conv_geometry(g: Graph, op: Operator) -> Result:
     if shape_value is None or [int(v) for v in shape_value.reshape(-1)] != list(out) or out[3] != w[0] \
             or out[0] != x[0]:
         return fail(f"output_shape input does not match the output tensor {list(out)} and filter")
+    padding = PADDING[op.options.get("padding", 0)]
+    strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
+    if any(layout.conv_output_size(padding, o, k, s) != i for o, k, s, i in zip(out[1:3], w[1:3], strides, x[1:3])):
+        return fail(f"output {list(out)} is not what a {padding} convolution maps back onto the input {list(x)}")
     return _bias(g, op, 3, w[0])
 
 
 @register("TRANSPOSE_CONV", "ConvTranspose (channel-first; explicit pads and output_padding)",
           input_count(3, 4), const_inputs(0, 1, 3, what="output_shape, filter and bias"), padding_known(),
           positive_options("stride_h", "stride_w"),
-          Check("output_shape equals the output tensor's shape; 4-D input and OHWI filter; bias [out]",
+          Check("output_shape equals the output tensor's shape and a convolution with the same padding and "
+                "strides maps it back onto the input; 4-D input and OHWI filter; bias [out]",
                 _transpose_conv_geometry))
 def transpose_conv(g: Graph, op: Operator) -> None:
     """TFLite's padding is computed from the *output* size (as for the forward convolution)."""
@@ -135,12 +154,16 @@ def _fc_geometry(g: Graph, op: Operator) -> Result:
         return fail(f"output {list(out)} does not hold {numel(x) // w[1]} rows of {w[0]}")
     if op.options.get("weights_format", 0) != 0:
         return fail("shuffled weights format")
+    act = ACTIVATIONS.get(op.options.get("fused_activation_function", 0))
+    if act in ("TANH", "SIGN_BIT"):
+        return fail(f"fused activation {act}, which the TFLite interpreter rejects on FULLY_CONNECTED")
     return _bias(g, op, 2, w[0])
 
 
 @register("FULLY_CONNECTED", "Gemm (transB=1), with Reshapes when the input or output is not 2-D",
           input_count(2, 3), const_inputs(1, 2, what="weights and bias"),
-          Check("2-D [out, in] weights in the DEFAULT format; input flattens to rows of `in`; bias [out]",
+          Check("2-D [out, in] weights in the DEFAULT format; input flattens to rows of `in`; bias [out]; "
+                "fused activation not TANH or SIGN_BIT",
                 _fc_geometry))
 def fully_connected(g: Graph, op: Operator) -> None:
     """``Reshape(-1, in)`` (``T/flat``) -> Gemm (named T) -> Reshape to the output shape if not 2-D."""

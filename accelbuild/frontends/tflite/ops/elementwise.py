@@ -11,7 +11,7 @@ import numpy as np
 
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, register,
+    OK, SAME_SHAPE, Check, Result, activation, const_inputs, fail, input_count, register,
 )
 from accelbuild.frontends.tflite.reader import Operator
 
@@ -50,33 +50,33 @@ _binary("MAXIMUM", "Max", fused=False)
 _binary("MINIMUM", "Min", fused=False)
 
 
-def _unary(name: str, onnx_op: str, **attrs: object) -> None:
+def _unary(name: str, onnx_op: str, doc: str = "") -> None:
     def convert(g: Graph, op: Operator) -> None:
-        g.emit(op, onnx_op, [g.value(op.inputs[0])], **attrs)
+        g.emit(op, onnx_op, [g.value(op.inputs[0])])
     convert.__doc__ = f"{name} -> {onnx_op}."
-    register(name, onnx_op, input_count(1))(convert)
+    register(name, doc or onnx_op, input_count(1), SAME_SHAPE)(convert)
 
 
 _unary("LOGISTIC", "Sigmoid")
 _unary("TANH", "Tanh")
 _unary("RELU", "Relu")
 _unary("HARD_SWISH", "HardSwish")
-_unary("QUANTIZE", "Identity (the graph computes in float)")
-_unary("DEQUANTIZE", "Identity on activations; folded into the constant for weights")
+_unary("QUANTIZE", "Identity", "Identity (the graph computes in float)")
+_unary("DEQUANTIZE", "Identity", "Identity on activations; folded into the constant for weights")
 
 
 def _clip(name: str, low: float, high: float) -> None:
     def convert(g: Graph, op: Operator) -> None:
         g.emit(op, "Clip", [g.value(op.inputs[0]), g.scalar(low), g.scalar(high)])
     convert.__doc__ = f"{name} -> Clip({low}, {high})."
-    register(name, f"Clip({low:g}, {high:g})", input_count(1))(convert)
+    register(name, f"Clip({low:g}, {high:g})", input_count(1), SAME_SHAPE)(convert)
 
 
 _clip("RELU6", 0.0, 6.0)
 _clip("RELU_N1_TO_1", -1.0, 1.0)
 
 
-@register("LEAKY_RELU", "LeakyRelu", input_count(1))
+@register("LEAKY_RELU", "LeakyRelu", input_count(1), SAME_SHAPE)
 def leaky_relu(g: Graph, op: Operator) -> None:
     g.emit(op, "LeakyRelu", [g.value(op.inputs[0])], alpha=float(op.options.get("alpha", 0.0)))
 
@@ -90,13 +90,13 @@ def _alpha_broadcasts(g: Graph, op: Operator) -> Result:
     return OK if ok else fail(f"alpha {list(alpha)} does not broadcast to the input {list(x)}")
 
 
-@register("PRELU", "PRelu", input_count(2),
+@register("PRELU", "PRelu", input_count(2), SAME_SHAPE,
           Check("alpha broadcasts to the input shape", _alpha_broadcasts))
 def prelu(g: Graph, op: Operator) -> None:
     g.emit(op, "PRelu", [g.value(op.inputs[0]), g.value(op.inputs[1])])
 
 
-@register("SOFTMAX", "Softmax over the last axis (after Mul by beta when beta != 1)", input_count(1))
+@register("SOFTMAX", "Softmax over the last axis (after Mul by beta when beta != 1)", input_count(1), SAME_SHAPE)
 def softmax(g: Graph, op: Operator) -> None:
     """``softmax(beta * x)`` over the last axis; the scaling node is ``T/beta``."""
     x, beta = g.value(op.inputs[0]), float(op.options.get("beta", 1.0))
@@ -108,7 +108,7 @@ def softmax(g: Graph, op: Operator) -> None:
 
 
 @register("DENSIFY", "folded: the sparse constant becomes a dense initializer", input_count(1),
-          const_inputs(0, what="the sparse input"))
+          const_inputs(0, what="the sparse input"), SAME_SHAPE)
 def densify(g: Graph, op: Operator) -> None:
     """Reached only if folding was impossible; a constant input is still just a value."""
     g.emit(op, "Identity", [g.value(op.inputs[0])])

@@ -9,8 +9,8 @@ from __future__ import annotations
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, input_rank, padding_known, positive_options,
-    register,
+    OK, Check, Result, activation, const_inputs, fail, input_count, input_rank, output_shape, padding_known,
+    positive_options, register,
 )
 from accelbuild.frontends.tflite.ops.conv import PADDING
 from accelbuild.frontends.tflite.reader import Operator
@@ -27,7 +27,15 @@ def _pool(g: Graph, op: Operator, op_type: str, **extra: int) -> None:
            kernel_shape=kernel, strides=strides, pads=pads, **extra)
 
 
-_POOL_CHECKS = (input_count(1), input_rank(0, 4), padding_known(), positive_options(*_POOL_OPTIONS))
+def _pool_out(g: Graph, op: Operator) -> tuple[int, ...]:
+    n, h, w, c = g.shape(op.inputs[0])
+    o, padding = op.options, PADDING[op.options.get("padding", 0)]
+    return (n, layout.conv_output_size(padding, h, o.get("filter_height", 1), o.get("stride_h", 1)),
+            layout.conv_output_size(padding, w, o.get("filter_width", 1), o.get("stride_w", 1)), c)
+
+
+_POOL_CHECKS = (input_count(1), input_rank(0, 4), padding_known(), positive_options(*_POOL_OPTIONS),
+                output_shape(_pool_out, "output shape follows from padding, window and strides"))
 
 
 @register("MAX_POOL_2D", "MaxPool (channel-first, explicit pads)", *_POOL_CHECKS)
@@ -44,9 +52,9 @@ def average_pool_2d(g: Graph, op: Operator) -> None:
 def _resize_flags(g: Graph, op: Operator) -> Result:
     if op.options.get("align_corners") and op.options.get("half_pixel_centers"):
         return fail("align_corners and half_pixel_centers are both set")
-    size = g.const(op.inputs[1])
-    if size is None or [int(v) for v in size.reshape(-1)] != list(g.shape(op.outputs[0])[1:3]):
-        return fail("size input does not match the output tensor's height and width")
+    size, (n, _, _, c) = g.const(op.inputs[1]), g.shape(op.inputs[0])
+    if size is None or [n, *(int(v) for v in size.reshape(-1)), c] != list(g.shape(op.outputs[0])):
+        return fail(f"size input does not give the output shape {list(g.shape(op.outputs[0]))}")
     return OK
 
 
@@ -90,11 +98,14 @@ def _block_divides(g: Graph, op: Operator) -> Result:
         return fail(f"channels {x[3]} are not a multiple of block_size^2 = {block * block}")
     if op.name == "SPACE_TO_DEPTH" and (x[1] % block or x[2] % block):
         return fail(f"height and width {list(x[1:3])} are not multiples of block_size {block}")
-    return OK
+    grow = block if op.name == "DEPTH_TO_SPACE" else 1 / block
+    want = (x[0], round(x[1] * grow), round(x[2] * grow), round(x[3] / grow / grow))
+    return OK if want == g.shape(op.outputs[0]) else fail(f"output shape should be {list(want)}")
 
 
 _BLOCK_CHECKS = (input_count(1), input_rank(0, 4), positive_options("block_size"),
-                 Check("block_size divides the channels (DEPTH_TO_SPACE) or height and width (SPACE_TO_DEPTH)",
+                 Check("block_size divides the channels (DEPTH_TO_SPACE) or height and width (SPACE_TO_DEPTH); "
+                       "output shape matches",
                        _block_divides))
 
 

@@ -1,0 +1,103 @@
+"""Constant folding, including the shape arithmetic exporters leave in detection heads.
+
+Once input shapes are fixed, ``Shape``/``Size`` of a tensor with a static shape is a constant; the
+Gather/Concat/Range/... chains hanging off them then have only constant inputs. We evaluate every such
+node (with onnx's reference evaluator, in one batch per round), store the results as initializers and
+drop the nodes; ``Constant`` nodes become initializers the same way. Rounds repeat with fresh shape
+inference until nothing changes. Folding is exact: it runs the same operators on the same values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from accelbuild.passes import graph as g
+
+MAX_FOLDED_ELEMENTS = 1 << 22  # don't materialise huge Expand/Tile/ConstantOfShape results
+_NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+               "Bernoulli", "If", "Loop", "Scan"}
+MAX_ROUNDS = 16
+
+
+def fold_constants(model: onnx.ModelProto) -> list[str]:
+    """Fold until a fixed point; returns one note per folded node."""
+    notes: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        model.graph.ClearField("value_info")  # stale entries may disagree with folded values
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        model.graph.value_info.extend(inferred.graph.value_info)
+        folded = _fold_round(model)
+        if not folded:
+            break
+        notes.extend(folded)
+    g.prune(model.graph)
+    return notes
+
+
+def _fold_round(model: onnx.ModelProto) -> list[str]:
+    graph = model.graph
+    known = {t.name for t in graph.initializer} | {""}
+    values: dict[str, np.ndarray] = {}
+    foldable: list[onnx.NodeProto] = []
+    for node in g.topological_order(graph):
+        shape_value = _static_shape_value(model, node)
+        if shape_value is not None:
+            values[node.output[0]] = shape_value
+            foldable.append(node)
+            known.add(node.output[0])
+        elif _can_fold(model, node, known):
+            foldable.append(node)
+            known.update(node.output)
+    if not foldable:
+        return []
+    values.update(_evaluate(model, [n for n in foldable if n.output[0] not in values], values))
+    for name, value in values.items():
+        g.set_initializer(graph, name, value)
+    g.remove_nodes(graph, foldable)
+    return [f"{n.op_type} {n.name or n.output[0]}" for n in foldable]
+
+
+def _static_shape_value(model: onnx.ModelProto, node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of Shape/Size on a tensor whose shape is known."""
+    if node.op_type not in ("Shape", "Size") or node.domain not in ("", "ai.onnx"):
+        return None
+    shape = g.static_shape(model, node.input[0])
+    if shape is None:
+        return None
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    start = int(g.attribute(node, "start", 0))
+    end = g.attribute(node, "end", None)
+    return np.array(shape[start:end if end is None else int(end)], dtype=np.int64)
+
+
+def _can_fold(model: onnx.ModelProto, node: onnx.NodeProto, known: set[str]) -> bool:
+    if node.op_type in _NEVER_FOLD or node.domain not in ("", "ai.onnx"):
+        return False
+    if not all(name in known for name in node.input):
+        return False
+    for out in node.output:
+        shape = g.static_shape(model, out)
+        if shape is not None and int(np.prod(shape, dtype=np.int64)) > MAX_FOLDED_ELEMENTS:
+            return False
+    return True
+
+
+def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],
+              computed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the constant nodes once, on the constants they read, with onnx's reference evaluator."""
+    if not nodes:
+        return {}
+    from onnx.reference import ReferenceEvaluator
+
+    produced = {o for n in nodes for o in n.output if o}
+    needed = {i for n in nodes for i in n.input if i and i not in produced}
+    inits = [t for t in model.graph.initializer if t.name in needed]
+    inits += [numpy_helper.from_array(v, k) for k, v in computed.items() if k in needed]
+    outputs = [helper.make_empty_tensor_value_info(name) for name in sorted(produced)]
+    sub = helper.make_graph(nodes, "constants", [], outputs, initializer=inits)
+    sub_model = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    results = ReferenceEvaluator(sub_model).run(None, {})
+    return {name: np.asarray(value) for name, value in zip(sorted(produced), results)}
