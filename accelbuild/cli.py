@@ -159,13 +159,26 @@ COMMANDS = {
 }
 
 
+class _Formatter(logging.Formatter):
+    """``accelbuild: message`` for notes, ``accelbuild: warning: message`` for warnings."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        return f"accelbuild: {level}{record.getMessage()}"
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("accelbuild").setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="accelbuild: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _setup_logging(args.verbose)
     try:
         return COMMANDS[args.command](args)
     except UserError as exc:

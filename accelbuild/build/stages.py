@@ -51,6 +51,31 @@ def _import_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str,
     return {"format": model.format, "input_shapes": model.input_shapes.as_param()}
 
 
+def _crop_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    inputs = {"imported": model_dir(pipeline, model) / "imported.onnx"}
+    if model.crop.in_out_file is not None:
+        inputs["in_out_file"] = model.crop.in_out_file
+    return inputs
+
+
+def _crop_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    folder = model_dir(pipeline, model)
+    return {name: folder / name for name in ("ai.onnx", "pre.onnx", "post.onnx", "crop.json")}
+
+
+def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    assert model is not None
+    crop = model.crop
+    return {
+        "inputs": list(crop.inputs),
+        "outputs": list(crop.outputs),
+        "auto": crop.auto,
+        "in_out_file": crop.in_out_file is not None,  # its content is an input of the task
+    }
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         name="import",
@@ -60,6 +85,15 @@ STAGES: tuple[Stage, ...] = (
         outputs=_import_outputs,
         params=_import_params,
         uses_profile=True,
+    ),
+    Stage(
+        name="crop",
+        per_model=True,
+        module="accelbuild.stages.crop",
+        inputs=_crop_inputs,
+        outputs=_crop_outputs,
+        params=_crop_params,
+        optional_outputs=frozenset({"pre.onnx", "post.onnx"}),
     ),
 )
 

@@ -7,14 +7,17 @@ One source for two outputs: :func:`find_unsupported` runs every operator's check
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from accelbuild.errors import InputFileError
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops import GENERIC_CHECKS, OPS
-from accelbuild.frontends.tflite.reader import Operator
-from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, is_quantized, onnx_type
+from accelbuild.frontends.tflite.reader import Operator, Tensor
+from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, NUMPY_TYPES, is_quantized, onnx_type
 
 _PREDICATE_ERRORS = (IndexError, ValueError, TypeError, ZeroDivisionError, KeyError, AttributeError)
 IO_CONDITION = ("graph inputs and outputs are float32, int32, int64, bool, or int8/uint8/int16 with "
@@ -60,10 +63,26 @@ def find_unsupported(g: Graph, skip: set[int]) -> list[Problem]:
             problems.append(Problem(op.name, tensor, reason))
     for kind, indices in (("graph input", g.model.inputs), ("graph output", g.model.outputs)):
         for index in indices:
-            tensor = g.tensor(index)
-            if onnx_type(tensor) is None or (is_quantized(tensor) and tensor.dtype not in IO_QUANTIZED_TYPES):
-                problems.append(Problem(kind, g.names[index], f"type {tensor.dtype} is not supported"))
+            reason = io_problem(g.tensor(index))
+            if reason is not None:
+                problems.append(Problem(kind, g.names[index], reason))
     return problems
+
+
+def io_problem(tensor: Tensor) -> str | None:
+    """Why a graph input/output cannot be an ONNX graph input/output, or None."""
+    if onnx_type(tensor) is None or (is_quantized(tensor) and tensor.dtype not in IO_QUANTIZED_TYPES):
+        return f"type {tensor.dtype} is not supported"
+    if not is_quantized(tensor):
+        return None
+    q, info = tensor.quant, np.iinfo(NUMPY_TYPES[tensor.dtype])
+    if not all(math.isfinite(s) and s > 0 for s in q.scale):
+        return f"quantization scales {list(q.scale)} are not positive"
+    if any(not info.min <= z <= info.max for z in q.zero_point) or len(q.zero_point) not in (0, 1, len(q.scale)):
+        return f"zero points {list(q.zero_point)} do not fit {tensor.dtype} or the scales"
+    if len(q.scale) > 1 and not (0 <= q.axis < len(tensor.shape) and tensor.shape[q.axis] == len(q.scale)):
+        return f"{len(q.scale)} scales do not match axis {q.axis} of shape {list(tensor.shape)}"
+    return None
 
 
 def unsupported_error(path: Path, problems: list[Problem]) -> InputFileError:

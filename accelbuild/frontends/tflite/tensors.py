@@ -15,7 +15,7 @@ import numpy as np
 from onnx import TensorProto
 
 from accelbuild.errors import InputFileError
-from accelbuild.frontends.tflite.reader import Model, Sparsity, Tensor
+from accelbuild.frontends.tflite.reader import Model, Tensor
 
 NUMPY_TYPES: dict[str, type] = {
     "FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "BOOL": np.bool_,
@@ -28,7 +28,7 @@ QUANTIZED_TYPES = frozenset({"INT8", "UINT8", "INT16", "INT32", "INT64"})
 ACTIVATION_TYPES = {"FLOAT32": TensorProto.FLOAT, "INT32": TensorProto.INT32,
                     "INT64": TensorProto.INT64, "BOOL": TensorProto.BOOL}
 IO_QUANTIZED_TYPES = {"INT8": TensorProto.INT8, "UINT8": TensorProto.UINT8, "INT16": TensorProto.INT16}
-MAX_DENSE_ELEMENTS = 1 << 28  # a sparse tensor may not expand to more than 1 GiB of float32
+MAX_DENSE_ELEMENTS = 1 << 27  # a sparse tensor may not expand to more than 512 MiB of float32
 
 
 def is_quantized(tensor: Tensor) -> bool:
@@ -98,63 +98,78 @@ def dequantize(model: Model, tensor: Tensor, stored: np.ndarray) -> np.ndarray:
         bcast[axis] = -1
         scale = scale.reshape(bcast)
         zero = zero.reshape(bcast) if zero.size > 1 else zero
-    return (stored.astype(np.int64) - zero).astype(np.float32) * scale
+    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        raise _bad(model, tensor, "has quantization scales that are negative or not finite")
+    # exact integer difference, one rounding of the product: what TFLite's float32 arithmetic gives
+    return ((stored.astype(np.float64) - zero.astype(np.float64)) * scale.astype(np.float64)).astype(np.float32)
 
 
 def densify(model: Model, tensor: Tensor, values: np.ndarray) -> np.ndarray:
     """Expand a sparse constant exactly as TFLite's FormatConverter::SparseToDense does."""
-    shape, sparsity = tensor.shape, tensor.sparsity
-    _check_sparsity(model, tensor, sparsity)
+    shape = tensor.shape
     if numel(shape) > MAX_DENSE_ELEMENTS:
         raise _bad(model, tensor, f"expands to {numel(shape)} elements, more than this tool accepts")
-    coords = _traverse(model, tensor, sparsity)
-    if coords.shape[1] != values.size:
-        raise _bad(model, tensor, f"has {values.size} sparse values, but its index arrays address "
-                                  f"{coords.shape[1]}")
-    index = _original_index(sparsity, coords, len(shape))
-    if np.any(index < 0) or np.any(index >= np.asarray(shape, dtype=np.int64)[:, None]):
-        raise _bad(model, tensor, "has sparse indices outside its dense shape")
+    sizes, factors = _level_geometry(model, tensor)
+    flat = _traverse(model, tensor, sizes, factors)
+    if flat.size != values.size:
+        raise _bad(model, tensor, f"has {values.size} sparse values, but its index arrays address {flat.size}")
     dense = np.zeros(numel(shape), dtype=values.dtype)
-    dense[np.ravel_multi_index(tuple(index), shape) if shape else 0] = values
+    dense[flat] = values
     return dense.reshape(shape)
 
 
-def _check_sparsity(model: Model, tensor: Tensor, sparsity: Sparsity) -> None:
-    rank, blocks = len(tensor.shape), len(sparsity.block_map)
-    order = sparsity.traversal_order
-    if len(order) != rank + blocks or len(sparsity.dims) != len(order):
+def _level_geometry(model: Model, tensor: Tensor) -> tuple[list[int], list[int]]:
+    """Per traversal level: its size, and how far one step along it moves in the dense tensor."""
+    shape, sparsity = tensor.shape, tensor.sparsity
+    rank, order, block_map = len(shape), sparsity.traversal_order, sparsity.block_map
+    if len(order) != rank + len(block_map) or len(sparsity.dims) != len(order):
         raise _bad(model, tensor, f"has {len(order)} traversal levels and {len(sparsity.dims)} dimension "
-                                  f"metadata entries for rank {rank} with {blocks} block dimensions")
-    if sorted(order[:rank]) != list(range(rank)) or sorted(order[rank:]) != list(range(rank, rank + blocks)):
+                                  f"metadata entries for rank {rank} with {len(block_map)} block dimensions")
+    if sorted(order) != list(range(len(order))) or sorted(order[:rank]) != list(range(rank)):
         raise _bad(model, tensor, f"has an invalid traversal order {list(order)}")
-    if any(not 0 <= d < rank for d in sparsity.block_map):
-        raise _bad(model, tensor, f"has an invalid block map {list(sparsity.block_map)}")
-    for level in range(rank, rank + blocks):
-        if not sparsity.dims[level].dense or sparsity.dims[level].dense_size < 1:
-            raise _bad(model, tensor, "has a block dimension that is not dense with a positive size")
-
-
-def _traverse(model: Model, tensor: Tensor, sparsity: Sparsity) -> np.ndarray:
-    """Coordinates (one row per level) of every stored value, in storage order."""
-    coords = np.zeros((0, 1), dtype=np.int64)
-    position = np.zeros(1, dtype=np.int64)  # the segment index each path continues from
-    for dim in sparsity.dims:
-        if coords.shape[1] * max(dim.dense_size, 1) > MAX_DENSE_ELEMENTS:
-            raise _bad(model, tensor, "has sparse metadata addressing too many elements")
-        if dim.dense:
-            size = max(dim.dense_size, 0)
-            parent = np.repeat(np.arange(position.size), size)
-            level = np.tile(np.arange(size, dtype=np.int64), position.size)
-            position = position[parent] * size + level
+    if len(set(block_map)) != len(block_map) or any(not 0 <= d < rank for d in block_map):
+        raise _bad(model, tensor, f"has an invalid block map {list(block_map)}")
+    block = {d: sparsity.dims[order[rank + b]].dense_size for b, d in enumerate(block_map)}
+    if any(size < 1 or shape[d] % size for d, size in block.items()):
+        raise _bad(model, tensor, f"has block sizes {list(block.values())} that do not divide its shape")
+    strides = [numel(shape[d + 1:]) for d in range(rank)]
+    sizes, factors = [], []
+    for level, dim in enumerate(order):
+        if level < rank:
+            sizes.append(shape[dim] // block.get(dim, 1))
+            factors.append(strides[dim] * block.get(dim, 1))
         else:
-            parent, position = _csr_children(model, tensor, dim.segments, dim.indices.size, position)
-            level = dim.indices[position]
-        coords = np.vstack([coords[:, parent], level[None, :]])
-    return coords
+            sizes.append(block[block_map[dim - rank]])
+            factors.append(strides[block_map[dim - rank]])
+    for level, dim in enumerate(sparsity.dims):
+        if dim.dense and dim.dense_size != sizes[level]:
+            raise _bad(model, tensor, f"has dense level {level} of size {dim.dense_size}, expected {sizes[level]}")
+    return sizes, factors
+
+
+def _traverse(model: Model, tensor: Tensor, sizes: list[int], factors: list[int]) -> np.ndarray:
+    """Dense (flat) index of every stored value, in storage order, level by level."""
+    limit = numel(tensor.shape)
+    flat = np.zeros(1, dtype=np.int64)
+    position = np.zeros(1, dtype=np.int64)  # the segment index each path continues from
+    for level, dim in enumerate(tensor.sparsity.dims):
+        if dim.dense:
+            if flat.size * sizes[level] > limit:
+                raise _bad(model, tensor, "has sparse metadata addressing too many elements")
+            parent = np.repeat(np.arange(flat.size), sizes[level])
+            coord = np.tile(np.arange(sizes[level], dtype=np.int64), flat.size)
+            position = position[parent] * sizes[level] + coord
+        else:
+            parent, position = _csr_children(model, tensor, dim.segments, dim.indices.size, position, limit)
+            coord = dim.indices[position]
+            if coord.size and (coord.min() < 0 or coord.max() >= sizes[level]):
+                raise _bad(model, tensor, f"has sparse indices outside [0, {sizes[level]}) at level {level}")
+        flat = flat[parent] + coord * factors[level]
+    return flat
 
 
 def _csr_children(model: Model, tensor: Tensor, segments: np.ndarray, n_indices: int,
-                  position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  position: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """For each parent position, the range ``segments[p]:segments[p+1]`` of child positions."""
     if position.size and (position.max() + 1 >= segments.size):
         raise _bad(model, tensor, "has an array_segments vector shorter than its parent dimension")
@@ -162,25 +177,11 @@ def _csr_children(model: Model, tensor: Tensor, segments: np.ndarray, n_indices:
     if np.any(ends < starts) or np.any(starts < 0) or (ends.size and ends.max() > n_indices):
         raise _bad(model, tensor, "has array_segments that are not increasing within array_indices")
     counts = ends - starts
-    if counts.sum() > MAX_DENSE_ELEMENTS:
+    if counts.sum() > limit:
         raise _bad(model, tensor, "has sparse metadata addressing too many elements")
     parent = np.repeat(np.arange(position.size), counts)
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     return parent, starts[parent] + offsets
-
-
-def _original_index(sparsity: Sparsity, coords: np.ndarray, rank: int) -> np.ndarray:
-    """Map traversal-level coordinates back to dense-tensor coordinates (block dims folded in)."""
-    order, dims = sparsity.traversal_order, sparsity.dims
-    index = np.zeros((rank, coords.shape[1]), dtype=np.int64)
-    for level in range(rank):
-        index[order[level]] = coords[level]
-    for level in range(rank, len(order)):
-        block = order[level] - rank
-        block_size = dims[order[rank + block]].dense_size
-        dim = sparsity.block_map[block]
-        index[dim] = index[dim] * block_size + coords[level]
-    return index
 
 
 def _bad(model: Model, tensor: Tensor, message: str) -> InputFileError:

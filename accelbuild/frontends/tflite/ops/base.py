@@ -84,6 +84,16 @@ def input_count(low: int, high: int | None = None) -> Check:
     return Check(f"{text} input{'s' if high > 1 else ''}", predicate)
 
 
+def float_inputs(*positions: int, what: str) -> Check:
+    """Inputs at ``positions`` (when present) hold real numbers: float or quantized integers."""
+    def predicate(g: Graph, op: Operator) -> Result:
+        for k in positions:
+            if k < len(op.inputs) and op.inputs[k] >= 0 and onnx_type(g.tensor(op.inputs[k])) != TensorProto.FLOAT:
+                return fail(f"{g.names[op.inputs[k]]!r} is an unquantized {g.tensor(op.inputs[k]).dtype} tensor")
+        return OK
+    return Check(f"{what} are float, float16 or quantized", predicate)
+
+
 def input_rank(k: int, *ranks: int) -> Check:
     """Input ``k`` has one of the given ranks."""
     text = " or ".join(str(r) for r in ranks)
@@ -161,17 +171,20 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
 
 # which input carries the data (and so the element type of the outputs), where it is not input 0
 DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2}
+SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION"})
 
 
 def _element_types(g: Graph, op: Operator) -> Result:
-    """Outputs have the element type of the data input (quantized tensors count as float)."""
+    """Outputs (and all inputs of element-wise ops and CONCATENATION) have the element type of the data
+    input (quantized tensors count as float)."""
     k = DATA_INPUT.get(op.name, 0)
     if k >= len(op.inputs) or op.inputs[k] < 0:
         return OK
     want = onnx_type(g.tensor(op.inputs[k]))
-    for index in op.outputs:
+    same = op.inputs if op.name in SAME_TYPE_INPUTS else ()
+    for index in (*same, *op.outputs):
         if onnx_type(g.tensor(index)) != want and op.name not in ("QUANTIZE", "DEQUANTIZE"):
-            return fail(f"output {g.names[index]!r} is {g.tensor(index).dtype} but the data input is "
+            return fail(f"tensor {g.names[index]!r} is {g.tensor(index).dtype} but the data input is "
                         f"{g.tensor(op.inputs[k]).dtype}")
     return OK
 

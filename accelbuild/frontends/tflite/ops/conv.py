@@ -10,7 +10,7 @@ from __future__ import annotations
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, output_shape, padding_known, positive_options,
+    OK, Check, Result, activation, const_inputs, fail, float_inputs, input_count, output_shape, padding_known, positive_options,
     register,
 )
 from accelbuild.frontends.tflite.graph import ACTIVATIONS
@@ -58,7 +58,8 @@ CONV_OUT = output_shape(_conv_out, "output shape follows from padding, strides a
 
 
 @register("CONV_2D", "Conv (channel-first; grouped when the filter has fewer input channels)",
-          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
+          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), float_inputs(1, 2, what="filter and bias"),
+    padding_known(),
           positive_options(*_CONV_OPTIONS),
           Check("4-D input and OHWI filter; input channels a multiple of the filter's; bias [out]",
                 _conv_geometry), CONV_OUT)
@@ -84,7 +85,8 @@ def _depthwise_geometry(g: Graph, op: Operator) -> Result:
 
 
 @register("DEPTHWISE_CONV_2D", "Conv with group = input channels (channel-first)",
-          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), padding_known(),
+          input_count(2, 3), const_inputs(1, 2, what="filter and bias"), float_inputs(1, 2, what="filter and bias"),
+    padding_known(),
           positive_options(*_CONV_OPTIONS),
           Check("4-D input, [1, kh, kw, C*M] filter, bias [C*M]", _depthwise_geometry), CONV_OUT)
 def depthwise_conv_2d(g: Graph, op: Operator) -> None:
@@ -115,7 +117,8 @@ def _transpose_conv_geometry(g: Graph, op: Operator) -> Result:
 
 
 @register("TRANSPOSE_CONV", "ConvTranspose (channel-first; explicit pads and output_padding)",
-          input_count(3, 4), const_inputs(0, 1, 3, what="output_shape, filter and bias"), padding_known(),
+          input_count(3, 4), const_inputs(0, 1, 3, what="output_shape, filter and bias"),
+          float_inputs(1, 3, what="filter and bias"), padding_known(),
           positive_options("stride_h", "stride_w"),
           Check("output_shape equals the output tensor's shape and a convolution with the same padding and "
                 "strides maps it back onto the input; 4-D input and OHWI filter; bias [out]",
@@ -161,7 +164,7 @@ def _fc_geometry(g: Graph, op: Operator) -> Result:
 
 
 @register("FULLY_CONNECTED", "Gemm (transB=1), with Reshapes when the input or output is not 2-D",
-          input_count(2, 3), const_inputs(1, 2, what="weights and bias"),
+          input_count(2, 3), const_inputs(1, 2, what="weights and bias"), float_inputs(1, 2, what="weights and bias"),
           Check("2-D [out, in] weights in the DEFAULT format; input flattens to rows of `in`; bias [out]; "
                 "fused activation not TANH or SIGN_BIT",
                 _fc_geometry))

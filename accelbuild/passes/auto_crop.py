@@ -1,0 +1,166 @@
+"""Predict crop points: where pre-processing ends and where post-processing begins.
+
+Back end: starting from the model outputs, absorb nodes that are post-processing ops (reshape/concat/
+split heads, sigmoid/softmax scores, box decoding arithmetic, NMS/TopK, tiny "integral" convolutions
+such as YOLOv8's DFL) as long as everything they feed is already post-processing. A channel Concat that
+only joins accelerator outputs goes back to the AI section (one output per head instead of two).
+Front end: from each input, follow a single chain of layout transposes, casts and normalisation by
+constants. Each decision is kept as a reason for the record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from accelbuild.passes import graph as g
+
+POST_OPS = {
+    "Reshape", "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Squeeze",
+    "Unsqueeze", "Flatten", "Sigmoid", "Softmax", "LogSoftmax", "Exp", "Log", "Sqrt", "Add", "Sub", "Mul",
+    "Div", "Neg", "Abs", "Max", "Min", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ArgMax",
+    "ArgMin", "TopK", "NonMaxSuppression", "NonZero", "Cast", "Expand", "Tile", "Range", "Shape", "Where",
+    "Equal", "Greater", "Less", "And", "Or", "Not", "Identity", "Floor", "Ceil", "Round", "Pow", "Clip",
+}
+WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
+TINY_WEIGHTS = 256
+PRE_OPS = {"Transpose", "Cast", "Identity"}
+NORMALISE_OPS = {"Div", "Mul", "Sub", "Add"}
+
+
+@dataclass
+class CropPrediction:
+    inputs: list[str]
+    outputs: list[str]
+    reasons: list[str] = field(default_factory=list)
+
+
+def predict(model: onnx.ModelProto) -> CropPrediction:
+    graph = model.graph
+    model_inputs = [v.name for v in graph.input if v.name not in g.initializers(graph)]
+    post = _post_nodes(graph)
+    outputs, reasons = _boundary_outputs(graph, post), []
+    if not _leaves_accelerated_work(graph, post):
+        outputs = [v.name for v in graph.output]
+        reasons = ["no post-processing found before the outputs (every path ends in network layers)"]
+    elif post:
+        kinds = sorted({n.op_type for n in graph.node if n.name in post})
+        reasons.insert(0, f"post-processing of {len(post)} node(s) ({', '.join(kinds)}) after {', '.join(outputs)}")
+    inputs, pre_reasons = _pre_chain_ends(graph, model_inputs)
+    return CropPrediction(inputs, outputs, pre_reasons + reasons)
+
+
+def _is_post_op(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+    if _is_swish_part(graph, node):
+        return False  # x * sigmoid(x) is a network activation, not score post-processing
+    if node.op_type in POST_OPS:
+        return True
+    if node.op_type in WEIGHTED_OPS and len(node.input) > 1:
+        weight = g.constant(graph, node.input[1])
+        # an "integral": one output channel, few weights (YOLOv8's DFL expectation over bins)
+        return weight is not None and weight.size <= TINY_WEIGHTS and _output_channels(node, weight) == 1
+    return False
+
+
+def _output_channels(node: onnx.NodeProto, weight: np.ndarray) -> int:
+    if node.op_type == "Conv":
+        return int(weight.shape[0])
+    if node.op_type == "ConvTranspose":
+        return int(weight.shape[1]) * int(g.attribute(node, "group", 1))
+    if node.op_type == "Gemm" and int(g.attribute(node, "transB", 0)):
+        return int(weight.shape[0])
+    return int(weight.shape[-1])
+
+
+def _is_swish_part(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+    """The Mul of x * sigmoid(x), or the Sigmoid that feeds only such a Mul."""
+    producers = g.producers(graph)
+    if node.op_type == "Mul" and len(node.input) == 2:
+        for a, b in (node.input, reversed(node.input)):
+            sig = producers.get(b)
+            if sig is not None and sig.op_type == "Sigmoid" and sig.input[0] == a:
+                return True
+    if node.op_type == "Sigmoid":
+        readers = g.consumers(graph).get(node.output[0], [])
+        return bool(readers) and all(r.op_type == "Mul" and node.input[0] in r.input for r in readers)
+    return False
+
+
+def _post_nodes(graph: onnx.GraphProto) -> set[str]:
+    outputs = g.graph_output_names(graph)
+    consumers = g.consumers(graph)
+    post: set[str] = set()
+    for node in reversed(g.topological_order(graph)):
+        if not _is_post_op(graph, node):
+            continue
+        readers = [c for out in node.output for c in consumers.get(out, [])]
+        feeds_outputs = any(out in outputs for out in node.output)
+        if (readers or feeds_outputs) and all(r.name in post for r in readers):
+            post.add(node.name)
+    _return_channel_concats(graph, post)
+    return post
+
+
+def _return_channel_concats(graph: onnx.GraphProto, post: set[str]) -> None:
+    """A Concat on the channel axis whose inputs all come from the AI side stays on the chip."""
+    producers = g.producers(graph)
+    for node in graph.node:
+        if node.name not in post or node.op_type != "Concat" or int(g.attribute(node, "axis", 0)) != 1:
+            continue
+        sources = [producers.get(i) for i in node.input]
+        if all(s is not None and s.name not in post and not _is_post_op(graph, s) for s in sources):
+            post.discard(node.name)
+
+
+def _boundary_outputs(graph: onnx.GraphProto, post: set[str]) -> list[str]:
+    """Tensors made outside the post section and read inside it (or model outputs made outside)."""
+    producers = g.producers(graph)
+    constants = set(g.initializers(graph))
+    found: list[str] = []
+    for node in graph.node:
+        if node.name not in post:
+            continue
+        for tensor in node.input:
+            producer = producers.get(tensor)
+            if tensor and tensor not in constants and producer is not None and producer.name not in post:
+                if tensor not in found:
+                    found.append(tensor)
+    for value in graph.output:
+        producer = producers.get(value.name)
+        if producer is not None and producer.name not in post and value.name not in found:
+            found.append(value.name)
+    return found
+
+
+def _leaves_accelerated_work(graph: onnx.GraphProto, post: set[str]) -> bool:
+    """The AI section must keep at least one real network layer."""
+    return any(n.op_type in WEIGHTED_OPS and n.name not in post and not _is_post_op(graph, n) for n in graph.node)
+
+
+def _pre_chain_ends(graph: onnx.GraphProto, model_inputs: list[str]) -> tuple[list[str], list[str]]:
+    consumers = g.consumers(graph)
+    ends, reasons = [], []
+    for name in model_inputs:
+        tensor, chain = name, []
+        while True:
+            readers = consumers.get(tensor, [])
+            if len(readers) != 1 or len(readers[0].output) != 1 or not _is_pre_op(graph, readers[0], tensor):
+                break
+            chain.append(readers[0].op_type)
+            tensor = readers[0].output[0]
+        ends.append(tensor)
+        if chain:
+            reasons.append(f"pre-processing {' -> '.join(chain)} on input {name!r} ends at {tensor!r}")
+    return ends, reasons
+
+
+def _is_pre_op(graph: onnx.GraphProto, node: onnx.NodeProto, tensor: str) -> bool:
+    if node.op_type in PRE_OPS:
+        return True
+    if node.op_type in NORMALISE_OPS and len(node.input) == 2:
+        other = node.input[1] if node.input[0] == tensor else node.input[0]
+        value = g.constant(graph, other)
+        return value is not None and np.asarray(value).size <= 4
+    return False

@@ -1,0 +1,96 @@
+"""Cut a model into pre / AI / post sections at given tensors, as standalone models.
+
+Each section is the set of nodes between its boundary tensors, found by walking back from its outputs
+and stopping at its inputs and at constants. The sections must not share nodes: if, say, the
+post-processing also reads a tensor from inside the AI section, there is no clean cut, and the caller
+falls back to one AI section. Models are cut with onnx's own ``Extractor``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+from onnx.utils import Extractor
+
+from accelbuild.passes import graph as g
+
+
+class NoCleanCut(Exception):
+    """The requested points do not split the graph into non-overlapping sections."""
+
+
+@dataclass
+class Section:
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    nodes: list[str] = field(default_factory=list)
+    model: onnx.ModelProto | None = None
+
+    def describe(self) -> dict[str, object]:
+        return {"inputs": self.inputs, "outputs": self.outputs, "nodes": len(self.nodes)}
+
+
+def cut(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str]) -> dict[str, Section]:
+    """Sections ``pre`` (if the AI part starts after the model inputs), ``ai``, ``post`` (if it ends
+    before the model outputs). Raises ``NoCleanCut`` with the reason when the cut is not clean."""
+    graph = model.graph
+    model_inputs = [v.name for v in graph.input if v.name not in g.initializers(graph)]
+    model_outputs = [v.name for v in graph.output]
+    sections: dict[str, Section] = {}
+    if set(crop_inputs) != set(model_inputs):
+        sections["pre"] = _section(model, "pre", model_inputs, crop_inputs)
+    sections["ai"] = _section(model, "ai", crop_inputs, crop_outputs)
+    if set(crop_outputs) != set(model_outputs):
+        sections["post"] = _section(model, "post", crop_outputs, model_outputs)
+    _check_disjoint(sections)
+    extractor = Extractor(model)
+    for section in sections.values():
+        section.model = extractor.extract_model(section.inputs, section.outputs)
+        section.model.graph.name = f"{graph.name or 'model'}_{section.name}"
+    return sections
+
+
+def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list[str]) -> Section:
+    """The nodes between ``inputs`` and ``outputs``; model inputs it reaches become inputs too."""
+    graph = model.graph
+    producers = g.producers(graph)
+    constants = set(g.initializers(graph))
+    model_inputs = {v.name for v in graph.input}
+    stop = set(inputs) | constants
+    extra_inputs: list[str] = []
+    seen_nodes: dict[int, onnx.NodeProto] = {}
+    pending = list(outputs)
+    visited: set[str] = set()
+    while pending:
+        tensor = pending.pop()
+        if tensor in visited or tensor in stop or not tensor:
+            continue
+        visited.add(tensor)
+        producer = producers.get(tensor)
+        if producer is None:
+            if tensor in model_inputs:
+                extra_inputs.append(tensor)
+                continue
+            raise NoCleanCut(f"{name} section needs tensor {tensor!r}, which nothing produces")
+        if id(producer) not in seen_nodes:
+            seen_nodes[id(producer)] = producer
+            pending.extend(producer.input)
+    order = {id(n): i for i, n in enumerate(graph.node)}
+    nodes = sorted(seen_nodes.values(), key=lambda n: order[id(n)])
+    return Section(name, list(inputs) + sorted(set(extra_inputs) - set(inputs)), list(outputs),
+                   [n.name for n in nodes])
+
+
+def _check_disjoint(sections: dict[str, Section]) -> None:
+    names = list(sections)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            shared = set(sections[first].nodes) & set(sections[second].nodes)
+            if shared:
+                example = sorted(shared)[0]
+                raise NoCleanCut(
+                    f"the {second} section also needs node {example!r} of the {first} section "
+                    f"({len(shared)} shared node(s)); add the tensors it reads to the crop points"
+                )

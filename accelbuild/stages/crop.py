@@ -1,0 +1,169 @@
+"""Crop stage: ``imported.onnx`` in; ``ai.onnx`` and, when something is cut off, ``pre.onnx`` /
+``post.onnx`` out, with ``crop.json`` recording the points, the sections and the measured error of
+running pre -> ai -> post against the whole model."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+
+from accelbuild.build.worker import StageContext
+from accelbuild.config.schema_check import did_you_mean
+from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.frontends import onnx_model
+from accelbuild.passes import auto_crop, sections
+from accelbuild.passes import graph as g
+from accelbuild.util.files import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+CHECK_SAMPLES = 2
+CHECK_SEED = 0
+
+
+def run(ctx: StageContext) -> None:
+    model = onnx.load(str(ctx.inputs["imported"]))
+    mode, crop_inputs, crop_outputs, reasons = _crop_points(ctx, model)
+    fallback = None
+    try:
+        cut = sections.cut(model, crop_inputs, crop_outputs)
+    except sections.NoCleanCut as exc:
+        fallback = str(exc)
+        log.warning("%s: cannot crop cleanly (%s); using the whole model as the AI section", ctx.model.name, exc)
+        cut = {"ai": sections.Section("ai", _model_inputs(model), [v.name for v in model.graph.output],
+                                      [n.name for n in model.graph.node], model)}
+    for name, section in cut.items():
+        onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
+    record = {
+        "mode": mode,
+        "inputs": cut["ai"].inputs,
+        "outputs": cut["ai"].outputs,
+        "reasons": reasons,
+        "fallback": fallback,
+        "sections": {name: section.describe() for name, section in cut.items()},
+        "check": _composition_error(model, cut),
+    }
+    write_json_atomic(ctx.outputs["crop.json"], record)
+
+
+def _model_inputs(model: onnx.ModelProto) -> list[str]:
+    constants = g.initializers(model.graph)
+    return [v.name for v in model.graph.input if v.name not in constants]
+
+
+def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:
+    crop = ctx.model.crop
+    inputs, outputs = _model_inputs(model), [v.name for v in model.graph.output]
+    if crop.auto:
+        prediction = auto_crop.predict(model)
+        log.info("%s: auto crop: inputs %s, outputs %s", ctx.model.name,
+                 ", ".join(prediction.inputs), ", ".join(prediction.outputs))
+        return "auto", prediction.inputs, prediction.outputs, prediction.reasons
+    if crop.in_out_file is not None:
+        shown = ctx.pipeline.source.data["models"][ctx.model.index]["crop"]["in_out_file"]
+        points = _read_in_out_file(ctx.inputs["in_out_file"], shown)
+        resolve = _file_resolver(_names(model), shown)
+        return ("in_out_file", [t for n in points.get("inputs", []) for t in resolve(n)] or inputs,
+                [t for n in points.get("outputs", []) for t in resolve(n)] or outputs, [])
+    if crop.inputs or crop.outputs:
+        at = ("models", ctx.model.index, "crop")
+        chosen_in = [t for i, n in enumerate(crop.inputs) for t in _resolve(ctx, model, n, at + ("inputs", i))]
+        chosen_out = [t for i, n in enumerate(crop.outputs) for t in _resolve(ctx, model, n, at + ("outputs", i))]
+        return "manual", chosen_in or inputs, chosen_out or outputs, []
+    return "none", inputs, outputs, []
+
+
+def _names(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Every name a crop point may use: tensor names, and node names (meaning the node's outputs)."""
+    names: dict[str, list[str]] = {v.name: [v.name] for v in model.graph.input}
+    for node in model.graph.node:
+        for out in node.output:
+            if out:
+                names[out] = [out]
+    for node in model.graph.node:
+        if node.name and node.name not in names:
+            names[node.name] = [o for o in node.output if o]
+    for tensor in model.graph.initializer:
+        names.pop(tensor.name, None)
+    return names
+
+
+def _resolve(ctx: StageContext, model: onnx.ModelProto, name: str, at: tuple[Any, ...]) -> list[str]:
+    names = _names(model)
+    if name in names:
+        return names[name]
+    raise ConfigError(ctx.pipeline.where(*at),
+                      f"no tensor or node named {name!r} in model {ctx.model.name!r}{did_you_mean(name, names)}")
+
+
+def _file_resolver(names: dict[str, list[str]], shown: str) -> Callable[[str], list[str]]:
+    def resolve(name: str) -> list[str]:
+        if name in names:
+            return names[name]
+        raise InputFileError(shown, f"no tensor or node named {name!r} in the model{did_you_mean(name, names)}")
+    return resolve
+
+
+def _read_in_out_file(path: Path, shown: str) -> dict[str, list[str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(shown, f"not a readable JSON file: {exc}") from None
+    if not isinstance(data, dict) or not set(data) <= {"inputs", "outputs"}:
+        raise InputFileError(shown, 'expected a JSON object {"inputs": [...], "outputs": [...]}')
+    for key, value in data.items():
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise InputFileError(shown, f"{key!r} must be a list of tensor names")
+    return data
+
+
+def _random_inputs(model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in g.initializers(model.graph):
+            continue
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.random(shape, dtype=np.float32).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[value.name] = np.zeros(shape, dtype=dtype)
+        else:
+            feeds[value.name] = rng.integers(0, 4, shape).astype(dtype)
+    return feeds
+
+
+def _composition_error(model: onnx.ModelProto, cut: dict[str, sections.Section]) -> dict[str, Any]:
+    """Max error of pre -> ai -> post against the whole model, on seeded random inputs."""
+    import onnxruntime as ort
+
+    def session(m: onnx.ModelProto) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.intra_op_num_threads = 1  # the same figures on every run
+        return ort.InferenceSession(onnx_model.serialize(m), options, providers=["CPUExecutionProvider"])
+
+    whole = session(model)
+    parts = [(cut[name], session(cut[name].model)) for name in ("pre", "ai", "post") if name in cut]
+    rng = np.random.default_rng(CHECK_SEED)
+    max_abs = max_rel = 0.0
+    for _ in range(CHECK_SAMPLES):
+        feeds = _random_inputs(model, rng)
+        want = dict(zip([o.name for o in whole.get_outputs()], whole.run(None, feeds)))
+        values = dict(feeds)
+        for section, sess in parts:
+            results = sess.run(None, {i.name: values[i.name] for i in sess.get_inputs()})
+            values.update(zip([o.name for o in sess.get_outputs()], results))
+        for name, expected in want.items():
+            diff = float(np.max(np.abs(values[name].astype(np.float64) - expected))) if expected.size else 0.0
+            scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+            max_abs = max(max_abs, diff)
+            max_rel = max(max_rel, diff / scale if scale else diff)
+    # two significant digits: the figure says how close, and stays the same across CPUs
+    return {"samples": CHECK_SAMPLES, "seed": CHECK_SEED,
+            "max_abs_err": float(f"{max_abs:.2g}"), "max_rel_err": float(f"{max_rel:.2g}")}

@@ -1,0 +1,100 @@
+"""The crop stage: sections at given points, from a MemryX in/out file, or predicted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from conftest import run_cli, write
+
+HEAD = "[head.p3, head.p4, head.p5]"
+
+
+def _crop(project: Path, crop: str, expect: int = 0, shapes: str = "{images: [320, 320, 3]}"):
+    write(project / "p.yaml", f"accelbuild: 1\nname: p\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
+                              f"    input_shapes: {shapes}\n    crop: {crop}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "crop", cwd=project)
+    assert result.code == expect, result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def _record(project: Path) -> dict:
+    return json.loads((project / "build/p/det/crop.json").read_text())
+
+
+def test_head_outputs_split_ai_and_post_exactly(project: Path) -> None:
+    _crop(project, f"{{outputs: {HEAD}}}", shapes="{images: [256, 192, 3]}")
+    folder = project / "build/p/det"
+    record = _record(project)
+    assert record["mode"] == "manual" and record["fallback"] is None
+    assert record["outputs"] == ["head.p3", "head.p4", "head.p5"]
+    assert record["check"]["max_rel_err"] < 1e-4
+    assert (folder / "ai.onnx").is_file() and (folder / "post.onnx").is_file()
+    assert not (folder / "pre.onnx").exists()
+    x = np.random.default_rng(3).random((1, 3, 256, 192), dtype=np.float32)
+    (want,) = ort.InferenceSession(str(folder / "imported.onnx")).run(None, {"images": x})
+    heads = ort.InferenceSession(str(folder / "ai.onnx")).run(None, {"images": x})
+    post = ort.InferenceSession(str(folder / "post.onnx"))
+    (got,) = post.run(None, dict(zip([i.name for i in post.get_inputs()], heads)))
+    assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < 1e-4
+
+
+def test_auto_finds_the_heads_and_says_so(project: Path) -> None:
+    result = _crop(project, "{auto: true}")
+    assert "det: auto crop: inputs images, outputs head.p5, head.p4, head.p3" in result.stderr
+    record = _record(project)
+    assert record["mode"] == "auto" and sorted(record["outputs"]) == ["head.p3", "head.p4", "head.p5"]
+    assert record["reasons"] and "post-processing" in record["reasons"][0]
+    assert record["check"]["max_abs_err"] == 0.0
+
+
+def test_in_out_file(project: Path) -> None:
+    write(project / "crop.json", json.dumps({"outputs": ["head.p3", "head.p4", "head.p5"]}))
+    _crop(project, "{in_out_file: crop.json}")
+    assert _record(project)["mode"] == "in_out_file"
+    assert (project / "build/p/det/post.onnx").is_file()
+    write(project / "crop.json", json.dumps({"outputs": ["head.p9"]}))
+    result = _crop(project, "{in_out_file: crop.json}", expect=2)
+    assert "crop.json: no tensor or node named 'head.p9' in the model; did you mean 'head.p5'?" in result.stderr
+
+
+def test_unknown_name_is_positioned_with_a_suggestion(project: Path) -> None:
+    result = _crop(project, "{outputs: [head.p3, head.p4, hed.p5]}", expect=2)
+    assert "p.yaml:7:40: no tensor or node named 'hed.p5' in model 'det'; did you mean 'head.p5'?" in result.stderr
+
+
+def test_node_name_means_its_outputs(project: Path) -> None:
+    _crop(project, "{outputs: [decode.output]}")  # the node that writes output0
+    record = _record(project)
+    assert record["outputs"] == ["output0"]
+    assert set(record["sections"]) == {"ai"}
+
+
+def test_overlapping_cut_falls_back_to_one_section(project: Path) -> None:
+    result = _crop(project, "{outputs: [head.p3]}")
+    assert "cannot crop cleanly" in result.stderr
+    record = _record(project)
+    assert record["fallback"] and set(record["sections"]) == {"ai"}
+    assert not (project / "build/p/det/post.onnx").exists()
+
+
+def test_pre_section_for_a_layout_transpose(project: Path) -> None:
+    write(project / "p.yaml", "accelbuild: 1\nname: p\nmodels:\n  - name: det\n    path: models/nhwc.onnx\n"
+                              "    input_shapes: [[16, 16, 3]]\n    crop: {auto: true}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project)
+    assert result.code == 0, result.stderr
+    record = _record(project)
+    assert set(record["sections"]) == {"pre", "ai", "post"}
+    assert record["check"]["max_abs_err"] == 0.0
+
+
+def test_crop_change_reruns_only_crop(project: Path) -> None:
+    _crop(project, f"{{outputs: {HEAD}}}")
+    write(project / "p.yaml", (project / "p.yaml").read_text().replace(HEAD, "[output0]"))
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", cwd=project)
+    assert result.statuses() == {"p:det:import": "up-to-date", "p:det:crop": "ran"}
+    assert not (project / "build/p/det/post.onnx").exists()  # the stale optional output went away
