@@ -1,0 +1,125 @@
+"""Graph passes: each lossless, each leaves a checkable, runnable graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accelbuild.frontends.input_shapes import apply_input_shapes, ResolvedInput
+from accelbuild.passes import PASSES, run_passes
+from accelbuild.passes.activations import read_fused
+from accelbuild.passes.batchnorm import fold_batchnorm
+from accelbuild.passes.cleanup import name_nodes, remove_identities
+from accelbuild.passes.decompose import decompose
+from accelbuild.passes.fold_constants import fold_constants
+from accelbuild.passes.opset import TARGET_OPSET, convert_opset
+from accelbuild.testing import models
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _fixed_detector(opset: int = 17) -> onnx.ModelProto:
+    model = models.tiny_detector(opset=opset)
+    apply_input_shapes(model, [ResolvedInput("images", (1, 3, 64, 64), "NCHW")])
+    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+def test_full_pass_list_keeps_the_function_and_folds_shape_arithmetic() -> None:
+    model = _fixed_detector()
+    x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
+    want = _run(model, {"images": x})
+    record = run_passes(model)
+    assert [r["pass"] for r in record] == [p.name for p in PASSES]
+    assert all(not r["approximate"] for r in record)
+    ops = {n.op_type for n in model.graph.node}
+    assert not ops & {"Shape", "Gather", "Range", "BatchNormalization", "Unsqueeze", "Cast"}
+    np.testing.assert_allclose(_run(model, {"images": x})[0], want[0], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17, 21])
+def test_opsets_are_brought_to_the_target(opset: int) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+    feeds = {"x": np.arange(4, dtype=np.float32).reshape(1, 4)}
+    want = _run(model, feeds)
+    notes = convert_opset(model)
+    assert model.opset_import[0].version == TARGET_OPSET
+    assert notes == ([] if opset == TARGET_OPSET else [f"opset {opset} -> {TARGET_OPSET}"])
+    np.testing.assert_allclose(_run(model, feeds)[0], want[0], rtol=1e-6)
+
+
+def test_constants_and_shape_chains_become_initializers() -> None:
+    model = _fixed_detector()
+    notes = fold_constants(model)
+    assert any(n.startswith("Shape ") for n in notes)
+    assert not [n for n in model.graph.node if n.op_type in ("Shape", "Constant")]
+
+
+def _conv_bn(with_bias: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")]
+    inputs = ["x", "w"]
+    if with_bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"))
+        inputs.append("b")
+    for name, value in (("s", rng.random(4) + 0.5), ("o", rng.standard_normal(4)), ("m", rng.standard_normal(4)),
+                        ("v", rng.random(4) + 0.1)):
+        inits.append(numpy_helper.from_array(value.astype(np.float32), name))
+    nodes = [helper.make_node("Conv", inputs, ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "o", "m", "v"], ["y"], name="bn", epsilon=1e-3),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_batchnorm_folds_into_conv(with_bias: bool) -> None:
+    model = _conv_bn(with_bias)
+    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = _run(model, {"x": x})
+    assert fold_batchnorm(model) == ["bn into conv"]
+    assert [n.op_type for n in model.graph.node] == ["Conv", "Relu"]
+    np.testing.assert_allclose(_run(model, {"x": x})[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_relu_after_conv_is_marked_fused() -> None:
+    model = _conv_bn(True)
+    run_passes(model)
+    assert read_fused(model) == {"relu": "conv"}
+
+
+def test_identity_feeding_an_output_vanishes() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Identity", ["r"], ["y"], name="id")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert remove_identities(model) == ["Identity id"]
+    assert [(n.op_type, list(n.output)) for n in model.graph.node] == [("Relu", ["y"])]
+
+
+def test_nary_sum_becomes_a_chain_of_adds() -> None:
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("a", "b", "c")]
+    graph = helper.make_graph([helper.make_node("Sum", ["a", "b", "c"], ["y"], name="sum")], "g", vi,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {n: np.full(3, i + 1, np.float32) for i, n in enumerate("abc")}
+    assert decompose(model) == ["Sum sum -> Add + Add"]
+    assert _run(model, feeds)[0].tolist() == [6.0, 6.0, 6.0]
+
+
+def test_unnamed_nodes_get_their_output_names() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Relu", ["r"], ["y"], name="r")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph)
+    name_nodes(model)
+    assert [n.name for n in model.graph.node] == ["r_1", "r"]
