@@ -127,3 +127,15 @@ def test_several_pipelines_in_one_run(project: Path) -> None:
     assert len(result.json()["tasks"]) == 4
     clash = run_cli("run", "a.yaml", "a.yaml", "--state-dir", "s", cwd=project)
     assert clash.code == 2 and "names must be unique in one run" in clash.stderr
+
+
+def test_shipped_pipeline_builds_then_is_up_to_date(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("build"))
+    shutil.copytree(REPO / "examples" / "models", tmp_path / "examples" / "models")
+    first = run_cli("run", "pipelines/tinydet.yaml", "--json", cwd=tmp_path)
+    assert first.code == 0, first.stderr
+    assert set(first.statuses().values()) == {"ran"}
+    second = run_cli("run", "pipelines/tinydet.yaml", "--json", cwd=tmp_path)
+    assert second.code == 0 and set(second.statuses().values()) == {"up-to-date"}
