@@ -60,13 +60,14 @@ def test_keep_going_builds_what_does_not_depend_on_the_failure(project: Path) ->
     write(project / "p.yaml", GOOD.replace("[64, 64, 3]", "[64, 64]"))
     result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--keep-going", cwd=project)
     assert result.code == 2
-    assert result.statuses() == {"demo:det:import": "failed", "demo:mlp:import": "ran"}
+    assert result.statuses() == {"demo:det:import": "failed", "demo:mlp:import": "ran",
+                                 "demo:det:crop": "skipped", "demo:mlp:crop": "ran"}
     assert "give (H, W, C) without the batch, not 2 value(s)" in result.stderr
 
 
 def test_stderr_has_one_line_per_task(project: Path) -> None:
     write(project / "p.yaml", GOOD)
-    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "import", cwd=project)
     assert result.code == 0 and result.stdout == ""
     lines = result.stderr.splitlines()
     assert [line.split()[:2] for line in lines] == [["demo:det:import", "ran"], ["demo:mlp:import", "ran"]]
@@ -80,7 +81,7 @@ def test_dry_run_and_status_run_nothing(project: Path) -> None:
     assert "never built" in dry.stdout
     assert not (project / "build").exists()
     dry_json = run_cli("run", "p.yaml", "--state-dir", "s", "--dry-run", "--json", cwd=project).json()
-    assert [t["would_run"] for t in dry_json["tasks"]] == [True, True]
+    assert [t["would_run"] for t in dry_json["tasks"]] == [True, True, True, True]
 
 
 def test_until_limits_the_stages(project: Path) -> None:
@@ -124,7 +125,7 @@ def test_several_pipelines_in_one_run(project: Path) -> None:
     write(project / "b.yaml", GOOD.replace("name: demo", "name: b"))
     result = run_cli("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", cwd=project)
     assert result.code == 0
-    assert len(result.json()["tasks"]) == 4
+    assert len(result.json()["tasks"]) == 8
     clash = run_cli("run", "a.yaml", "a.yaml", "--state-dir", "s", cwd=project)
     assert clash.code == 2 and "names must be unique in one run" in clash.stderr
 
