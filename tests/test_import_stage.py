@@ -111,3 +111,15 @@ def test_imported_model_runs_like_the_original(tmp_path: Path, opset: int) -> No
     want = ort.InferenceSession(original.SerializeToString()).run(None, {"images": x})
     got = ort.InferenceSession(str(tmp_path / "build/p/m/imported.onnx")).run(None, {"images": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-3)  # BN folding rounds differently
+
+
+def test_keras_without_the_converter_names_the_extra(project: Path) -> None:
+    try:
+        import tensorflow  # noqa: F401
+        pytest.skip("TensorFlow is installed here")
+    except ImportError:
+        pass
+    (project / "models/net.h5").write_bytes(b"\x89HDF\r\n\x1a\n")
+    result = _import(project, "models/net.h5", expect=2)
+    assert "p.yaml:5:11: models/net.h5: .h5 models need the TensorFlow converter extra" in result.stderr
+    assert "accelbuild[tensorflow]" in result.stderr

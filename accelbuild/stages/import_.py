@@ -57,7 +57,13 @@ def run(ctx: StageContext) -> None:
 def _load(path: Path, fmt: str) -> onnx.ModelProto:
     if fmt == "onnx":
         return onnx_model.load_onnx(path)
-    raise InputFileError(path, f"{fmt} models cannot be imported by this accelbuild version yet; convert to ONNX")
+    if fmt == "tflite":
+        from accelbuild.frontends.tflite import load_tflite
+
+        return load_tflite(path)
+    from accelbuild.frontends.tensorflow import load_tensorflow
+
+    return load_tensorflow(path)
 
 
 def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
