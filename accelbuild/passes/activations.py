@@ -40,7 +40,7 @@ def mark_fused_activations(model: onnx.ModelProto) -> list[str]:
 def _is_relu_clip(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
     """Clip with a constant lower bound of 0 (ReLU6 and friends)."""
     low = g.constant(graph, node.input[1]) if len(node.input) > 1 and node.input[1] else None
-    return low is not None and float(low) == 0.0
+    return low is not None and low.size == 1 and float(low.reshape(-1)[0]) == 0.0
 
 
 def read_fused(model: onnx.ModelProto) -> dict[str, str]:

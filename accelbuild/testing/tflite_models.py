@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import flatbuffers
@@ -92,15 +92,11 @@ class _Op:
     table: str | None
 
 
-@dataclass
 class TFLiteBuilder:
     """Collects tensors and operators of one subgraph and serializes them as a TFLite model."""
 
-    seed: int = 0
-    rng: np.random.Generator = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
         self.tensors: list[_Tensor] = []
         self.ops: list[_Op] = []
         self.opcodes: list[tuple[int, str, int]] = []
@@ -142,18 +138,16 @@ class TFLiteBuilder:
         if not external_buffers:
             return self._serialize(inputs, outputs, None)
         probe = self._serialize(inputs, outputs, [(1 << 40, len(b)) for b in self.buffers])
-        placed, blobs, end = [], [], _align(len(probe), 16)
+        placed, end = [], _align(len(probe), 16)  # (offset, size) of each buffer after the flatbuffer
         for data in self.buffers:
             placed.append((end, len(data)) if data else (0, 0))
-            blobs.append(data)
             end = _align(end + len(data), 16)
-        head = self._serialize(inputs, outputs, placed)
-        if len(head) != len(probe):
+        out = bytearray(self._serialize(inputs, outputs, placed))
+        if len(out) != len(probe):
             raise AssertionError("flatbuffer size changed between passes")
-        out = bytearray(head)
-        for (offset, _), data in zip(placed, blobs):
-            out.extend(b"\0" * (offset - len(out)) if data else b"")
-            out.extend(data)
+        for (offset, _), data in zip(placed, self.buffers):
+            if data:
+                out.extend(bytes(offset - len(out)) + data)
         return bytes(out)
 
     # ------------------------------------------------------------------ serialization
@@ -270,7 +264,8 @@ def _camel(name: str) -> str:
 def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
     """An options table from snake_case fields; lists become int32 vectors, enum names are looked up."""
     m = _module(table)
-    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32)) for k, v in values.items() if isinstance(v, (list, tuple))}
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+               for k, v in values.items() if isinstance(v, (list, tuple))}
     m.Start(b)
     for key, value in values.items():
         if isinstance(value, str):
@@ -553,7 +548,8 @@ class _QuantNet:
         self.value[index], self.quant[index] = value, quant
         return index
 
-    def weights(self, name: str, w: np.ndarray, bias: np.ndarray, x: int, axis: int | None) -> tuple[int, int, np.ndarray]:
+    def weights(self, name: str, w: np.ndarray, bias: np.ndarray, x: int,
+                axis: int | None) -> tuple[int, int, np.ndarray]:
         """Quantized weights and bias tensors, and the dequantized weights the layer really uses."""
         qw, wq = _weight_quant(self.q, w, axis)
         scale = np.asarray(wq.scale) * self.quant[x].scale[0]

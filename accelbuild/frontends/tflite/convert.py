@@ -31,6 +31,7 @@ _FOLDABLE = ("DEQUANTIZE", "DENSIFY")
 
 
 def convert(model: Model) -> onnx.ModelProto:
+    """The whole conversion; raises ``InputFileError`` listing every unsupported operator."""
     consts = constant_values(model)
     folded = fold_constants(model, consts)
     g = Graph(model, consts)
@@ -39,8 +40,8 @@ def convert(model: Model) -> onnx.ModelProto:
         raise unsupported_error(model.path, problems)
     inputs = [graph_input(g, i) for i in model.inputs if i not in consts]
     for index in model.outputs:
-        if _quantized_io(g, index):
-            g.values[index] = f"{g.names[index]}/float"
+        if _quantized_io(g, index) and index not in model.inputs:
+            g.values[index] = g.fresh(f"{g.names[index]}/float")
     for op in model.operators:
         if op.index not in folded:
             OPS[op.name].convert(g, op)
@@ -86,15 +87,15 @@ def graph_input(g: Graph, index: int) -> onnx.ValueInfoProto:
         return g.value_info(index)
     name, shape = g.names[index], g.shape(index)
     scale, zero, attrs = _qparams(g, index)
-    g.values[index] = f"{name}/float"
+    g.values[index] = value = g.fresh(f"{name}/float")
     shift = -scale.astype(np.float32) * zero.astype(np.float32)
-    dequantized = f"{name}/float" if not shift.any() else f"{name}/dequantized"
-    g.node("DequantizeLinear", [name, g.add_const(f"{name}/scale", scale)], [dequantized], f"{name}/dequantize",
-           **attrs)
+    dequantized = value if not shift.any() else g.fresh(f"{name}/dequantized")
+    g.node("DequantizeLinear", [name, g.add_const(f"{name}/scale", scale)], [dequantized],
+           g.fresh(f"{name}/dequantize"), **attrs)
     if shift.any():
         if shift.ndim:
             shift = shift.reshape([-1 if i == attrs["axis"] else 1 for i in range(len(shape))])
-        g.node("Add", [dequantized, g.add_const(f"{name}/shift", shift)], [f"{name}/float"], f"{name}/zero_point")
+        g.node("Add", [dequantized, g.add_const(f"{name}/shift", shift)], [value], g.fresh(f"{name}/zero_point"))
     return helper.make_tensor_value_info(name, IO_QUANTIZED_TYPES[g.tensor(index).dtype], list(shape))
 
 
@@ -105,11 +106,12 @@ def graph_output(g: Graph, index: int) -> onnx.ValueInfoProto:
     name = g.names[index]
     scale, zero, attrs = _qparams(g, index)
     params = [g.add_const(f"{name}/scale", scale), g.add_const(f"{name}/zero_point", zero)]
-    g.node("QuantizeLinear", [g.values[index], *params], [name], f"{name}/quantize", **attrs)
+    g.node("QuantizeLinear", [g.values[index], *params], [name], g.fresh(f"{name}/quantize"), **attrs)
     return helper.make_tensor_value_info(name, IO_QUANTIZED_TYPES[g.tensor(index).dtype], list(g.shape(index)))
 
 
 def assemble(g: Graph, inputs: list, outputs: list) -> onnx.ModelProto:
+    """Collapse layout Transposes, keep used initializers, add TFLite shapes and metadata, check."""
     keep = {v.name for v in outputs}
     nodes = layout.collapse_transposes(g.nodes, keep)
     used = {name for node in nodes for name in node.input}
@@ -142,6 +144,6 @@ def quantization_table(g: Graph) -> dict[str, dict]:
 def _check(model: onnx.ModelProto) -> None:
     try:
         onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StageError(f"TFLite conversion produced an invalid ONNX graph: {first}") from None

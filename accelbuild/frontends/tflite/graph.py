@@ -11,9 +11,11 @@ Naming scheme (so crop points and per-layer bit tables can use the names Netron 
   layer ``T`` is the node ``T``, and the value ``T`` is the tensor ``T``.
 * Helper nodes are named ``T/<role>`` and produce ``T/<role>``; the last node of an operator's chain
   produces ``T`` itself. Roles: ``T/nchw_in`` (input moved to channel-first), ``T/nchw`` (channel-first
-  result), ``T/pre`` and ``T/nchw_pre`` (before a fused activation), ``T/act`` (the fused activation),
-  ``T/nhwc`` (back to channel-last), ``T/flat``/``T/2d``/``T/reshape`` (FULLY_CONNECTED rank
-  changes), ``T/slice`` (STRIDED_SLICE before its shrink reshape).
+  result), ``T/pre``, ``T/nchw_pre``, ``T/2d_pre`` (before a fused activation), ``T/act`` (the fused
+  activation), ``T/nhwc`` (back to channel-last), ``T/flat``/``T/2d``/``T/reshape`` (FULLY_CONNECTED
+  rank changes), ``T/slice`` (STRIDED_SLICE before its shrink reshape), ``T/beta`` (SOFTMAX scaling).
+  Shape and axis constants are ``T/shape``, ``T/axes``, ``T/pads``...; shared scalars ``const/<type>/<v>``.
+  A helper name that a TFLite tensor already uses gets ``_1``, ``_2``... appended.
 * Quantized (int8/uint8/int16) graph inputs and outputs keep their integer type under the name ``T``;
   the float value is ``T/float``, made by node ``T/dequantize`` (inputs) or consumed by ``T/quantize``
   (outputs).
@@ -69,6 +71,8 @@ class Graph:
         self.values = list(self.names)  # ONNX tensor holding each TFLite tensor's float value
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: dict[str, onnx.TensorProto] = {}
+        self._taken = set(self.names)  # TFLite names are reserved; helpers never shadow them
+        self._cache: dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ TFLite side
 
@@ -90,27 +94,45 @@ class Graph:
 
     def value(self, index: int) -> str:
         """ONNX tensor holding TFLite tensor ``index``; constants become initializers on first use."""
-        if index in self.consts and self.values[index] not in self.initializers:
-            self.add_const(self.values[index], self.consts[index])
-        return self.values[index]
+        name = self.values[index]
+        if index in self.consts and name not in self.initializers:
+            self.initializers[name] = numpy_helper.from_array(np.asarray(self.consts[index], order="C"), name)
+        return name
 
     def out(self, op: Operator, k: int = 0) -> str:
         return self.values[op.outputs[k]]
 
+    def fresh(self, name: str) -> str:
+        """``name``, or ``name_<k>`` if a TFLite tensor or an earlier helper already uses it."""
+        candidate, k = name, 0
+        while candidate in self._taken:
+            k += 1
+            candidate = f"{name}_{k}"
+        self._taken.add(candidate)
+        return candidate
+
     def add_const(self, name: str, array: np.ndarray) -> str:
-        """Add an initializer (a name is only ever bound to one value)."""
-        tensor = numpy_helper.from_array(np.ascontiguousarray(array), name)
-        if name in self.initializers and self.initializers[name] != tensor:
-            raise ValueError(f"initializer {name!r} bound to two values")
-        self.initializers[name] = tensor
+        """A helper initializer under a fresh name (returned)."""
+        name = self.fresh(name)
+        self.initializers[name] = numpy_helper.from_array(np.asarray(array, order="C"), name)
         return name
+
+    def derived(self, index: int, tag: str, transform: Any) -> str:
+        """Initializer ``W/<tag>`` holding ``transform(value of W)``, made once per (W, tag)."""
+        key = ("derived", index, tag)
+        if key not in self._cache:
+            self._cache[key] = self.add_const(f"{self.names[index]}/{tag}", transform(self.consts[index]))
+        return self._cache[key]
 
     def scalar(self, value: float | int, dtype: type = np.float32) -> str:
         """A shared scalar constant (Clip bounds, pad values...)."""
-        return self.add_const(f"const/{np.dtype(dtype).name}/{value!r}", np.array(value, dtype=dtype))
+        key = ("scalar", np.dtype(dtype).name, value)
+        if key not in self._cache:
+            self._cache[key] = self.add_const(f"const/{np.dtype(dtype).name}/{value!r}", np.array(value, dtype))
+        return self._cache[key]
 
     def ints(self, name: str, values: Sequence[int]) -> str:
-        """An int64 vector constant (shapes, axes, pads)."""
+        """An int64 vector constant (shapes, axes, pads) under a fresh name."""
         return self.add_const(name, np.asarray(list(values), dtype=np.int64))
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], name: str,
@@ -119,7 +141,7 @@ class Graph:
 
     def to_nchw(self, op: Operator, source: str, role: str = "nchw_in") -> str:
         """Transpose an NHWC value to NCHW as helper ``T/<role>``."""
-        name = f"{self.name(op)}/{role}"
+        name = self.fresh(f"{self.name(op)}/{role}")
         self.nodes.append(layout.transpose_node(name, source, name, layout.TO_NCHW))
         return name
 
@@ -130,21 +152,21 @@ class Graph:
         ``tail`` is ``("nhwc", None)`` (Transpose back from NCHW, the value before it is ``T/nchw``) or
         ``("reshape", (shape, role))`` (Reshape to the TFLite shape, the value before it is ``T/<role>``).
         """
-        base = self.name(op)
-        final = self.out(op)
+        base, final = self.name(op), self.out(op)
         if act in IGNORED_ACTIVATIONS:
             log.warning("%s: fused activation %s of %s (tensor %r) is ignored, as the TFLite interpreter "
                         "ignores it", self.model.path, act, op.name, base)
             act = "NONE"
-        before_tail = final if tail is None else f"{base}/{'nchw' if tail[0] == 'nhwc' else tail[1][1]}"
-        before_act = before_tail if act == "NONE" else (f"{before_tail}_pre" if tail else f"{base}/pre")
+        before_tail = final if tail is None else self.fresh(f"{base}/{'nchw' if tail[0] == 'nhwc' else tail[1][1]}")
+        before_act = before_tail if act == "NONE" else self.fresh(f"{before_tail}_pre" if tail else f"{base}/pre")
         self.node(op_type, inputs, [before_act], base, **attrs)
         if act != "NONE":
-            self.activation(f"{base}/act", act, before_act, before_tail)
+            self.activation(self.fresh(f"{base}/act"), act, before_act, before_tail)
         if tail is not None and tail[0] == "nhwc":
-            self.nodes.append(layout.transpose_node(f"{base}/nhwc", before_tail, final, layout.TO_NHWC))
+            self.nodes.append(layout.transpose_node(self.fresh(f"{base}/nhwc"), before_tail, final, layout.TO_NHWC))
         elif tail is not None:
-            self.node("Reshape", [before_tail, self.ints(f"{base}/shape", tail[1][0])], [final], f"{base}/reshape")
+            shape = self.ints(f"{base}/shape", tail[1][0])
+            self.node("Reshape", [before_tail, shape], [final], self.fresh(f"{base}/reshape"))
 
     def activation(self, name: str, act: str, source: str, output: str) -> None:
         """A fused RELU, RELU6 or RELU_N1_TO_1 as an ONNX node."""

@@ -120,6 +120,9 @@ def parse_model(path: Path, raw: bytes) -> Model:
     _check_header(path, raw)
     try:
         return _Decoder(path, raw).model()
+    except (struct.error, IndexError):
+        raise InputFileError(path, f"malformed TFLite file: it refers to data past its end ({len(raw)} bytes); "
+                                   "is it truncated?") from None
     except _DECODE_ERRORS as exc:
         raise InputFileError(path, f"malformed TFLite file: {type(exc).__name__}: {exc}") from None
 

@@ -61,9 +61,12 @@ def find_unsupported(g: Graph, skip: set[int]) -> list[Problem]:
         if reason is not None:
             tensor = g.names[op.outputs[0]] if op.outputs else f"operator {op.index}"
             problems.append(Problem(op.name, tensor, reason))
+    computed = {index for op in g.model.operators if op.index not in skip for index in op.outputs}
     for kind, indices in (("graph input", g.model.inputs), ("graph output", g.model.outputs)):
         for index in indices:
             reason = io_problem(g.tensor(index))
+            if kind == "graph output" and index not in computed:
+                reason = "a constant or graph input passed through, not computed by an operator"
             if reason is not None:
                 problems.append(Problem(kind, g.names[index], reason))
     return problems

@@ -75,7 +75,7 @@ def const_inputs(*positions: int, what: str = "") -> Check:
 def input_count(low: int, high: int | None = None) -> Check:
     """Number of inputs (counting omitted optional ones) and at least ``low`` outputs present."""
     high = low if high is None else high
-    text = f"{low}" if low == high else (f"at least {low}" if high > 64 else f"{low} to {high}")
+    text = f"{low}" if low == high else (f"{low} or more" if high > 64 else f"{low} to {high}")
 
     def predicate(g: Graph, op: Operator) -> Result:
         if not low <= len(op.inputs) <= high or any(i < 0 for i in op.inputs[:low]):
@@ -164,7 +164,8 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
     act = ACTIVATIONS.get(op.options.get("fused_activation_function", 0), "unknown")
     if act == "unknown":
         return fail(f"unknown fused activation {op.options.get('fused_activation_function')}")
-    if act in ("RELU", "RELU_N1_TO_1", "RELU6") and any(onnx_type(g.tensor(i)) != TensorProto.FLOAT for i in op.outputs):
+    clamps = act in ("RELU", "RELU_N1_TO_1", "RELU6")
+    if clamps and any(onnx_type(g.tensor(i)) != TensorProto.FLOAT for i in op.outputs):
         return fail(f"fused activation {act} on an integer result")
     return OK
 
@@ -189,8 +190,14 @@ def _element_types(g: Graph, op: Operator) -> Result:
     return OK
 
 
+def _doc_text(doc: str) -> str:
+    """A docstring as one lower-case clause for the conditions list."""
+    text = " ".join(doc.split()).rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
 GENERIC_CHECKS: tuple[Check, ...] = tuple(
-    Check(" ".join(fn.__doc__.split()), fn) for fn in (_tensor_types, _static_shapes, _fused_activation, _element_types)
+    Check(_doc_text(fn.__doc__), fn) for fn in (_tensor_types, _static_shapes, _fused_activation, _element_types)
 )
 
 

@@ -8,12 +8,11 @@ once into ONNX order and TFLite's SAME/VALID padding written out as explicit (po
 from __future__ import annotations
 
 from accelbuild.frontends.tflite import layout
-from accelbuild.frontends.tflite.graph import Graph
+from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, float_inputs, input_count, output_shape, padding_known, positive_options,
-    register,
+    OK, Check, Result, activation, const_inputs, fail, float_inputs, input_count, output_shape, padding_known,
+    positive_options, register,
 )
-from accelbuild.frontends.tflite.graph import ACTIVATIONS
 from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import numel
 
@@ -66,13 +65,12 @@ CONV_OUT = output_shape(_conv_out, "output shape follows from padding, strides a
 def conv_2d(g: Graph, op: Operator) -> None:
     """OHWI filter -> OIHW initializer ``W/oihw``; group = input channels / filter input channels."""
     x, w = op.inputs[0], op.inputs[1]
-    weights = layout.ohwi_to_oihw(g.const(w))
-    kernel = list(weights.shape[2:])
+    _, kh, kw, cin = g.shape(w)
     strides, dilations = _strides(op)
-    pads = layout.onnx_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:3], kernel, strides, dilations)
-    inputs = [g.to_nchw(op, g.value(x)), g.add_const(f"{g.names[w]}/oihw", weights), *_bias_input(g, op, 2)]
-    g.emit(op, "Conv", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
-           strides=strides, dilations=dilations, pads=pads, group=g.shape(x)[3] // weights.shape[1])
+    pads = layout.onnx_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:3], (kh, kw), strides, dilations)
+    inputs = [g.to_nchw(op, g.value(x)), g.derived(w, "oihw", layout.ohwi_to_oihw), *_bias_input(g, op, 2)]
+    g.emit(op, "Conv", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=[kh, kw],
+           strides=strides, dilations=dilations, pads=pads, group=g.shape(x)[3] // cin)
 
 
 def _depthwise_geometry(g: Graph, op: Operator) -> Result:
@@ -92,11 +90,10 @@ def _depthwise_geometry(g: Graph, op: Operator) -> Result:
 def depthwise_conv_2d(g: Graph, op: Operator) -> None:
     """``[1, kh, kw, C*M]`` -> ``[C*M, 1, kh, kw]`` with group C (output channel c*M+m reads channel c)."""
     x, w = op.inputs[0], op.inputs[1]
-    weights = layout.depthwise_to_oihw(g.const(w))
-    kernel = list(weights.shape[2:])
+    kernel = list(g.shape(w)[1:3])
     strides, dilations = _strides(op)
     pads = layout.onnx_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:3], kernel, strides, dilations)
-    inputs = [g.to_nchw(op, g.value(x)), g.add_const(f"{g.names[w]}/oihw", weights), *_bias_input(g, op, 2)]
+    inputs = [g.to_nchw(op, g.value(x)), g.derived(w, "oihw", layout.depthwise_to_oihw), *_bias_input(g, op, 2)]
     g.emit(op, "Conv", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
            strides=strides, dilations=dilations, pads=pads, group=g.shape(x)[3])
 
@@ -125,12 +122,11 @@ def _transpose_conv_geometry(g: Graph, op: Operator) -> Result:
                 _transpose_conv_geometry))
 def transpose_conv(g: Graph, op: Operator) -> None:
     """TFLite's padding is computed from the *output* size (as for the forward convolution)."""
-    weights = layout.ohwi_to_iohw(g.const(op.inputs[1]))
-    kernel = list(weights.shape[2:])
+    kernel = list(g.shape(op.inputs[1])[1:3])
     strides = [op.options.get("stride_h", 1), op.options.get("stride_w", 1)]
     in_hw, out_hw = g.shape(op.inputs[2])[1:3], g.shape(op.outputs[0])[1:3]
     pads, extra = _transpose_pads(PADDING[op.options.get("padding", 0)], in_hw, out_hw, kernel, strides)
-    inputs = [g.to_nchw(op, g.value(op.inputs[2])), g.add_const(f"{g.names[op.inputs[1]]}/iohw", weights),
+    inputs = [g.to_nchw(op, g.value(op.inputs[2])), g.derived(op.inputs[1], "iohw", layout.ohwi_to_iohw),
               *_bias_input(g, op, 3)]
     g.emit(op, "ConvTranspose", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
            strides=strides, pads=pads, output_padding=extra)
@@ -173,8 +169,9 @@ def fully_connected(g: Graph, op: Operator) -> None:
     name, x = g.name(op), g.value(op.inputs[0])
     x_shape, width = g.shape(op.inputs[0]), g.shape(op.inputs[1])[1]
     if len(x_shape) != 2:
-        g.node("Reshape", [x, g.ints(f"{name}/flat_shape", [-1, width])], [f"{name}/flat"], f"{name}/flat")
-        x = f"{name}/flat"
+        flat = g.fresh(f"{name}/flat")
+        g.node("Reshape", [x, g.ints(f"{name}/flat_shape", [-1, width])], [flat], flat)
+        x = flat
     out_shape = g.shape(op.outputs[0])
     tail = None if len(out_shape) == 2 else ("reshape", (out_shape, "2d"))
     g.emit(op, "Gemm", [x, g.value(op.inputs[1]), *_bias_input(g, op, 2)], act=activation(op), tail=tail,

@@ -96,12 +96,17 @@ def prelu(g: Graph, op: Operator) -> None:
     g.emit(op, "PRelu", [g.value(op.inputs[0]), g.value(op.inputs[1])])
 
 
-@register("SOFTMAX", "Softmax over the last axis (after Mul by beta when beta != 1)", input_count(1), SAME_SHAPE)
+def _has_axes(g: Graph, op: Operator) -> Result:
+    return OK if g.shape(op.inputs[0]) else fail("input is a scalar")
+
+
+@register("SOFTMAX", "Softmax over the last axis (after Mul by beta when beta != 1)", input_count(1), SAME_SHAPE,
+          Check("input has rank >= 1", _has_axes))
 def softmax(g: Graph, op: Operator) -> None:
     """``softmax(beta * x)`` over the last axis; the scaling node is ``T/beta``."""
     x, beta = g.value(op.inputs[0]), float(op.options.get("beta", 1.0))
     if beta != 1.0:
-        scaled = f"{g.name(op)}/beta"
+        scaled = g.fresh(f"{g.name(op)}/beta")
         g.node("Mul", [x, g.scalar(beta)], [scaled], scaled)
         x = scaled
     g.emit(op, "Softmax", [x], axis=-1)

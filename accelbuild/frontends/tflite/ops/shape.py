@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from onnx import TensorProto
 
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
     OK, Check, Result, activation, const_inputs, fail, input_count, register,
 )
 from accelbuild.frontends.tflite.reader import Operator
-from accelbuild.frontends.tflite.tensors import numel
+from accelbuild.frontends.tflite.tensors import numel, onnx_type
 
 INT64_MIN = -(2 ** 63)
 
@@ -177,6 +178,8 @@ def transpose(g: Graph, op: Operator) -> None:
 
 def _gather_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
     params, indices = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    if onnx_type(g.tensor(op.inputs[1])) not in (TensorProto.INT32, TensorProto.INT64):
+        return f"indices are {g.tensor(op.inputs[1]).dtype}, not int32 or int64"
     axis = _axis(op.options.get("axis", 0), len(params))
     if axis is None or op.options.get("batch_dims", 0) != 0:
         return "axis out of range or batch_dims != 0"
@@ -187,7 +190,8 @@ def _gather_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
 
 
 @register("GATHER", "Gather", input_count(2),
-          _output_shape_is(_gather_shape, "batch_dims = 0; constant indices in range; output shape matches"))
+          _output_shape_is(_gather_shape, "int32/int64 indices; batch_dims = 0; constant indices in range; "
+                                          "output shape matches"))
 def gather(g: Graph, op: Operator) -> None:
     axis = _axis(op.options.get("axis", 0), len(g.shape(op.inputs[0])))
     g.emit(op, "Gather", [g.value(op.inputs[0]), g.value(op.inputs[1])], axis=axis)
