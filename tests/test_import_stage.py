@@ -123,3 +123,20 @@ def test_keras_without_the_converter_names_the_extra(project: Path) -> None:
     result = _import(project, "models/net.h5", expect=2)
     assert "p.yaml:5:11: models/net.h5: .h5 models need the TensorFlow converter extra" in result.stderr
     assert "accelbuild[tensorflow]" in result.stderr
+
+
+@pytest.mark.parametrize("builder", ["mobilenet_like", "detection_head", "fp16_weights", "quantized_cnn"])
+def test_tflite_models_build_through_import_and_crop(tmp_path: Path, builder: str) -> None:
+    from accelbuild.testing import tflite_models
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models/net.tflite").write_bytes(getattr(tflite_models, builder)())
+    write(tmp_path / "p.yaml", "accelbuild: 1\nname: p\nmodels:\n  - name: m\n    path: models/net.tflite\n"
+                               "    crop: {auto: true}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "crop", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    record = _record(tmp_path)
+    assert record["source"]["format"] == "tflite"
+    assert all(i["layout"] in ("as-is", "NHWC") for i in record["inputs"])
+    crop = json.loads((tmp_path / "build/p/m/crop.json").read_text())
+    assert crop["check"]["max_rel_err"] < 1e-4

@@ -49,7 +49,7 @@ def run(ctx: StageContext) -> None:
     passes = run_passes(model)
     model = _infer_shapes(model, model_path)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
-    record = _record(model, model_path, resolved)
+    record = _record(model, model_path, ctx.model.format, resolved)
     record["passes"] = passes
     write_json_atomic(ctx.outputs["import.json"], record)
 
@@ -74,7 +74,7 @@ def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         raise InputFileError(path, f"shape inference failed with the given input shapes: {text[0] if text else exc}") from None
 
 
-def _record(model: onnx.ModelProto, path: Path, resolved: list) -> dict:
+def _record(model: onnx.ModelProto, path: Path, fmt: str, resolved: list) -> dict:
     shapes = {v.name: model_dims(v) for v in [*model.graph.value_info, *model.graph.output]}
     outputs = [{"name": v.name, "shape": shapes.get(v.name)} for v in model.graph.output]
     unresolved = [o for o in outputs if o["shape"] is None or not all(isinstance(d, int) for d in o["shape"])]
@@ -82,7 +82,7 @@ def _record(model: onnx.ModelProto, path: Path, resolved: list) -> dict:
         log.warning("%s: output %r has no static shape after inference: %s", path.name, out["name"],
                     show_dims(out["shape"] or []))
     return {
-        "source": {"file": path.name, "format": "onnx"},
+        "source": {"file": path.name, "format": fmt},
         "ir_version": model.ir_version,
         "opsets": {imp.domain or "ai.onnx": imp.version for imp in model.opset_import},
         "inputs": [
