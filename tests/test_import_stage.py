@@ -140,3 +140,25 @@ def test_tflite_models_build_through_import_and_crop(tmp_path: Path, builder: st
     assert all(i["layout"] in ("as-is", "NHWC") for i in record["inputs"])
     crop = json.loads((tmp_path / "build/p/m/crop.json").read_text())
     assert crop["check"]["max_rel_err"] < 1e-4
+
+
+def test_vendor_domain_operators_are_listed(project: Path) -> None:
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])
+    node = onnx.helper.make_node("FastGelu", ["x"], ["y"], name="gelu", domain="com.microsoft")
+    model = onnx.helper.make_model(onnx.helper.make_graph([node], "g", [x], [y]), ir_version=8,
+                                   opset_imports=[onnx.helper.make_opsetid("", 17),
+                                                  onnx.helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(model, project / "models/vendor.onnx")
+    result = _import(project, "models/vendor.onnx", expect=2)
+    assert "models/vendor.onnx: unsupported ONNX model: 1 problem(s)" in result.stderr
+    assert "com.microsoft.FastGelu (node 'gelu')" in result.stderr
+
+
+def test_truncated_tflite_is_a_clear_error(project: Path) -> None:
+    from accelbuild.testing import tflite_models
+
+    data = tflite_models.mobilenet_like()
+    (project / "models/cut.tflite").write_bytes(data[: len(data) // 2])
+    result = _import(project, "models/cut.tflite", expect=2)
+    assert "p.yaml:5:11: models/cut.tflite: " in result.stderr

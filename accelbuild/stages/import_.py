@@ -11,6 +11,7 @@ import onnx
 from accelbuild.build.worker import StageContext
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
+from accelbuild.frontends.onnx_support import check_supported
 from accelbuild.frontends.input_shapes import (
     apply_input_shapes,
     check_model_file_inputs,
@@ -56,7 +57,9 @@ def run(ctx: StageContext) -> None:
 
 def _load(path: Path, fmt: str) -> onnx.ModelProto:
     if fmt == "onnx":
-        return onnx_model.load_onnx(path)
+        model = onnx_model.load_onnx(path)
+        check_supported(model, path)
+        return model
     if fmt == "tflite":
         from accelbuild.frontends.tflite import load_tflite
 
