@@ -65,9 +65,11 @@ class RunLog:
     results: dict[str, TaskResult]
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     started: dict[str, float] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
 
     def finish(self, name: str, status: str, seconds: float | None = None, message: str = "",
                user_error: bool = False) -> None:
+        self.reported.add(name)
         result = self.results[name]
         result.status = status
         if seconds is None:
@@ -181,6 +183,9 @@ def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None)
     log = RunLog(results, stream or sys.stderr)
     options.state_dir.mkdir(parents=True, exist_ok=True)
     DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
+    for job in jobs:  # tasks doit never reached (it stops at the first failure without --keep-going)
+        if job.name not in log.reported:
+            log.finish(job.name, "skipped", 0.0)
     return [results[job.name] for job in jobs]
 
 

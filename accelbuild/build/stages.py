@@ -76,6 +76,39 @@ def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, A
     }
 
 
+def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    folder = model_dir(pipeline, model)
+    inputs = {"ai": folder / "ai.onnx", "crop": folder / "crop.json"}
+    if model.quantize.bits_file is not None:
+        inputs["bits_file"] = model.quantize.bits_file
+    if pipeline.benchmark.data is not None:
+        for path in sorted(pipeline.benchmark.data.rglob("*.npy")):
+            inputs[f"data:{path.relative_to(pipeline.benchmark.data)}"] = path
+    return inputs
+
+
+def _quantize_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    assert model is not None
+    folder = model_dir(pipeline, model)
+    return {name: folder / name for name in ("quantized.onnx", "quantize.json")}
+
+
+def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    assert model is not None
+    q, bench = model.quantize, pipeline.benchmark
+    return {
+        "weight_bits": q.weight_bits,
+        "bits": dict(sorted(q.bits.items())),
+        "bits_file": q.bits_file is not None,
+        "auto_precision": q.auto_precision,
+        "samples": bench.samples if bench.data is None else None,
+        "seed": bench.seed if bench.data is None else None,
+        "input_format": pipeline.target.input_format,
+        "output_format": pipeline.target.output_format,
+    }
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         name="import",
@@ -94,6 +127,14 @@ STAGES: tuple[Stage, ...] = (
         outputs=_crop_outputs,
         params=_crop_params,
         optional_outputs=frozenset({"pre.onnx", "post.onnx"}),
+    ),
+    Stage(
+        name="quantize",
+        per_model=True,
+        module="accelbuild.stages.quantize",
+        inputs=_quantize_inputs,
+        outputs=_quantize_outputs,
+        params=_quantize_params,
     ),
 )
 

@@ -1,0 +1,100 @@
+"""The inputs every accuracy figure is measured on (quantize and benchmark stages alike).
+
+``benchmark.accuracy`` gives either ``samples`` seeded random inputs or a ``data`` folder of ``.npy``
+files. Inputs are made for the whole model and, when the crop stage cut off a pre-processing section,
+run through ``pre.onnx``, so the AI section sees the values it will see in use.
+
+Data folder layout: for a one-input model, every ``*.npy`` file (sorted by name) is one sample; for a
+model with several inputs, a subfolder per input name holds its files, matched by sorted order. A file
+holds one sample in the input's shape, the shape without the batch dimension, or a batch of samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from accelbuild.errors import InputFileError
+from accelbuild.passes import graph as g
+
+Feeds = dict[str, np.ndarray]
+MAX_SAMPLES = 10_000
+
+
+def input_specs(model: onnx.ModelProto) -> list[tuple[str, list[int], np.dtype]]:
+    constants = g.initializers(model.graph)
+    specs = []
+    for value in model.graph.input:
+        if value.name in constants:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value for d in tensor.shape.dim]
+        specs.append((value.name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))))
+    return specs
+
+
+def random_inputs(model: onnx.ModelProto, samples: int, seed: int) -> list[Feeds]:
+    """Seeded inputs: floats uniform in [0, 1) (an image-like range), small integers, False booleans."""
+    rng = np.random.default_rng(seed)
+    result = []
+    for _ in range(samples):
+        feeds = {}
+        for name, shape, dtype in input_specs(model):
+            if np.issubdtype(dtype, np.floating):
+                feeds[name] = rng.random(shape, dtype=np.float32).astype(dtype)
+            elif dtype == np.bool_:
+                feeds[name] = np.zeros(shape, dtype=dtype)
+            else:
+                feeds[name] = rng.integers(0, 4, shape).astype(dtype)
+        result.append(feeds)
+    return result
+
+
+def data_inputs(model: onnx.ModelProto, folder: Path) -> list[Feeds]:
+    specs = input_specs(model)
+    per_input: dict[str, list[np.ndarray]] = {}
+    for name, shape, dtype in specs:
+        where = folder if len(specs) == 1 else folder / name
+        files = sorted(where.glob("*.npy")) if where.is_dir() else []
+        if not files:
+            raise InputFileError(where, f"no .npy files for input {name!r}"
+                                 + ("" if len(specs) == 1 else " (one subfolder per input name)"))
+        per_input[name] = [s for f in files for s in _samples(f, shape, dtype)][:MAX_SAMPLES]
+    count = min(len(v) for v in per_input.values())
+    return [{name: per_input[name][i] for name in per_input} for i in range(count)]
+
+
+def _samples(path: Path, shape: list[int], dtype: np.dtype) -> list[np.ndarray]:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputFileError(path, f"not a readable .npy array: {exc}") from None
+    if list(array.shape) == shape:
+        return [array.astype(dtype)]
+    if list(array.shape) == shape[1:]:
+        return [array.astype(dtype)[None]]
+    if array.ndim == len(shape) and list(array.shape[1:]) == shape[1:]:
+        return [array[i:i + 1].astype(dtype) for i in range(array.shape[0])]
+    raise InputFileError(path, f"array of shape {list(array.shape)} does not fit input shape {shape}")
+
+
+def model_inputs(model: onnx.ModelProto, samples: int, seed: int, data: Path | None) -> list[Feeds]:
+    return data_inputs(model, data) if data is not None else random_inputs(model, samples, seed)
+
+
+def through(section: onnx.ModelProto | None, feeds: list[Feeds]) -> list[Feeds]:
+    """Run each sample through a (pre-processing) section and return its outputs by name."""
+    if section is None:
+        return feeds
+    from accelbuild.quantize.measure import session
+
+    sess = session(section)
+    outputs = [o.name for o in sess.get_outputs()]
+    names = {i.name for i in sess.get_inputs()}
+    result = []
+    for sample in feeds:
+        values = sess.run(None, {k: v for k, v in sample.items() if k in names})
+        result.append({**sample, **dict(zip(outputs, values))})
+    return result

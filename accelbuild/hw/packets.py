@@ -1,0 +1,33 @@
+"""Bytes a frame costs on the host link in each packet format.
+
+FP32 4 bytes and BF16 2 bytes per value; RGB888 1 byte per channel value (inputs only); GBFloat80
+packs groups of 8 channel values into 80 bits (8 signed 8-bit mantissas sharing one 16-bit exponent),
+so a pixel with C channels costs ceil(C / 8) * 10 bytes. Channels are dimension 1 of tensors of rank
+3 or more (ONNX's channel-first layout) and the last dimension otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+FORMATS = ("FP32", "BF16", "GBFloat80", "RGB888")
+_BYTES_PER_VALUE = {"FP32": 4, "BF16": 2, "RGB888": 1}
+GROUP = 8
+GROUP_BYTES = 10
+
+
+def bytes_per_frame(shape: Sequence[int], fmt: str) -> int:
+    values = math.prod(shape)
+    if fmt in _BYTES_PER_VALUE:
+        return values * _BYTES_PER_VALUE[fmt]
+    if fmt != "GBFloat80":
+        raise ValueError(f"unknown packet format {fmt!r}")
+    channels = shape[1] if len(shape) >= 3 else (shape[-1] if shape else 1)
+    pixels = values // channels if channels else 0
+    return pixels * math.ceil(channels / GROUP) * GROUP_BYTES
+
+
+def table(shapes: dict[str, Sequence[int]], formats: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Bytes per frame of each tensor in each format."""
+    return {name: {fmt: bytes_per_frame(shape, fmt) for fmt in formats} for name, shape in shapes.items()}
