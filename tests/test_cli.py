@@ -58,7 +58,7 @@ def test_stage_user_error_is_positioned_and_exits_2(project: Path) -> None:
 
 def test_keep_going_builds_what_does_not_depend_on_the_failure(project: Path) -> None:
     write(project / "p.yaml", GOOD.replace("[64, 64, 3]", "[64, 64]"))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--keep-going", cwd=project)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--keep-going", "--until", "crop", cwd=project)
     assert result.code == 2
     assert result.statuses() == {"demo:det:import": "failed", "demo:mlp:import": "ran",
                                  "demo:det:crop": "skipped", "demo:mlp:crop": "ran"}
@@ -80,7 +80,8 @@ def test_dry_run_and_status_run_nothing(project: Path) -> None:
     assert dry.code == 0 and "would run   demo:det:import" in dry.stdout
     assert "never built" in dry.stdout
     assert not (project / "build").exists()
-    dry_json = run_cli("run", "p.yaml", "--state-dir", "s", "--dry-run", "--json", cwd=project).json()
+    dry_json = run_cli("run", "p.yaml", "--state-dir", "s", "--dry-run", "--json", "--until", "crop",
+                       cwd=project).json()
     assert [t["would_run"] for t in dry_json["tasks"]] == [True, True, True, True]
 
 
@@ -123,7 +124,8 @@ def test_default_state_dir_is_dot_accelbuild(project: Path) -> None:
 def test_several_pipelines_in_one_run(project: Path) -> None:
     write(project / "a.yaml", GOOD.replace("name: demo", "name: a"))
     write(project / "b.yaml", GOOD.replace("name: demo", "name: b"))
-    result = run_cli("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", cwd=project)
+    result = run_cli("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", "--until", "crop",
+                     cwd=project)
     assert result.code == 0
     assert len(result.json()["tasks"]) == 8
     clash = run_cli("run", "a.yaml", "a.yaml", "--state-dir", "s", cwd=project)

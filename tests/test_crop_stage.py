@@ -95,6 +95,6 @@ def test_pre_section_for_a_layout_transpose(project: Path) -> None:
 def test_crop_change_reruns_only_crop(project: Path) -> None:
     _crop(project, f"{{outputs: {HEAD}}}")
     write(project / "p.yaml", (project / "p.yaml").read_text().replace(HEAD, "[output0]"))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", cwd=project)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--until", "crop", cwd=project)
     assert result.statuses() == {"p:det:import": "up-to-date", "p:det:crop": "ran"}
     assert not (project / "build/p/det/post.onnx").exists()  # the stale optional output went away

@@ -21,6 +21,10 @@ _HEADER_KEYS = ("compiler", "chip_gen", "num_chips", "models")
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string, got {_short(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode text: {_short(value)}") from None
     return value
 
 
@@ -141,7 +145,8 @@ def _plain_json(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"extra must be a mapping, got {_short(value)}")
     try:
-        return json.loads(json.dumps(value, sort_keys=True, allow_nan=False))
+        text = json.dumps(value, sort_keys=True, allow_nan=False, ensure_ascii=False)
+        return json.loads(text.encode("utf-8"))  # encoding fails on lone surrogates, which UTF-8 cannot hold
     except (TypeError, ValueError, RecursionError) as error:
         raise ValueError(f"extra is not plain JSON: {error}") from None
 

@@ -71,6 +71,9 @@ def session(model: onnx.ModelProto):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # the same figures on every run and machine load
     options.log_severity_level = 3
+    # onnxruntime would otherwise fuse DequantizeLinear -> Gemm/Conv into integer kernels that also
+    # quantize the activations: not the arithmetic being measured (float activations, exact weights)
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
     return ort.InferenceSession(serialize(model), options, providers=["CPUExecutionProvider"])
 
 

@@ -1,0 +1,86 @@
+"""The quantize stage through the CLI: overrides, records, errors, incremental behaviour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli, write
+
+BASE = """\
+accelbuild: 1
+name: p
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes: {images: [64, 64, 3]}
+    crop: {outputs: [head.p3, head.p4, head.p5]}
+"""
+
+
+def _build(project: Path, quantize: str = "", expect: int = 0):
+    write(project / "p.yaml", BASE + (f"    quantize: {quantize}\n" if quantize else ""))
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--until", "quantize", cwd=project)
+    assert result.code == expect, result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def _record(project: Path) -> dict:
+    return json.loads((project / "build/p/det/quantize.json").read_text())
+
+
+def test_record_has_the_contract_fields(project: Path) -> None:
+    _build(project)
+    record = _record(project)
+    assert record["weight_bytes"] == sum(layer["weight_bytes"] for layer in record["layers"])
+    assert {"name", "bits", "weights", "weight_bytes", "sqnr_db"} <= set(record["layers"][0])
+    assert record["output"]["cosine"] >= 0.999 and record["output"]["sqnr_db"] > 20
+    assert record["packets"]["input_bytes_per_frame"] == 64 * 64 * 3 * 2  # BF16
+    assert record["packets"]["inputs"]["images"]["GBFloat80"] == 64 * 64 * 10  # 3 channels: one group
+    assert (project / "build/p/det/quantized.onnx").is_file()
+
+
+def test_a_bits_override_changes_exactly_that_layer(project: Path) -> None:
+    _build(project)
+    before = {layer["name"]: layer for layer in _record(project)["layers"]}
+    result = _build(project, "{bits: {stage2.dwconv.conv: 16}}")
+    assert result.statuses()["p:det:quantize"] == "ran"
+    assert result.statuses()["p:det:crop"] == "up-to-date"
+    after = {layer["name"]: layer for layer in _record(project)["layers"]}
+    changed = [name for name in before if before[name] != after[name]]
+    assert changed == ["stage2.dwconv.conv"] and after["stage2.dwconv.conv"]["bits"] == 16
+
+
+def test_four_bit_weights_take_half_the_bytes(project: Path) -> None:
+    _build(project)
+    eight = _record(project)["weight_bytes"]
+    _build(project, "{weight_bits: 4}")
+    assert abs(_record(project)["weight_bytes"] - eight / 2) <= len(_record(project)["layers"])
+
+
+def test_unknown_layer_is_positioned_with_a_suggestion(project: Path) -> None:
+    result = _build(project, "{bits: {stage2.dwconv.cnv: 16}}", expect=2)
+    assert ("p.yaml:8:23: no weighted layer named 'stage2.dwconv.cnv' in model 'det'; "
+            "did you mean 'stage2.dwconv.conv'?") in result.stderr
+
+
+def test_bits_file(project: Path) -> None:
+    write(project / "bits.json", json.dumps({"stem.conv": 4}))
+    _build(project, "{bits_file: bits.json}")
+    assert {l["name"]: l["bits"] for l in _record(project)["layers"]}["stem.conv"] == 4
+    write(project / "bits.json", json.dumps({"stem.conv": 5}))
+    result = _build(project, "{bits_file: bits.json}", expect=2)
+    assert "bits.json: layer 'stem.conv': bits must be 4, 8 or 16, not 5" in result.stderr
+
+
+def test_accuracy_data_folder(project: Path) -> None:
+    import numpy as np
+
+    (project / "data").mkdir()
+    for i in range(3):
+        np.save(project / f"data/{i}.npy", np.full((3, 64, 64), i / 3, np.float32))
+    write(project / "p.yaml", BASE + "benchmark: {accuracy: {data: data}}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "quantize", cwd=project)
+    assert result.code == 0, result.stderr
+    assert _record(project)["output"]["samples"] == 3
