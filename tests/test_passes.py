@@ -123,3 +123,10 @@ def test_unnamed_nodes_get_their_output_names() -> None:
     model = helper.make_model(graph)
     name_nodes(model)
     assert [n.name for n in model.graph.node] == ["r_1", "r"]
+
+
+def test_explicit_names_survive_the_passes() -> None:
+    model = _fixed_detector()
+    names = {n.name for n in model.graph.node if n.op_type == "Conv"}
+    run_passes(model)
+    assert {n.name for n in model.graph.node if n.op_type == "Conv"} == names

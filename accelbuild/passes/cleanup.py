@@ -14,13 +14,13 @@ def name_nodes(model: onnx.ModelProto) -> list[str]:
     """
     notes = []
     taken: set[str] = set()
-    keep: set[int] = set()
-    for node in model.graph.node:  # explicit names win over generated ones
+    keep: set[int] = set()  # indices: protobuf hands out fresh wrapper objects, so id() is not stable
+    for index, node in enumerate(model.graph.node):  # explicit names win over generated ones
         if node.name and node.name not in taken:
             taken.add(node.name)
-            keep.add(id(node))
-    for node in model.graph.node:
-        if id(node) in keep:
+            keep.add(index)
+    for index, node in enumerate(model.graph.node):
+        if index in keep:
             continue
         base = node.output[0] if node.output and node.output[0] else node.op_type
         name, k = base, 1

@@ -60,7 +60,7 @@ def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list
     model_inputs = {v.name for v in graph.input}
     stop = set(inputs) | constants
     extra_inputs: list[str] = []
-    seen_nodes: dict[int, onnx.NodeProto] = {}
+    seen_nodes: set[str] = set()  # node names: unique after import's name_nodes pass
     pending = list(outputs)
     visited: set[str] = set()
     while pending:
@@ -74,13 +74,11 @@ def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list
                 extra_inputs.append(tensor)
                 continue
             raise NoCleanCut(f"{name} section needs tensor {tensor!r}, which nothing produces")
-        if id(producer) not in seen_nodes:
-            seen_nodes[id(producer)] = producer
+        if producer.name not in seen_nodes:
+            seen_nodes.add(producer.name)
             pending.extend(producer.input)
-    order = {id(n): i for i, n in enumerate(graph.node)}
-    nodes = sorted(seen_nodes.values(), key=lambda n: order[id(n)])
-    return Section(name, list(inputs) + sorted(set(extra_inputs) - set(inputs)), list(outputs),
-                   [n.name for n in nodes])
+    nodes = [n.name for n in graph.node if n.name in seen_nodes]
+    return Section(name, list(inputs) + sorted(set(extra_inputs) - set(inputs)), list(outputs), nodes)
 
 
 def _check_disjoint(sections: dict[str, Section]) -> None:
