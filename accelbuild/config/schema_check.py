@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from accelbuild.config.yaml_source import YamlDocument
-from accelbuild.errors import ConfigError
+from accelbuild.errors import ConfigError, Where
 
 _TYPE_NAMES = {
     "object": "a mapping",
@@ -94,6 +94,8 @@ _NAME_WORDS = "letters, digits, '.', '_' and '-', starting with a letter or digi
 _PATTERN_WORDS = {
     "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$": f"a name uses {_NAME_WORDS}",
     "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\.dfp$": f"a file name ending in .dfp, using {_NAME_WORDS}",
+    "^[1-9][0-9]{0,4}$": "a clock in MHz is a whole number such as 600",
+    "^[A-Z][A-Za-z0-9]*$": "an ONNX op type is spelt like Conv or MaxPool (a capital letter, then letters and digits)",
 }
 
 
@@ -161,6 +163,9 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
         return path, False, f"{_location(path)} needs at least one entry"
     if kind == "minLength":
         return path, False, "must not be empty"
+    if kind == "pattern" and list(error.schema_path)[-2:-1] == ["propertyNames"]:
+        form = _PATTERN_WORDS.get(error.validator_value, f"the pattern {error.validator_value}")
+        return path + (instance,), True, f"key {show(instance)} is not allowed here: {form}"
     if kind == "pattern":
         form = _PATTERN_WORDS.get(error.validator_value, f"the pattern {error.validator_value}")
         return path, False, f"{show(instance)} is not allowed here: {form}"
@@ -178,15 +183,24 @@ def _branch_fits(branch: dict[str, Any], instance: Any) -> bool:
     return python is not None and isinstance(instance, python)
 
 
+def problems(data: Any, schema_name: str) -> list[tuple[tuple[Any, ...], bool, str]]:
+    """Every schema error of plain ``data`` as ``(path, points_at_key, message)``, without repeats."""
+    root = load_schema(schema_name)
+    found: list[tuple[tuple[Any, ...], bool, str]] = []
+    for error in _validator(schema_name).iter_errors(data):
+        if _misspelt_required(error, root):
+            continue  # the unknown-key error for the misspelling says it better
+        problem = _explain(error, root)
+        if problem not in found:
+            found.append(problem)
+    return found
+
+
 def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     """All schema errors of ``doc``, positioned and sorted by position."""
-    root = load_schema(schema_name)
     errors = []
     seen = set()
-    for error in _validator(schema_name).iter_errors(doc.data):
-        if _misspelt_required(error):
-            continue  # the unknown-key error for the misspelling says it better
-        path, at_key, message = _explain(error, root)
+    for path, at_key, message in problems(doc.data, schema_name):
         where = doc.where(path, key=at_key)
         if (str(where), message) in seen:
             continue
@@ -196,12 +210,53 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     return errors
 
 
-def _misspelt_required(error: Any) -> bool:
+def validate_merged(data: Any, schema_name: str, doc: YamlDocument) -> list[ConfigError]:
+    """Schema errors of ``data``, built by merging ``doc`` with content from elsewhere (an inherited file).
+
+    An error at a node that ``doc`` itself wrote is positioned there (``file:line:col``); any other is
+    ``file: message (at json.path)``, since no line of ``doc`` holds it. Unpositioned errors come first.
+    """
+    errors = []
+    seen = set()
+    for path, at_key, message in problems(data, schema_name):
+        where = where_in(doc, path, key=at_key)
+        if where is None:
+            error = ConfigError(doc.file, f"{message} (at {_location(path)})")
+        else:
+            error = ConfigError(where, message, doc.snippet(where))
+        if str(error) not in seen:
+            seen.add(str(error))
+            errors.append(error)
+    errors.sort(key=_position_key)
+    return errors
+
+
+def where_in(doc: YamlDocument, path: tuple[Any, ...], *, key: bool = False) -> Where | None:
+    """Position of ``path`` (or its closest enclosing node) if ``doc`` wrote it; ``None`` for the top level."""
+    if key and tuple(path) in doc.key_pos:
+        return Where(doc.file, *doc.key_pos[tuple(path)])
+    probe = tuple(path)
+    while probe:
+        if probe in doc.value_pos:
+            return Where(doc.file, *doc.value_pos[probe])
+        probe = probe[:-1]
+    return None
+
+
+def _position_key(error: ConfigError) -> tuple[int, int, int]:
+    where = error.where
+    return (1, where.line, where.col) if isinstance(where, Where) else (0, 0, 0)
+
+
+def _misspelt_required(error: Any, root: dict[str, Any]) -> bool:
     """A "missing key" error whose key is present under a misspelt name."""
     if error.validator != "required" or not isinstance(error.instance, dict):
         return False
+    # A requirement may sit next to a $ref to the mapping's schema ({"$ref": ..., "required": [...]}):
+    # the keys it knows are the referenced schema's.
+    known = resolve_ref(error.schema, root).get("properties", {})
     missing = [k for k in error.validator_value if k not in error.instance]
-    extra = [k for k in error.instance if k not in error.schema.get("properties", {})]
+    extra = [k for k in error.instance if k not in known]
     return bool(missing) and all(did_you_mean(k, extra) for k in missing)
 
 
