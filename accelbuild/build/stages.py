@@ -109,6 +109,30 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
     }
 
 
+def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    inputs = {}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        inputs[f"{m.name}/quantized.onnx"] = folder / "quantized.onnx"
+        inputs[f"{m.name}/quantize.json"] = folder / "quantize.json"
+    return inputs
+
+
+def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"mapping.json": pipeline.output.dir / "mapping.json"}
+
+
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    t = pipeline.target
+    return {
+        "models": [m.name for m in pipeline.models],
+        "num_chips": t.num_chips,
+        "effort": t.effort,
+        "target_fps": t.target_fps,
+        "share_input": t.share_input,
+    }
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         name="import",
@@ -135,6 +159,15 @@ STAGES: tuple[Stage, ...] = (
         inputs=_quantize_inputs,
         outputs=_quantize_outputs,
         params=_quantize_params,
+    ),
+    Stage(
+        name="map",
+        per_model=False,
+        module="accelbuild.stages.map",
+        inputs=_map_inputs,
+        outputs=_map_outputs,
+        params=_map_params,
+        uses_profile=True,
     ),
 )
 

@@ -399,3 +399,47 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "multi_input": multi_input_model,
     "mlp": static_mlp,
 }
+
+
+def resnet50(seed: int = 0, size: int = 224) -> onnx.ModelProto:
+    """ResNet-50 v1.5 with random weights (BatchNorm already folded into conv biases): 4.09 GMAC and
+    25.5 M parameters at 224x224, the network of the MX3 calibration figure."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def conv(name: str, x: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"{name}.weight"))
+        inits.append(numpy_helper.from_array(np.zeros(cout, np.float32), f"{name}.bias"))
+        nodes.append(helper.make_node("Conv", [x, f"{name}.weight", f"{name}.bias"], [name], name=name,
+                                      kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [f"{name}.relu"], name=f"{name}.relu"))
+        return f"{name}.relu"
+
+    x = conv("stem", "input", 3, 64, 7, 2)
+    nodes.append(helper.make_node("MaxPool", [x], ["stem.pool"], name="stem.pool", kernel_shape=[3, 3],
+                                  strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = "stem.pool", 64
+    for stage, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
+        for block in range(blocks):
+            name, stride = f"layer{stage + 1}.{block}", (2 if block == 0 and stage > 0 else 1)
+            y = conv(f"{name}.conv1", x, cin, width, 1)
+            y = conv(f"{name}.conv2", y, width, width, 3, stride)
+            y = conv(f"{name}.conv3", y, width, width * 4, 1, relu=False)
+            shortcut = conv(f"{name}.down", x, cin, width * 4, 1, stride, relu=False) if block == 0 else x
+            nodes.append(helper.make_node("Add", [y, shortcut], [f"{name}.add"], name=f"{name}.add"))
+            nodes.append(helper.make_node("Relu", [f"{name}.add"], [f"{name}.out"], name=f"{name}.out"))
+            x, cin = f"{name}.out", width * 4
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["pool"], name="pool"))
+    nodes.append(helper.make_node("Flatten", ["pool"], ["flat"], name="flat"))
+    w = (rng.standard_normal((1000, 2048)) * 0.01).astype(np.float32)
+    inits += [numpy_helper.from_array(w, "fc.weight"), numpy_helper.from_array(np.zeros(1000, np.float32), "fc.bias")]
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1))
+    graph = helper.make_graph(nodes, "resnet50", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                              [1, 3, size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+                             producer_name="accelbuild-testing")
