@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-going", action="store_true", help="after a failure, build what does not depend on it")
     run.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
     run.add_argument("--json", action="store_true", help="print a JSON summary to stdout")
+    run.add_argument("--show-mapping", action="store_true",
+                     help="print each pipeline's core utilisation grid (stderr; stdout without --json)")
 
     validate = sub.add_parser("validate", help="check configs and the files they reference")
     validate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
@@ -54,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     clean = sub.add_parser("clean", parents=[state], help="remove build outputs")
     clean.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     clean.add_argument("--cache", action="store_true", help="also remove the artifact cache")
+
+    inspect = sub.add_parser("inspect", help="print a DFP's header, models, ports, chips and sections")
+    inspect.add_argument("dfp", metavar="FILE.dfp")
 
     sub.add_parser("schema", help="print the pipeline JSON Schema")
     return parser
@@ -98,9 +103,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
     summary = api.run(pipelines, options, args.until)
+    if args.show_mapping:
+        _show_mappings(pipelines, sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
     return summary.exit_code
+
+
+def _show_mappings(pipelines, stream) -> None:
+    from accelbuild.mapper.view import render
+
+    for pipeline in pipelines:
+        path = pipeline.output.dir / "mapping.json"
+        if path.is_file():
+            stream.write(f"{pipeline.name}: " + render(json.loads(path.read_text())))
+        else:
+            stream.write(f"{pipeline.name}: no mapping.json (the map stage has not run)\n")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -143,6 +161,14 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from accelbuild.dfp import describe, read_dfp
+
+    dfp = read_dfp(args.dfp)
+    sys.stdout.write(describe(dfp, Path(args.dfp).stat().st_size))
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from importlib import resources
 
@@ -155,6 +181,7 @@ COMMANDS = {
     "validate": cmd_validate,
     "status": cmd_status,
     "clean": cmd_clean,
+    "inspect": cmd_inspect,
     "schema": cmd_schema,
 }
 

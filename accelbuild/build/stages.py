@@ -133,6 +133,28 @@ def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, An
     }
 
 
+def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    inputs = {"mapping.json": pipeline.output.dir / "mapping.json"}
+    for m in pipeline.models:
+        inputs[f"{m.name}/quantized.onnx"] = model_dir(pipeline, m) / "quantized.onnx"
+    return inputs
+
+
+def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"dfp": pipeline.output.dir / pipeline.output.dfp_name}
+
+
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    return {
+        "models": [m.name for m in pipeline.models],
+        "input_format": pipeline.target.input_format,
+        "output_format": pipeline.target.output_format,
+        "sim_dfp": pipeline.output.sim_dfp,
+        "frames": pipeline.benchmark.frames if pipeline.output.sim_dfp else None,
+        "seed": pipeline.benchmark.seed if pipeline.output.sim_dfp else None,
+    }
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         name="import",
@@ -167,6 +189,15 @@ STAGES: tuple[Stage, ...] = (
         inputs=_map_inputs,
         outputs=_map_outputs,
         params=_map_params,
+        uses_profile=True,
+    ),
+    Stage(
+        name="assemble",
+        per_model=False,
+        module="accelbuild.stages.assemble",
+        inputs=_assemble_inputs,
+        outputs=_assemble_outputs,
+        params=_assemble_params,
         uses_profile=True,
     ),
 )
