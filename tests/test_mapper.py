@@ -1,0 +1,124 @@
+"""The mapper and its cost model on generated models (no pipeline needed)."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import pytest
+
+from accelbuild.hw.model import load_hardware
+from accelbuild.hw.profile import builtin_profiles
+from accelbuild.mapper import cost, search
+from accelbuild.mapper.layers import Layer, extract_layers
+from accelbuild.testing import models
+
+
+@lru_cache(maxsize=None)
+def mx3():
+    return load_hardware(builtin_profiles()["mx3"])
+
+
+@lru_cache(maxsize=None)
+def resnet_layers(bits: int = 8) -> tuple[Layer, ...]:
+    model = models.resnet50()
+    names = {n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
+    return tuple(extract_layers("r50", model, {name: bits for name in names}, mx3()))
+
+
+def _traffic(*names: str) -> cost.Traffic:
+    return cost.Traffic({n: 224 * 224 * 3 * 2 for n in names}, {n: 2000 for n in names})
+
+
+def _map(layers, chips: int, effort: str, target_fps: float | None = None, traffic=None) -> search.Candidate:
+    request = search.Request(chips, effort, target_fps, traffic or _traffic("r50"))
+    return search.map_layers(list(layers), mx3(), request)[0]
+
+
+def test_resnet50_lands_near_the_vendor_figure() -> None:
+    """The profile's calibration: ~1,800 FPS and ~3.3 ms on 4 chips at 600 MHz."""
+    layers = resnet_layers()
+    assert abs(sum(l.work for l in layers if l.kind == "mac") / 1e9 - 4.09) < 0.01
+    estimate = _map(layers, 4, "normal").estimate
+    assert 1800 * 0.8 <= estimate.fps <= 1800 * 1.25
+    assert 3.3 * 0.5 <= estimate.latency_max_ms <= 3.3 * 1.5
+
+
+def test_sixteen_bit_weights_need_more_chips_than_four_bit() -> None:
+    need4 = search.chips_needed(list(resnet_layers(4)), mx3())
+    need8 = search.chips_needed(list(resnet_layers(8)), mx3())
+    need16 = search.chips_needed(list(resnet_layers(16)), mx3())
+    assert need4 < need8 < need16
+    assert need8 * mx3().weight_memory_bytes >= 25.5e6  # 25.5 M 8-bit weights must fit
+    with pytest.raises(search.DoesNotFit, match=f"need at least {need16} chips"):
+        _map(resnet_layers(16), need16 - 1, "normal")
+
+
+@pytest.mark.parametrize("name", ["resnet50", "tinydet", "tinycls", "mlp"])
+def test_effort_order(name: str) -> None:
+    model = {"resnet50": models.resnet50, "tinydet": models.tiny_detector, "tinycls": models.tiny_classifier,
+             "mlp": models.static_mlp}[name]()
+    if name == "tinydet":
+        from accelbuild.frontends.input_shapes import ResolvedInput, apply_input_shapes
+        apply_input_shapes(model, [ResolvedInput("images", (1, 3, 320, 320), "NCHW")])
+    layers = extract_layers(name, model, {}, mx3())
+    traffic = cost.Traffic({name: 1000}, {name: 100})
+    for chips in (search.chips_needed(layers, mx3()), 4):
+        fps = [_map(layers, chips, effort, traffic=traffic).estimate.fps for effort in ("lazy", "normal", "hard")]
+        assert fps[0] <= fps[1] <= fps[2], (chips, fps)
+
+
+def test_target_fps_stops_early_with_fewer_cores() -> None:
+    full = _map(resnet_layers(), 4, "normal")
+    capped = _map(resnet_layers(), 4, "normal", target_fps=600)
+    assert capped.estimate.fps >= 600
+    assert capped.estimate.fps < full.estimate.fps
+    assert sum(p.cores for p in capped.placements) < sum(p.cores for p in full.placements)
+
+
+def test_two_models_share_the_chips() -> None:
+    det = extract_layers("a", models.tiny_classifier(), {}, mx3())
+    mlp = extract_layers("b", models.static_mlp(), {}, mx3())
+    best = _map(det + mlp, 2, "normal", traffic=_traffic("a", "b"))
+    assert set(best.estimate.model_fps) == {"a", "b"}
+    assert best.estimate.fps == pytest.approx(sum(best.estimate.model_fps.values()))
+    shared = cost.Traffic({"a": 100, "b": 100}, {"a": 10, "b": 10}, share_input=True)
+    together = _map(det + mlp, 2, "normal", traffic=shared)
+    assert together.estimate.model_fps["a"] == together.estimate.model_fps["b"]
+
+
+def _reference_optimum(layers: list[Layer], chips: int, traffic: cost.Traffic) -> float:
+    """Every contiguous partition x water-filled allocation (optimal for a fixed partition)."""
+    request = search.Request(chips, "hard", None, traffic)
+    best = 0.0
+    for used in range(1, chips + 1):
+        for cuts in itertools.combinations(range(1, len(layers)), used - 1):
+            for strategy in search.STRATEGIES:
+                found = search._candidate(layers, mx3(), request, cuts, strategy, None)
+                if found is not None:
+                    best = max(best, found.estimate.fps)
+    return best
+
+
+@pytest.mark.parametrize("chips", [2, 3])
+def test_hard_reaches_the_exact_optimum_on_small_graphs(chips: int) -> None:
+    layers = extract_layers("cls", models.tiny_classifier(), {}, mx3())
+    traffic = cost.Traffic({"cls": 6144}, {"cls": 20})
+    optimum = _reference_optimum(layers, chips, traffic)
+    assert _map(layers, chips, "hard", traffic=traffic).estimate.fps >= 0.99 * optimum
+
+
+def test_hard_keeps_ranked_deduplicated_candidates() -> None:
+    layers = extract_layers("cls", models.tiny_classifier(), {}, mx3())
+    ranked = search.map_layers(layers, mx3(), search.Request(3, "hard", None, _traffic("cls")))
+    fps = [round(c.estimate.fps, 6) for c in ranked]
+    assert len(ranked) > 1 and fps == sorted(fps, reverse=True)
+    assert len({c.key for c in ranked}) == len(ranked)
+
+
+def test_cost_model_rules() -> None:
+    hw = mx3()
+    conv = Layer("m", "c", "Conv", "mac", work=1e6, weight_bytes=100_000)
+    assert cost.min_cores(conv, hw) == 3  # 100 kB of weights need three 42 kB cores
+    assert cost.cycles(conv, 10, hw) == pytest.approx(1e6 / (10 * 20) + 1000)
+    assert cost.cores_for(conv, 1000 + 1e6 / (50 * 20), hw) == 50
