@@ -89,7 +89,7 @@ def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
     text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 2}\nmodels:\n  - path: models/r50.onnx\n"
             "    quantize: {weight_bits: 16}\nbenchmark: {accuracy: {samples: 1}}\n")
     result = _build(project, text, "--until", "map", expect=2)
-    assert "p.yaml:3:23: the models need at least 6 chips" in result.stderr
+    assert "p.yaml:3:21: the models need at least 6 chips" in result.stderr
 
 
 def test_share_input_needs_equal_input_shapes(project: Path) -> None:
