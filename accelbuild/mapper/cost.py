@@ -7,8 +7,8 @@ the hardware profile:
   (rate = MACs/cycle of a MAC core or ops/cycle of an ALU core; factor = efficiency penalties for
   misaligned channel/filter counts, grouped convolutions and data-moving layout ops).
 - All layers of a model run at once as a pipeline: its frame period is its slowest layer's cycles.
-- Links carry bytes per frame: the host link the models' input and output packets, each chip-to-chip
-  link the activations (bfloat16) that cross it. A link's load at the compute frame rates that
+- Links carry bytes per frame: the host link the models' input and output packets (full duplex: each
+  direction has the link's bandwidth), each chip-to-chip link the activations (bfloat16) that cross it. A link's load at the compute frame rates that
   exceeds its bandwidth slows every model down in proportion (the binding link is the bottleneck).
 - Latency is the longest path through the model, each layer starting once it has the input rows its
   kernel needs, plus the slowest layer's full frame, the link transfers and their fixed latencies.
@@ -122,9 +122,10 @@ def evaluate(layers: list[Layer], placements: list[Placement], hw: HardwareProfi
         compute_fps = {m: shared for m in models}
     link_bytes = _chip_link_bytes(layers, placements, num_chips)
     host = {m: traffic.input_bytes.get(m, 0) + traffic.output_bytes.get(m, 0) for m in models}
-    host_load = sum(compute_fps[m] * traffic.output_bytes.get(m, 0) for m in models)
+    # PCIe is full duplex: inputs and outputs each have the link's bandwidth; the busier direction binds
+    outgoing = sum(compute_fps[m] * traffic.output_bytes.get(m, 0) for m in models)
     inputs = [compute_fps[m] * traffic.input_bytes.get(m, 0) for m in models]
-    host_load += max(inputs, default=0.0) if traffic.share_input else sum(inputs)
+    host_load = max(outgoing, max(inputs, default=0.0) if traffic.share_input else sum(inputs))
     scale, binding = 1.0, None
     if host_load > 0 and hw.host_link.total_bytes_per_second / host_load < scale:
         scale, binding = hw.host_link.total_bytes_per_second / host_load, {"kind": "host_link"}

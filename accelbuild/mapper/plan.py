@@ -81,6 +81,8 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
             "chip": place.chip, "cores": place.cores, "first_core": ids, "cycles": round(cycles, 1),
             "macs" if layer.kind == "mac" else "ops": int(layer.work), "weight_bytes": layer.weight_bytes,
             "bits": layer.bits, "utilization": round(min(1.0, busy), 4), "fused": layer.fused,
+            "inputs": layer.inputs, "out_bytes": layer.out_bytes,
+            "start_fraction": round(min(1.0, layer.kernel_rows / max(1, layer.rows)), 6),
         })
     return {
         "estimate": "cost model (accelbuild/mapper/cost.py)",

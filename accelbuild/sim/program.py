@@ -1,0 +1,79 @@
+"""A DFP read back into what the simulators need: per model, the runnable graph with its weights
+restored from the packed weights section, and the layer placement and hardware facts of the program."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from accelbuild.dfp import Dfp, read_dfp
+from accelbuild.dfp.weights import read_tensor
+from accelbuild.errors import InputFileError
+
+_STORAGE = {4: ml_dtypes.int4, 8: np.int8, 16: np.int16}
+
+
+@dataclass
+class ProgramModel:
+    name: str
+    graph: onnx.ModelProto          # quantized graph, integer weights restored
+    layers: list[dict[str, Any]]    # placement rows (chip, first_core, cores, cycles, ...)
+    input_bytes: int                # host-link bytes per frame (packet format applied)
+    output_bytes: int
+
+
+@dataclass
+class Program:
+    dfp: Dfp
+    models: list[ProgramModel]
+    hardware: dict[str, Any]
+    boundaries: list[int]
+    predicted: dict[str, Any]
+    simcfg: dict[str, Any] | None
+
+
+def load_program(path: Path, shown: str | None = None) -> Program:
+    dfp = read_dfp(path, shown)
+    shown = shown or str(path)
+    try:
+        program = json.loads(dfp.sections["program"])
+        graphs = dfp.sections.get("graphs", b"")
+        weights = dfp.sections["weights"]
+        models = [_model(entry, graphs, weights, program, dfp) for entry in program["models"]]
+        simcfg = json.loads(dfp.sections["simcfg"]) if "simcfg" in dfp.sections else None
+        return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise InputFileError(shown, f"the DFP's program cannot be simulated: {exc.__class__.__name__}: {exc}") from None
+
+
+def _model(entry: dict[str, Any], graphs: bytes, weights: bytes, program: dict[str, Any], dfp: Dfp) -> ProgramModel:
+    ref = entry["graph"]
+    start, length = int(ref["offset"]), int(ref["length"])
+    if start < 0 or start + length > len(graphs):
+        raise ValueError(f"graph of model {entry['name']!r} lies outside the graphs section")
+    graph = onnx.ModelProto()
+    graph.ParseFromString(graphs[start:start + length])
+    for name, weight_ref in entry["weights"].items():
+        codes = read_tensor(weights, weight_ref)
+        graph.graph.initializer.append(numpy_helper.from_array(codes.astype(_STORAGE[int(weight_ref["bits"])]), name))
+        for value in list(graph.graph.input):
+            if value.name == name:
+                graph.graph.input.remove(value)
+    header = next(m for m in dfp.header.models if m.name == entry["name"])
+    formats = program["packets"]
+    return ProgramModel(entry["name"], graph, entry["layers"],
+                        sum(_packet_bytes(p.shape, formats["input_format"]) for p in header.inputs),
+                        sum(_packet_bytes(p.shape, formats["output_format"]) for p in header.outputs))
+
+
+def _packet_bytes(shape: tuple[int, ...], fmt: str) -> int:
+    from accelbuild.hw.packets import bytes_per_frame
+
+    return bytes_per_frame(list(shape), fmt)
