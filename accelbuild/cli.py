@@ -60,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print a DFP's header, models, ports, chips and sections")
     inspect.add_argument("dfp", metavar="FILE.dfp")
 
+    bench = sub.add_parser("bench", help="simulate a compiled DFP, like a device benchmark tool")
+    bench.add_argument("dfp", metavar="FILE.dfp")
+    bench.add_argument("--frames", type=_positive_int, metavar="N",
+                       help="frames to simulate (default: the DFP's simcfg, else 200)")
+    bench.add_argument("--json", action="store_true", help="print JSON to stdout")
+
     sub.add_parser("schema", help="print the pipeline JSON Schema")
     return parser
 
@@ -169,6 +175,33 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from accelbuild.sim import timing
+    from accelbuild.sim.program import load_program
+
+    program = load_program(Path(args.dfp), args.dfp)
+    config = program.simcfg or {}
+    frames = args.frames or int(config.get("frames_default", 200))
+    result = timing.simulate(program, frames, seed=int(config.get("seed", 0)))
+    report = {
+        "simulated": True, "dfp": args.dfp, "frames": frames, "num_chips": program.dfp.header.num_chips,
+        "fps": round(result.fps, 2), "latency_ms": round(max(result.steady_latency_ms.values()), 4),
+        "models": [{"name": m, "fps": round(result.model_fps[m], 2),
+                    "latency_ms": round(result.steady_latency_ms[m], 4),
+                    "first_frame_latency_ms": round(result.first_latency_ms[m], 4)} for m in result.model_fps],
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.dfp}: {program.dfp.header.chip_gen} x {report['num_chips']} chip(s), {frames} frames "
+          "(simulated: modelled accelerator)")
+    print(f"  total {report['fps']:.1f} FPS, latency {report['latency_ms']:.3f} ms")
+    for m in report["models"]:
+        print(f"  {m['name']}: {m['fps']:.1f} FPS, latency {m['latency_ms']:.3f} ms "
+              f"(first frame {m['first_frame_latency_ms']:.3f} ms)")
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from importlib import resources
 
@@ -182,6 +215,7 @@ COMMANDS = {
     "status": cmd_status,
     "clean": cmd_clean,
     "inspect": cmd_inspect,
+    "bench": cmd_bench,
     "schema": cmd_schema,
 }
 

@@ -94,7 +94,7 @@ def _reference_optimum(layers: list[Layer], chips: int, traffic: cost.Traffic) -
     for used in range(1, chips + 1):
         for cuts in itertools.combinations(range(1, len(layers)), used - 1):
             for strategy in search.STRATEGIES:
-                found = search._candidate(layers, mx3(), request, cuts, strategy, None)
+                found = search.candidate(layers, mx3(), request, cuts, strategy, None)
                 if found is not None:
                     best = max(best, found.estimate.fps)
     return best

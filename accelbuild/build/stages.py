@@ -137,11 +137,17 @@ def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
     inputs = {"mapping.json": pipeline.output.dir / "mapping.json"}
     for m in pipeline.models:
         inputs[f"{m.name}/quantized.onnx"] = model_dir(pipeline, m) / "quantized.onnx"
+        if pipeline.closed_loop.enabled:  # the splits are re-mapped from the layers and their bits
+            inputs[f"{m.name}/quantize.json"] = model_dir(pipeline, m) / "quantize.json"
     return inputs
 
 
 def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return {"dfp": pipeline.output.dir / pipeline.output.dfp_name}
+    outputs = {"dfp": pipeline.output.dir / pipeline.output.dfp_name}
+    if pipeline.closed_loop.enabled:
+        outputs["closed_loop.json"] = pipeline.output.dir / "closed_loop.json"
+        outputs["best_split.dfp"] = pipeline.output.dir / "best_split.dfp"
+    return outputs
 
 
 def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
@@ -150,8 +156,42 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
         "input_format": pipeline.target.input_format,
         "output_format": pipeline.target.output_format,
         "sim_dfp": pipeline.output.sim_dfp,
-        "frames": pipeline.benchmark.frames if pipeline.output.sim_dfp else None,
-        "seed": pipeline.benchmark.seed if pipeline.output.sim_dfp else None,
+        "frames": pipeline.benchmark.frames if pipeline.output.sim_dfp or pipeline.closed_loop.enabled else None,
+        "seed": pipeline.benchmark.seed if pipeline.output.sim_dfp or pipeline.closed_loop.enabled else None,
+        "closed_loop": {
+            "enabled": pipeline.closed_loop.enabled,
+            "prioritize_model": pipeline.closed_loop.prioritize_model,
+            "keep_splits": pipeline.closed_loop.keep_splits,
+        },
+    }
+
+
+def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output
+    dfp = out.dir / ("best_split.dfp" if pipeline.closed_loop.enabled else out.dfp_name)
+    inputs = {"dfp": dfp, "mapping.json": out.dir / "mapping.json"}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        for name in ("ai.onnx", "quantized.onnx", "crop.json"):
+            inputs[f"{m.name}/{name}"] = folder / name
+    if pipeline.benchmark.data is not None:
+        for path in sorted(pipeline.benchmark.data.rglob("*.npy")):
+            inputs[f"data:{path.relative_to(pipeline.benchmark.data)}"] = path
+    return inputs
+
+
+def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in ("benchmark.json", "layer_stats.yaml", "report.html")}
+
+
+def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Any]:
+    bench = pipeline.benchmark
+    return {
+        "frames": bench.frames,
+        "host": bench.host,
+        "samples": bench.samples if bench.data is None else None,
+        "seed": bench.seed,
+        "closed_loop": pipeline.closed_loop.enabled,
     }
 
 
@@ -199,6 +239,14 @@ STAGES: tuple[Stage, ...] = (
         outputs=_assemble_outputs,
         params=_assemble_params,
         uses_profile=True,
+    ),
+    Stage(
+        name="benchmark",
+        per_model=False,
+        module="accelbuild.stages.benchmark",
+        inputs=_benchmark_inputs,
+        outputs=_benchmark_outputs,
+        params=_benchmark_params,
     ),
 )
 

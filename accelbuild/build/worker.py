@@ -48,6 +48,7 @@ class StageContext:
     inputs: dict[str, Path]
     outputs: dict[str, Path]
     params: dict[str, Any]
+    cache: ArtifactCache | None = None  # for stages that cache finer-grained units of their own
 
 
 def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | TaskFailed:
@@ -79,7 +80,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
     try:
         staged = {name: staging / name.replace("/", "_") for name in job.outputs}
         module = importlib.import_module(_stage_module(job.stage))
-        module.run(StageContext(job.pipeline, job.model, job.inputs, staged, job.params))
+        module.run(StageContext(job.pipeline, job.model, job.inputs, staged, job.params, None if force else cache))
         produced = {name: path for name, path in staged.items() if path.exists()}
         missing = [n for n in job.outputs if n not in produced and n not in job.optional_outputs]
         if missing:

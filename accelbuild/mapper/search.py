@@ -91,20 +91,20 @@ def _lazy(layers: list[Layer], hw: HardwareProfile, request: Request, target_cyc
     for widen in (1.0, 1.25, 1.5, 2.0, 3.0):
         cuts = _fill(layers, hw, minimum, work_cap=share * widen, num_chips=request.num_chips)
         if cuts is not None and len(cuts) < request.num_chips:
-            found = _candidate(layers, hw, request, tuple(cuts), "proportional", target_cycles)
+            found = candidate(layers, hw, request, tuple(cuts), "proportional", target_cycles)
             if found is not None:
                 return found
-    found = _candidate(layers, hw, request, _min_fill(layers, hw), "proportional", target_cycles)
+    found = candidate(layers, hw, request, _min_fill(layers, hw), "proportional", target_cycles)
     assert found is not None  # chips_needed() showed the minimum fill fits
     return found
 
 
-def _rank(candidate: Candidate) -> tuple[float, float]:
-    return round(candidate.estimate.fps, 6), -round(candidate.estimate.latency_max_ms, 6)
+def _rank(found: Candidate) -> tuple[float, float]:
+    return round(found.estimate.fps, 6), -round(found.estimate.latency_max_ms, 6)
 
 
-def _reached(candidate: Candidate, request: Request) -> bool:
-    return request.target_fps is not None and candidate.estimate.fps >= request.target_fps
+def _reached(found: Candidate, request: Request) -> bool:
+    return request.target_fps is not None and found.estimate.fps >= request.target_fps
 
 
 def _target_cycles(layers: list[Layer], hw: HardwareProfile, target_fps: float | None) -> float | None:
@@ -240,7 +240,7 @@ def _proportional(layers: list[Layer], members: list[int], cores: list[int], spa
         cores[i] += int(spare * layers[i].work * layers[i].factor / total)
 
 
-def _candidate(layers: list[Layer], hw: HardwareProfile, request: Request, boundaries: tuple[int, ...],
+def candidate(layers: list[Layer], hw: HardwareProfile, request: Request, boundaries: tuple[int, ...],
                strategy: str, target_cycles: float | None) -> Candidate | None:
     if len(boundaries) + 1 > request.num_chips or list(boundaries) != sorted(set(boundaries)):
         return None
@@ -274,9 +274,9 @@ def _balanced(layers: list[Layer], hw: HardwareProfile, request: Request,
             low = middle
         if high - low < 1.0:
             break
-    candidate = _candidate(layers, hw, request, best, "balanced", target_cycles)
-    assert candidate is not None  # the fill that produced ``best`` fits by construction
-    return candidate
+    found = candidate(layers, hw, request, best, "balanced", target_cycles)
+    assert found is not None  # the fill that produced ``best`` fits by construction
+    return found
 
 
 def _refine(layers: list[Layer], hw: HardwareProfile, request: Request, best: Candidate,
@@ -287,7 +287,7 @@ def _refine(layers: list[Layer], hw: HardwareProfile, request: Request, best: Ca
             for shift in (-2, -1, 1, 2):
                 moved = list(best.boundaries)
                 moved[index] += shift
-                trial = _candidate(layers, hw, request, tuple(moved), best.strategy, target_cycles)
+                trial = candidate(layers, hw, request, tuple(moved), best.strategy, target_cycles)
                 if trial is not None and _rank(trial) > _rank(best):
                     best, improved = trial, True
                     if _reached(best, request):
@@ -304,7 +304,7 @@ def _splits(layers: list[Layer], hw: HardwareProfile, request: Request, best: Ca
         for strategy in STRATEGIES:
             if (boundaries, strategy) in found:
                 continue
-            trial = _candidate(layers, hw, request, boundaries, strategy, target_cycles)
+            trial = candidate(layers, hw, request, boundaries, strategy, target_cycles)
             if trial is not None:
                 found[trial.key] = trial
     ranked = sorted(found.values(), key=lambda c: (_rank(c), c.strategy == "balanced", c.boundaries), reverse=True)

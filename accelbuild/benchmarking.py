@@ -1,0 +1,150 @@
+"""What a benchmark measures: the chip's accuracy (numeric simulation of the DFP against the float AI
+section), its speed (timing simulation), and the host sections' real time in onnxruntime.
+
+Every figure that comes from the modelled accelerator is marked ``"simulated": true``; host times are
+measured on this machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.quantize import measure
+from accelbuild.sim import numeric, timing
+from accelbuild.sim.program import Program
+
+HOST_RUNS = 20
+
+
+@dataclass
+class ModelFiles:
+    name: str
+    ai: Path
+    quantized: Path
+    pre: Path | None
+    post: Path | None
+
+
+def model_accuracy(program: Program, files: ModelFiles, samples: int, seed: int,
+                   data: Path | None) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
+    """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model."""
+    ai = onnx.load(str(files.ai))
+    pre = onnx.load(str(files.pre)) if files.pre else None
+    feeds = accuracy.through(pre, accuracy.model_inputs(pre or ai, samples, seed, data))
+    entry = next(m for m in program.models if m.name == files.name)
+    chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
+    reference = measure.run_all(measure.session(ai), feeds)
+    quantized = measure.run_all(measure.session(measure.with_bf16_activations(onnx.load(str(files.quantized)))), feeds)
+    figures = measure.compare(reference, chip)
+    crosscheck = measure.compare(quantized, chip)
+    return ({**figures, "samples": len(feeds)},
+            {"against": "quantized.onnx in onnxruntime, bfloat16 activations", **crosscheck}, feeds)
+
+
+def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Median milliseconds of the host pre/post sections in onnxruntime on this machine."""
+    result: dict[str, float] = {}
+    if files.pre:
+        pre = onnx.load(str(files.pre))
+        first = accuracy.random_inputs(pre, 1, 0)[0]
+        result["pre_ms"] = _median_ms(files.pre, first)
+    if files.post:
+        ai = measure.session(onnx.load(str(files.ai)))
+        names = [o.name for o in ai.get_outputs()]
+        outputs = dict(zip(names, ai.run(None, {i.name: ai_feeds[0][i.name] for i in ai.get_inputs()})))
+        result["post_ms"] = _median_ms(files.post, outputs)
+    return result
+
+
+def _median_ms(path: Path, feeds: dict[str, np.ndarray]) -> float:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    feeds = {k: v for k, v in feeds.items() if k in wanted}
+    for _ in range(2):
+        session.run(None, feeds)
+    runs = []
+    for _ in range(HOST_RUNS):
+        started = time.perf_counter()
+        session.run(None, feeds)
+        runs.append(time.perf_counter() - started)
+    return round(1000 * statistics.median(runs), 4)
+
+
+def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, Any]],
+            mapping: dict[str, Any]) -> dict[str, Any]:
+    """The ``benchmark.json`` object."""
+    host_pre = max((m.get("host", {}).get("pre_ms", 0.0) for m in models), default=0.0)
+    host_post = max((m.get("host", {}).get("post_ms", 0.0) for m in models), default=0.0)
+    bounds = {"accelerator": sim.fps}
+    if host_pre:
+        bounds["host pre"] = 1000.0 / host_pre
+    if host_post:
+        bounds["host post"] = 1000.0 / host_post
+    bound = min(bounds, key=bounds.get)
+    result: dict[str, Any] = {
+        "simulated": True,
+        "fps": round(sim.fps, 2),
+        "latency_ms": round(max(sim.steady_latency_ms.values()), 4),
+        "first_frame_latency_ms": round(max(sim.first_latency_ms.values()), 4),
+        "num_chips": program.dfp.header.num_chips,
+        "chip_gen": program.dfp.header.chip_gen,
+        "frames": sim.frames,
+        "models": models,
+        "end_to_end_fps": round(bounds[bound], 2),
+        "end_to_end_bound": bound,
+        "bottleneck": mapping.get("bottleneck"),
+        "cost_model": {"fps": mapping.get("fps"), "latency_ms": mapping.get("latency_ms")},
+    }
+    if host_pre or host_post:  # a section that does not exist is null
+        result["host"] = {"pre_ms": host_pre or None, "post_ms": host_post or None,
+                          "measured_on": "this host, onnxruntime CPU"}
+    return result
+
+
+def layer_stats(sim: timing.TimingResult) -> list[dict[str, Any]]:
+    return [{key: layer[key] for key in ("name", "model", "chip", "cores", "start_cycle", "end_cycle")}
+            | {"macs": int(layer.get("macs") or 0), "weight_bytes": int(layer.get("weight_bytes") or 0)}
+            for layer in sim.layers]
+
+
+def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: int = 80) -> dict[str, Any]:
+    """Layer timings, a timeline of the first frames and link bandwidth over one frame, in microseconds."""
+    hw = program.hardware
+    period = 1.0 / (sim.fps / max(1, len(program.models))) if sim.fps else 0.0
+    tracks: dict[str, dict[str, Any]] = {}
+    for span in sim.spans:
+        track = tracks.setdefault(span.track, {"track": span.track, "group": span.track.split(" · ")[0],
+                                               "kind": span.kind, "spans": []})
+        track["spans"].append([round(span.start * 1e6, 3), round(span.end * 1e6, 3)])
+    busiest = sorted(tracks.values(), key=lambda t: -sum(e - s for s, e in t["spans"]))
+    timeline = [t for t in busiest if t["kind"] != "layer"] + [t for t in busiest if t["kind"] == "layer"][:max_tracks]
+    window_start = min((s.start for s in sim.spans if s.kind == "host_in"), default=0.0) + period
+    t_grid = [window_start + period * i / 100 for i in range(101)]
+    rates = {"host_in": hw["host_link"]["bytes_per_second"], "host_out": hw["host_link"]["bytes_per_second"],
+             "chip_link": hw["chip_link"]["bytes_per_second"]}
+    series: dict[str, list[float]] = {}
+    for track in tracks.values():
+        if track["kind"] == "layer":
+            continue
+        label = track["track"]
+        series[label] = [rates[track["kind"]] if any(s <= t * 1e6 <= e for s, e in track["spans"]) else 0.0
+                         for t in t_grid]
+    return {
+        "frame_period_us": round(period * 1e6, 3),
+        "layers": [{**{k: layer[k] for k in ("name", "model", "chip", "kind", "cores", "macs", "weight_bytes",
+                                               "compute_us", "data_us", "active_fraction")},
+                    "start_us": round(layer["start_cycle"] / (hw["clock_mhz"]), 3),
+                    "end_us": round(layer["end_cycle"] / (hw["clock_mhz"]), 3)} for layer in sim.layers],
+        "timeline": timeline,
+        "bandwidth": {"t_us": [round((t - window_start) * 1e6, 3) for t in t_grid], "series": series},
+    }

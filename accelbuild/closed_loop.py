@@ -1,0 +1,188 @@
+"""Closed-loop compilation: assemble every candidate split of an effort-hard mapping, simulate each,
+keep the fastest (as the vendor's closed-loop script does on real chips).
+
+Each split is its own cached unit (key: the inputs of the assemble stage, the split, the simulation
+settings), so a re-run recompiles nothing. Splits run ``jobs`` at a time in worker processes; a progress
+bar shows on a terminal and stays quiet otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbuild import __version__
+from accelbuild.assembler import ModelSource, build_dfp
+from accelbuild.build.cache import ArtifactCache
+from accelbuild.dfp import dfp_bytes
+from accelbuild.hw.model import HardwareProfile
+from accelbuild.mapper import plan, search
+from accelbuild.util.files import json_digest, write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SplitJob:
+    """One split to compile and simulate; picklable for the worker pool."""
+
+    index: int
+    key: str
+    record: dict[str, Any]       # mapping.json of this split
+    models: tuple[ModelSource, ...]
+    profile_path: Path
+    input_format: str
+    output_format: str
+    sim: dict[str, Any] | None
+    frames: int
+    seed: int
+
+
+def split_records(models: list[plan.ModelInput], mapping: dict[str, Any], hw: HardwareProfile,
+                  num_chips: int, share_input: bool) -> list[dict[str, Any]]:
+    """A full mapping record for every ranked candidate of the hard mapper, in rank order."""
+    layers, traffic, _ = plan.load_layers(models, hw)
+    traffic = plan.cost.Traffic(traffic.input_bytes, traffic.output_bytes, share_input)
+    request = search.Request(num_chips, "hard", None, traffic)
+    records = []
+    for entry in mapping["candidates"]:
+        candidate = search.candidate(layers, hw, request, tuple(entry["boundaries"]), entry["strategy"], None)
+        if candidate is None:
+            continue
+        one = plan.Mapping(layers, [candidate], num_chips, request)
+        records.append(plan.record(one, hw, "hard"))
+    return records
+
+
+def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
+    """Worker: the split's DFP bytes and its simulated figures."""
+    from accelbuild.hw.model import load_hardware
+    from accelbuild.sim import timing
+    from accelbuild.sim.program import load_program
+
+    dfp = build_dfp(list(job.models), job.record, load_hardware(job.profile_path), job.input_format,
+                    job.output_format, job.sim)
+    data = dfp_bytes(dfp)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "split.dfp"
+        path.write_bytes(data)
+        result = timing.simulate(load_program(path), job.frames, seed=job.seed)
+    figures = {"fps": round(result.fps, 2), "model_fps": {k: round(v, 2) for k, v in result.model_fps.items()},
+               "latency_ms": round(max(result.steady_latency_ms.values()), 4)}
+    return job.index, data, figures
+
+
+def run(jobs: list[SplitJob], workers: int, cache: ArtifactCache | None) -> list[tuple[bytes, dict[str, Any]]]:
+    """Every split's (DFP bytes, figures), from the cache where possible, the rest computed in parallel."""
+    results: dict[int, tuple[bytes, dict[str, Any]]] = {}
+    todo = []
+    for job in jobs:
+        hit = _cached(cache, job.key)
+        if hit is not None:
+            results[job.index] = hit
+        else:
+            todo.append(job)
+    log.info("closed loop: %d split(s), %d from the cache", len(jobs), len(jobs) - len(todo))
+    with _progress(len(todo)) as advance:
+        if workers > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for index, data, figures in pool.map(compile_and_simulate, todo):
+                    results[index] = (data, figures)
+                    advance()
+        else:
+            for job in todo:
+                index, data, figures = compile_and_simulate(job)
+                results[index] = (data, figures)
+                advance()
+    for job in todo:
+        _store(cache, job.key, *results[job.index])
+    return [results[job.index] for job in jobs]
+
+
+def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str, Any]) -> str:
+    return json_digest({"kind": "closed_loop_split", "inputs": input_digest, "boundaries": record["boundaries"],
+                        "strategy": record["strategy"], "settings": job_settings, "version": __version__})
+
+
+def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str]) -> int:
+    """Index of the best split: highest total FPS, or highest FPS of model ``prioritize``; ties go to
+    the cost model's higher-ranked split."""
+    def score(i: int) -> float:
+        f = figures[i]
+        return f["fps"] if prioritize < 0 else f["model_fps"][model_names[prioritize]]
+    return max(range(len(figures)), key=lambda i: (score(i), -i))
+
+
+def record(figures: list[dict[str, Any]], records: list[dict[str, Any]], best: int, prioritize: int,
+           frames: int) -> dict[str, Any]:
+    splits = [{"id": i, **f, "cost_model_fps": r["fps"], "boundaries": r["boundaries"], "strategy": r["strategy"],
+               "num_chips": r["num_chips"]} for i, (f, r) in enumerate(zip(figures, records))]
+    choice = figures[0]["fps"]
+    return {
+        "simulated": True,
+        "frames": frames,
+        "prioritize_model": prioritize,
+        "splits": splits,
+        "best": best,
+        "best_fps": figures[best]["fps"],
+        "cost_model_choice_fps": choice,
+        "gain": round(figures[best]["fps"] / choice - 1.0, 4) if choice else 0.0,
+    }
+
+
+def write_splits(folder: Path, results: list[tuple[bytes, dict[str, Any]]], keep: bool) -> None:
+    import shutil
+
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for index, (data, figures) in enumerate(results):
+        write_bytes_atomic(folder / f"{index:02d}" / "split.dfp", data)
+        write_json_atomic(folder / f"{index:02d}" / "split.json", figures)
+
+
+def _cached(cache: ArtifactCache | None, key: str) -> tuple[bytes, dict[str, Any]] | None:
+    if cache is None:
+        return None
+    found = cache.lookup(key)
+    if found is None or set(found) != {"split.dfp", "split.json"}:
+        return None
+    return found["split.dfp"].read_bytes(), json.loads(found["split.json"].read_text())
+
+
+def _store(cache: ArtifactCache | None, key: str, data: bytes, figures: dict[str, Any]) -> None:
+    if cache is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        dfp, meta = Path(tmp) / "split.dfp", Path(tmp) / "split.json"
+        dfp.write_bytes(data)
+        write_json_atomic(meta, figures)
+        cache.store(key, {"split.dfp": dfp, "split.json": meta})
+
+
+class _progress:
+    """A rich progress bar on a terminal; nothing otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar = None
+
+    def __enter__(self):
+        if self.total and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            task = self.bar.add_task("closed loop: compiling and simulating splits", total=self.total)
+            return lambda: self.bar.advance(task)
+        return lambda: None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,74 @@
+"""Benchmark stage: the DFP in; ``benchmark.json`` (simulated speed and accuracy, host times),
+``layer_stats.yaml`` (per layer placement and timing) and ``report.html`` out."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import yaml
+
+from accelbuild import benchmarking
+from accelbuild.build.worker import StageContext
+from accelbuild.sim import timing
+from accelbuild.sim.program import load_program
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+    """Host sections the crop stage wrote: they are timed, so their contents are inputs too."""
+    found = {}
+    for role, path in inputs.items():
+        if role.endswith("/ai.onnx"):
+            for section in ("pre.onnx", "post.onnx"):
+                candidate = path.with_name(section)
+                if candidate.exists():
+                    found[role.replace("ai.onnx", section)] = candidate
+    return found
+
+
+def run(ctx: StageContext) -> None:
+    pipeline, bench = ctx.pipeline, ctx.pipeline.benchmark
+    program = load_program(ctx.inputs["dfp"])
+    mapping = json.loads(ctx.inputs["mapping.json"].read_text())
+    sim = timing.simulate(program, bench.frames, seed=bench.seed)
+    models = []
+    for spec in pipeline.models:
+        files = _files(ctx, spec.name)
+        figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.samples, bench.seed, bench.data)
+        entry = {"name": spec.name, "fps": round(sim.model_fps[spec.name], 2),
+                 "latency_ms": round(sim.steady_latency_ms[spec.name], 4),
+                 "first_frame_latency_ms": round(sim.first_latency_ms[spec.name], 4),
+                 "accuracy": figures, "crosscheck": crosscheck}
+        if bench.host and (files.pre or files.post):
+            entry["host"] = benchmarking.host_times(files, feeds)
+        models.append(entry)
+    summary = benchmarking.summary(program, sim, models, mapping)
+    summary["dfp"] = ctx.inputs["dfp"].name
+    write_json_atomic(ctx.outputs["benchmark.json"], summary)
+    text = yaml.safe_dump(benchmarking.layer_stats(sim), sort_keys=False, default_flow_style=False)
+    write_bytes_atomic(ctx.outputs["layer_stats.yaml"], text.encode("utf-8"))
+    from accelbuild.report.html import render_report
+
+    report = render_report({
+        "pipeline": pipeline.name, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,
+        "clock_mhz": program.hardware["clock_mhz"], "simulated": True, "benchmark": summary, "mapping": mapping,
+        "timing": benchmarking.timing_for_report(sim, program),
+    })
+    write_bytes_atomic(ctx.outputs["report.html"], report.encode("utf-8"))
+    log.info("%s: %.1f FPS simulated (%s-bound end to end: %.1f FPS), latency %.3f ms", pipeline.name,
+             summary["fps"], summary["end_to_end_bound"], summary["end_to_end_fps"], summary["latency_ms"])
+
+
+def _files(ctx: StageContext, name: str) -> benchmarking.ModelFiles:
+    ai = ctx.inputs[f"{name}/ai.onnx"]
+    crop = json.loads(ctx.inputs[f"{name}/crop.json"].read_text())
+    sections = crop.get("sections", {})
+    return benchmarking.ModelFiles(
+        name, ai, ctx.inputs[f"{name}/quantized.onnx"],
+        ai.with_name("pre.onnx") if "pre" in sections else None,
+        ai.with_name("post.onnx") if "post" in sections else None,
+    )
