@@ -23,57 +23,85 @@ def chip_graph(model: ProgramModel, approximations: dict[str, dict[str, Any]]) -
     """The program's graph with the declared approximations and bfloat16 activations."""
     graph = onnx.ModelProto()
     graph.CopyFrom(model.graph)
+    _dequantize_weights(graph)
+    graph = measure.with_bf16_activations(graph)  # first: an approximated op rounds its result only
     for op, spec in sorted(approximations.items()):
         if op in _EXACT and spec.get("method") == "piecewise_linear":
             _approximate(graph, op, spec)
-    return measure.with_bf16_activations(graph)
+    return graph
+
+
+def _dequantize_weights(model: onnx.ModelProto) -> None:
+    """Replace each weight DequantizeLinear by its float result, computed once (the same float32
+    products onnxruntime would compute on every run)."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    kept = []
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear" or node.input[0] not in inits or node.input[1] not in inits:
+            kept.append(node)
+            continue
+        codes = numpy_helper.to_array(inits[node.input[0]]).astype(np.float32)
+        scales = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        shape = [1] * codes.ndim
+        shape[axis] = -1
+        graph.initializer.append(numpy_helper.from_array((codes * scales.reshape(shape)).astype(np.float32),
+                                                         node.output[0]))
+    del graph.node[:]
+    graph.node.extend(kept)
+    used = {name for node in graph.node for name in node.input}
+    for tensor in [t for t in graph.initializer if t.name not in used]:
+        graph.initializer.remove(tensor)
 
 
 def _approximate(model: onnx.ModelProto, op: str, spec: dict[str, Any]) -> None:
-    """Replace every ``op`` node by a lookup: clip x to the range, pick its segment, interpolate."""
-    low, high = (float(v) for v in spec["range"])
-    segments = int(spec["segments"])
-    knots = np.linspace(low, high, segments + 1)
-    values = _EXACT[op](knots).astype(np.float32)
-    slopes = ((values[1:] - values[:-1]) / (knots[1] - knots[0])).astype(np.float32)
+    """Replace every ``op`` node by its piecewise-linear approximation on ``segments`` equal segments
+    of ``range`` (inputs clipped to it): y = f(k_i) + (x - k_i) / step * (f(k_i + step) - f(k_i)).
+
+    The knot values come from the exact op evaluated at the knots, so only fast elementwise kernels
+    run (a table lookup with Gather is several times slower in onnxruntime).
+    """
     graph = model.graph
+    if not any(node.op_type == op for node in graph.node):
+        return
+    low, high = (float(v) for v in spec["range"])
+    step = (high - low) / int(spec["segments"])
     prefix = f"approx.{op.lower()}"
-    constants = {
-        f"{prefix}.low": np.float32(low), f"{prefix}.high": np.float32(high),
-        f"{prefix}.inv_step": np.float32(segments / (high - low)), f"{prefix}.last": np.int64(segments - 1),
-        f"{prefix}.zero": np.int64(0), f"{prefix}.values": values[:-1], f"{prefix}.slopes": slopes,
-        f"{prefix}.step": np.float32((high - low) / segments),
-    }
+    constants = {f"{prefix}.low": low, f"{prefix}.high": high, f"{prefix}.step": step,
+                 f"{prefix}.inv_step": 1.0 / step, f"{prefix}.last": float(int(spec["segments"]) - 1)}
+    existing = {t.name for t in graph.initializer}
     for name, value in constants.items():
-        if name not in {t.name for t in graph.initializer}:
-            graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        if name not in existing:
+            graph.initializer.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
     rewritten = []
     for node in graph.node:
         if node.op_type != op:
             rewritten.append(node)
             continue
-        rewritten.extend(_lookup_nodes(node.name, node.input[0], node.output[0], prefix))
+        rewritten.extend(_segment_nodes(node.name, op, node.input[0], node.output[0], prefix))
     del graph.node[:]
     graph.node.extend(rewritten)
 
 
-def _lookup_nodes(name: str, x: str, y: str, p: str) -> list[onnx.NodeProto]:
+def _segment_nodes(name: str, op: str, x: str, y: str, p: str) -> list[onnx.NodeProto]:
     t = f"{name}/pwl"
     make = helper.make_node
     return [
         make("Clip", [x, f"{p}.low", f"{p}.high"], [f"{t}.x"], name=f"{t}.clip"),
-        make("Sub", [f"{t}.x", f"{p}.low"], [f"{t}.offset"], name=f"{t}.sub"),
-        make("Mul", [f"{t}.offset", f"{p}.inv_step"], [f"{t}.position"], name=f"{t}.scale"),
+        make("Sub", [f"{t}.x", f"{p}.low"], [f"{t}.offset"], name=f"{t}.offset"),
+        make("Mul", [f"{t}.offset", f"{p}.inv_step"], [f"{t}.position"], name=f"{t}.position"),
         make("Floor", [f"{t}.position"], [f"{t}.floor"], name=f"{t}.floor"),
-        make("Cast", [f"{t}.floor"], [f"{t}.index_raw"], name=f"{t}.cast", to=TensorProto.INT64),
-        make("Clip", [f"{t}.index_raw", f"{p}.zero", f"{p}.last"], [f"{t}.index"], name=f"{t}.index"),
-        make("Gather", [f"{p}.values", f"{t}.index"], [f"{t}.value"], name=f"{t}.value"),
-        make("Gather", [f"{p}.slopes", f"{t}.index"], [f"{t}.slope"], name=f"{t}.slope"),
-        make("Cast", [f"{t}.index"], [f"{t}.index_f"], name=f"{t}.index_f", to=TensorProto.FLOAT),
-        make("Mul", [f"{t}.index_f", f"{p}.step"], [f"{t}.knot_offset"], name=f"{t}.knot"),
-        make("Sub", [f"{t}.offset", f"{t}.knot_offset"], [f"{t}.delta"], name=f"{t}.delta"),
-        make("Mul", [f"{t}.slope", f"{t}.delta"], [f"{t}.rise"], name=f"{t}.rise"),
-        make("Add", [f"{t}.value", f"{t}.rise"], [y], name=name),
+        make("Min", [f"{t}.floor", f"{p}.last"], [f"{t}.segment"], name=f"{t}.segment"),  # x == high
+        make("Mul", [f"{t}.segment", f"{p}.step"], [f"{t}.knot_offset"], name=f"{t}.knot_offset"),
+        make("Add", [f"{t}.knot_offset", f"{p}.low"], [f"{t}.knot"], name=f"{t}.knot"),
+        make("Add", [f"{t}.knot", f"{p}.step"], [f"{t}.next_knot"], name=f"{t}.next_knot"),
+        make(op, [f"{t}.knot"], [f"{t}.left"], name=f"{t}.left"),
+        make(op, [f"{t}.next_knot"], [f"{t}.right"], name=f"{t}.right"),
+        make("Sub", [f"{t}.right", f"{t}.left"], [f"{t}.rise"], name=f"{t}.rise"),
+        make("Sub", [f"{t}.position", f"{t}.segment"], [f"{t}.fraction"], name=f"{t}.fraction"),
+        make("Mul", [f"{t}.fraction", f"{t}.rise"], [f"{t}.delta"], name=f"{t}.delta"),
+        make("Add", [f"{t}.left", f"{t}.delta"], [y], name=name),
     ]
 
 
