@@ -128,7 +128,8 @@ def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: in
         track["spans"].append([round(span.start * 1e6, 3), round(span.end * 1e6, 3)])
     busiest = sorted(tracks.values(), key=lambda t: -sum(e - s for s, e in t["spans"]))
     timeline = [t for t in busiest if t["kind"] != "layer"] + [t for t in busiest if t["kind"] == "layer"][:max_tracks]
-    window_start = min((s.start for s in sim.spans if s.kind == "host_in"), default=0.0) + period
+    # one frame period late in the recorded frames, when inputs, outputs and links are all busy
+    window_start = max((s.start for s in sim.spans if s.kind == "host_in"), default=0.0) - period
     t_grid = [window_start + period * i / 100 for i in range(101)]
     rates = {"host_in": hw["host_link"]["bytes_per_second"], "host_out": hw["host_link"]["bytes_per_second"],
              "chip_link": hw["chip_link"]["bytes_per_second"]}

@@ -273,10 +273,10 @@ def _host_tracks(graph: list[_Layer], period_us: float) -> list[dict[str, Any]]:
     for model in dict.fromkeys(layer.model for layer in graph):
         (in_start, in_end), (out_start, out_end) = _host_windows(graph, model, period_us)
         chips = [layer.chip for layer in graph if layer.model == model]
-        tracks.append({"track": f"host → chip {chips[0]} · {model} input", "group": "host link", "kind": "host_in",
-                       "spans": _repeat(in_start, in_end, period_us)})
-        tracks.append({"track": f"chip {chips[-1]} → host · {model} output", "group": "host link", "kind": "host_out",
-                       "spans": _repeat(out_start, out_end, period_us)})
+        tracks.append({"track": f"host → chip {chips[0]} · {model} input", "group": "host link",
+                       "kind": "host_in", "spans": _repeat(in_start, in_end, period_us)})
+        tracks.append({"track": f"chip {chips[-1]} → host · {model} output", "group": "host link",
+                       "kind": "host_out", "spans": _repeat(out_start, out_end, period_us)})
     return tracks
 
 

@@ -17,6 +17,8 @@ from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 
+RECORDED_FRAMES = 12  # frames whose events the report's timeline and bandwidth charts show
+
 
 def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
     """Host sections the crop stage wrote: they are timed, so their contents are inputs too."""
@@ -34,7 +36,7 @@ def run(ctx: StageContext) -> None:
     pipeline, bench = ctx.pipeline, ctx.pipeline.benchmark
     program = load_program(ctx.inputs["dfp"])
     mapping = json.loads(ctx.inputs["mapping.json"].read_text())
-    sim = timing.simulate(program, bench.frames, seed=bench.seed)
+    sim = timing.simulate(program, bench.frames, seed=bench.seed, record_frames=RECORDED_FRAMES)
     models = []
     for spec in pipeline.models:
         files = _files(ctx, spec.name)
