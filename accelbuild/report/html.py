@@ -552,7 +552,7 @@ def _axes(plot: _Plot, x_ticks: list[float], y_ticks: list[float]) -> list[str]:
 
 def _bandwidth_table(t_us: list[float], series: dict[str, list[float]],
                      styles: dict[str, tuple[str, str]]) -> str:
-    """Per series: bytes per frame (the rate integrated over the frame), mean and peak rate, time busy."""
+    """Per series: bytes moved in the window shown (the rate integrated over it), mean and peak rate, time busy."""
     span = (t_us[-1] - t_us[0]) or 1.0
     rows = []
     for name, values in series.items():
@@ -562,7 +562,7 @@ def _bandwidth_table(t_us: list[float], series: dict[str, list[float]],
         busy = sum(1 for v in values if v > 0) / max(1, len(values))
         rows.append([f"{_line_sample(*styles[name])} {esc(name)}", _si(per_frame, "B") if per_frame else "0 B",
                      _si(mean, "B/s") if mean else "0 B/s", _si(peak, "B/s") if peak else "0 B/s", _pct(busy)])
-    return _table(["Link", "Bytes per frame", "Mean bandwidth", "Peak bandwidth", "Time busy"], rows)
+    return _table(["Link", "Bytes in this frame window", "Mean bandwidth", "Peak bandwidth", "Time busy"], rows)
 
 
 # ---------------------------------------------------------------------------------- layer details
