@@ -1,4 +1,3 @@
-from pathlib import Path
 
 from accelbuild.config import schema_doc
 from accelbuild.config.schema_check import apply_defaults, load_schema, resolve_ref, validate

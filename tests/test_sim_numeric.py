@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from accelbuild import accuracy
 from accelbuild.quantize import measure
 from accelbuild.sim import numeric
-from accelbuild.sim.program import ProgramModel, load_program
+from accelbuild.sim.program import load_program
 
 from conftest import run_cli, write
 

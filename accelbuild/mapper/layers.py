@@ -55,7 +55,6 @@ def extract_layers(model_name: str, model: onnx.ModelProto, bits: dict[str, int]
     graph = model.graph
     shapes = _shapes(model)
     weight_nodes = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
-    producers = g.producers(graph)
     constants = set(g.initializers(graph))
     layers: dict[str, Layer] = {}
     alias: dict[str, str] = {}  # tensor -> the layer that (finally) produces it
@@ -64,7 +63,7 @@ def extract_layers(model_name: str, model: onnx.ModelProto, bits: dict[str, int]
         if node.op_type == "DequantizeLinear" and node.output[0] in weight_nodes:
             continue
         sources = [alias[t] for t in node.input if t in alias]
-        if _fuses(node, hw, producers, sources, layers):
+        if _fuses(node, hw, sources, layers):
             host = layers[sources[0]]
             host.fused.append(node.name)
             alias.update({out: host.name for out in node.output})
@@ -83,8 +82,7 @@ def extract_layers(model_name: str, model: onnx.ModelProto, bits: dict[str, int]
     return [layers[name] for name in order]
 
 
-def _fuses(node: onnx.NodeProto, hw: HardwareProfile, producers: dict, sources: list[str],
-           layers: dict[str, Layer]) -> bool:
+def _fuses(node: onnx.NodeProto, hw: HardwareProfile, sources: list[str], layers: dict[str, Layer]) -> bool:
     if node.op_type not in hw.ops.fused or len(set(sources)) != 1 or sources[0] not in layers:
         return False
     host = layers[sources[0]]

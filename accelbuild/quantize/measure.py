@@ -15,7 +15,6 @@ import onnx
 from onnx import TensorProto, helper
 
 from accelbuild.frontends.onnx_model import serialize
-from accelbuild.passes import graph as g
 from accelbuild.quantize.weights import sqnr_db
 
 Feeds = dict[str, np.ndarray]

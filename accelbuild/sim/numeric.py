@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from accelbuild.quantize import measure
 from accelbuild.sim.program import ProgramModel

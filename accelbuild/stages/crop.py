@@ -156,7 +156,7 @@ def _composition_error(model: onnx.ModelProto, cut: dict[str, sections.Section])
         feeds = _random_inputs(model, rng)
         want = dict(zip([o.name for o in whole.get_outputs()], whole.run(None, feeds)))
         values = dict(feeds)
-        for section, sess in parts:
+        for _, sess in parts:
             results = sess.run(None, {i.name: values[i.name] for i in sess.get_inputs()})
             values.update(zip([o.name for o in sess.get_outputs()], results))
         for name, expected in want.items():
