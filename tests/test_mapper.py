@@ -122,3 +122,14 @@ def test_cost_model_rules() -> None:
     assert cost.min_cores(conv, hw) == 3  # 100 kB of weights need three 42 kB cores
     assert cost.cycles(conv, 10, hw) == pytest.approx(1e6 / (10 * 20) + 1000)
     assert cost.cores_for(conv, 1000 + 1e6 / (50 * 20), hw) == 50
+
+
+def test_a_tensor_crosses_each_chip_boundary_once() -> None:
+    """One producer on chip 0 read by two layers on chip 1 and one on chip 2: its bytes count once on
+    each boundary (found on a real OCR model, where the cost model had counted every reader)."""
+    producer = Layer("m", "p", "Conv", "mac", work=1e6, out_bytes=1000)
+    readers = [Layer("m", f"r{i}", "Add", "alu", work=1e3, inputs=["p"]) for i in range(3)]
+    layers = [producer, *readers]
+    placements = [cost.Placement(0, 1), cost.Placement(1, 1), cost.Placement(1, 1), cost.Placement(2, 1)]
+    estimate = cost.evaluate(layers, placements, mx3(), cost.Traffic({"m": 0}, {"m": 0}), 3)
+    assert estimate.chip_link_bytes == [1000, 1000]

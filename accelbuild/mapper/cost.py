@@ -161,20 +161,18 @@ def evaluate(layers: list[Layer], placements: list[Placement], hw: HardwareProfi
 
 
 def _chip_link_bytes(layers: list[Layer], placements: list[Placement], num_chips: int) -> list[dict[str, int]]:
-    """Per chip boundary and model, the activation bytes per frame that cross it."""
+    """Per chip boundary and model, the activation bytes per frame that cross it (a tensor crosses each
+    boundary between its producer and its farthest reader once, however many layers read it)."""
     where = {layer.key: p.chip for layer, p in zip(layers, placements)}
-    crossing: list[dict[str, int]] = [dict() for _ in range(max(0, num_chips - 1))]
-    by_key = {layer.key: layer for layer in layers}
+    farthest: dict[str, int] = {}
     for layer, place in zip(layers, placements):
-        sources = {f"{layer.model}/{name}" for name in layer.inputs}
-        for source in sources:
-            low, high = sorted((where[source], place.chip))
-            for boundary in range(low, high):
-                bucket = crossing[boundary]
-                bucket[layer.model] = bucket.get(layer.model, 0) + by_key[source].out_bytes
-    for bucket in crossing:
-        for layer in layers:
-            bucket.setdefault(layer.model, 0)
+        for name in set(layer.inputs):
+            source = f"{layer.model}/{name}"
+            farthest[source] = max(farthest.get(source, where[source]), place.chip)
+    crossing: list[dict[str, int]] = [{layer.model: 0 for layer in layers} for _ in range(max(0, num_chips - 1))]
+    for layer in layers:
+        for boundary in range(where[layer.key], farthest.get(layer.key, where[layer.key])):
+            crossing[boundary][layer.model] += layer.out_bytes
     return crossing
 
 
