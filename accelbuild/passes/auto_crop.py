@@ -2,8 +2,9 @@
 
 Back end: starting from the model outputs, absorb nodes that are post-processing ops (reshape/concat/
 split heads, sigmoid/softmax scores, box decoding arithmetic, NMS/TopK, tiny "integral" convolutions
-such as YOLOv8's DFL) as long as everything they feed is already post-processing. A channel Concat that
-only joins accelerator outputs goes back to the AI section (one output per head instead of two).
+such as YOLOv8's DFL, the expectation over softmax bins) as long as everything they feed is already
+post-processing. A channel Concat that only joins accelerator outputs goes back to the AI section (one
+output per head instead of two).
 Front end: from each input, follow a single chain of layout transposes, casts and normalisation by
 constants. Each decision is kept as a reason for the record.
 """
@@ -59,9 +60,19 @@ def _is_post_op(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
         return True
     if node.op_type in WEIGHTED_OPS and len(node.input) > 1:
         weight = g.constant(graph, node.input[1])
-        # an "integral": one output channel, few weights (YOLOv8's DFL expectation over bins)
-        return weight is not None and weight.size <= TINY_WEIGHTS and _output_channels(node, weight) == 1
+        # an "integral": the expectation over a softmax's bins with one output channel and few weights
+        # (YOLOv8's DFL), not a small network layer such as DBNet's last upsampling
+        return (weight is not None and weight.size <= TINY_WEIGHTS and _output_channels(node, weight) == 1
+                and _reads_softmax(graph, node.input[0]))
     return False
+
+
+def _reads_softmax(graph: onnx.GraphProto, tensor: str) -> bool:
+    producers = g.producers(graph)
+    node = producers.get(tensor)
+    while node is not None and node.op_type in ("Transpose", "Reshape", "Identity"):
+        node = producers.get(node.input[0])
+    return node is not None and node.op_type == "Softmax"
 
 
 def _output_channels(node: onnx.NodeProto, weight: np.ndarray) -> int:
