@@ -130,3 +130,31 @@ def test_explicit_names_survive_the_passes() -> None:
     names = {n.name for n in model.graph.node if n.op_type == "Conv"}
     run_passes(model)
     assert {n.name for n in model.graph.node if n.op_type == "Conv"} == names
+
+
+def test_scalar_constants_keep_their_rank() -> None:
+    """value_int / value_float Constants are scalars (a real VAD model broke when they became [1])."""
+    nodes = [helper.make_node("Constant", [], ["k"], value_int=3),
+             helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "kf"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    fold_constants(model)
+    (folded,) = [t for t in model.graph.initializer if t.name == "kf"]
+    assert list(folded.dims) == []
+
+
+def test_a_pass_that_changes_the_outputs_is_skipped() -> None:
+    from accelbuild.passes import Pass
+
+    def breaks(model: onnx.ModelProto) -> list[str]:
+        for node in model.graph.node:
+            if node.op_type == "Relu":
+                node.op_type = "Sigmoid"
+        return ["relu became sigmoid"]
+
+    model = _conv_bn(True)
+    record = run_passes(model, passes=(Pass("fold_batchnorm", fold_batchnorm), Pass("breaks", breaks)), verify=True)
+    assert [r.get("skipped", False) for r in record] == [False, True]
+    assert [n.op_type for n in model.graph.node] == ["Conv", "Relu"]

@@ -7,12 +7,14 @@ the import record. All passes here are lossless; a pass that approximates must s
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import onnx
 
 from accelbuild.errors import StageError
+from accelbuild.passes import verify as verify_mod
 from accelbuild.passes.activations import mark_fused_activations
 from accelbuild.passes.batchnorm import fold_batchnorm
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
@@ -21,6 +23,8 @@ from accelbuild.passes.fold_constants import fold_constants
 from accelbuild.passes.opset import convert_opset
 
 MAX_NOTES = 50
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,19 +46,52 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES) -> list[dict[str, Any]]:
-    """Run ``passes`` in order; returns a record of what each changed."""
+def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES,
+               verify: bool = False) -> list[dict[str, Any]]:
+    """Run ``passes`` in order; returns a record of what each changed.
+
+    With ``verify``, the result is run against the input model in onnxruntime; if the outputs differ,
+    the passes are replayed one at a time and any pass that changes the outputs is skipped (and said so
+    in the record), so a pass tripped up by an unusual graph costs optimisation, never correctness.
+    """
+    reference = onnx.ModelProto()
+    reference.CopyFrom(model)
+    record = [_run_one(model, graph_pass) for graph_pass in passes]
+    if not verify:
+        return record
+    check = verify_mod.Reference(reference)
+    if not check.usable:
+        log.warning("the model does not run in onnxruntime with these input shapes; graph passes not verified")
+        return record
+    error = check.max_relative_error(model)
+    if error is not None and error <= verify_mod.TOLERANCE:
+        return record + [{"pass": "verify", "approximate": False, "changes": 0,
+                          "notes": [f"outputs match the input model (max relative error {error:.1e})"]}]
+    log.warning("graph passes changed the model's outputs; replaying them one at a time")
+    model.CopyFrom(reference)
     record = []
     for graph_pass in passes:
-        notes = graph_pass.run(model)
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as exc:
-            raise StageError(f"graph pass {graph_pass.name} produced an invalid graph: {exc}") from exc
-        record.append({
-            "pass": graph_pass.name,
-            "approximate": graph_pass.approximate,
-            "changes": len(notes),
-            "notes": notes[:MAX_NOTES],
-        })
+        before = onnx.ModelProto()
+        before.CopyFrom(model)
+        entry = _run_one(model, graph_pass)
+        error = check.max_relative_error(model)
+        if error is None or error > verify_mod.TOLERANCE:
+            model.CopyFrom(before)
+            entry = {**entry, "skipped": True, "notes": ["skipped: it changed the model's outputs"]}
+            log.warning("graph pass %s skipped: it changed the model's outputs", graph_pass.name)
+        record.append(entry)
     return record
+
+
+def _run_one(model: onnx.ModelProto, graph_pass: Pass) -> dict[str, Any]:
+    notes = graph_pass.run(model)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise StageError(f"graph pass {graph_pass.name} produced an invalid graph: {exc}") from exc
+    return {
+        "pass": graph_pass.name,
+        "approximate": graph_pass.approximate,
+        "changes": len(notes),
+        "notes": notes[:MAX_NOTES],
+    }

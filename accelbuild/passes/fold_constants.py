@@ -52,7 +52,14 @@ def _fold_round(model: onnx.ModelProto) -> list[str]:
             known.update(node.output)
     if not foldable:
         return []
+    for node in foldable:
+        if node.op_type == "Constant" and node.output[0] not in values:
+            values[node.output[0]] = _constant_value(node)
     values.update(_evaluate(model, [n for n in foldable if n.output[0] not in values], values))
+    for name, value in list(values.items()):  # the evaluator may drop scalar ranks: trust inference
+        shape = g.static_shape(model, name)
+        if shape is not None and list(value.shape) != shape and value.size == int(np.prod(shape, dtype=np.int64)):
+            values[name] = value.reshape(shape)
     for name, value in values.items():
         g.set_initializer(graph, name, value)
     g.remove_nodes(graph, foldable)
@@ -71,6 +78,17 @@ def _static_shape_value(model: onnx.ModelProto, node: onnx.NodeProto) -> np.ndar
     start = int(g.attribute(node, "start", 0))
     end = g.attribute(node, "end", None)
     return np.array(shape[start:end if end is None else int(end)], dtype=np.int64)
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray:
+    """A Constant node's value with the rank the operator defines (value_float/int are scalars)."""
+    attr = node.attribute[0]
+    value = helper.get_attribute_value(attr)
+    if attr.name in ("value", "sparse_value"):
+        return numpy_helper.to_array(value) if attr.name == "value" else numpy_helper.to_array(value.values)
+    dtype = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+             "value_ints": np.int64}.get(attr.name, object)
+    return np.asarray(value, dtype=dtype)
 
 
 def _can_fold(model: onnx.ModelProto, node: onnx.NodeProto, known: set[str]) -> bool:

@@ -42,7 +42,7 @@ def constant(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
 
 def set_initializer(graph: onnx.GraphProto, name: str, value: np.ndarray) -> None:
     """Add or replace the initializer ``name``."""
-    tensor = numpy_helper.from_array(np.ascontiguousarray(value), name)
+    tensor = numpy_helper.from_array(np.array(value, order="C"), name)  # ascontiguousarray would make a scalar 1-D
     for i, existing in enumerate(graph.initializer):
         if existing.name == name:
             graph.initializer[i].CopyFrom(tensor)

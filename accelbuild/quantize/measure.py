@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from accelbuild.errors import UserError
 from accelbuild.frontends.onnx_model import serialize
 from accelbuild.quantize.weights import sqnr_db
 
@@ -73,13 +74,28 @@ def session(model: onnx.ModelProto):
     # onnxruntime would otherwise fuse DequantizeLinear -> Gemm/Conv into integer kernels that also
     # quantize the activations: not the arithmetic being measured (float activations, exact weights)
     options.add_session_config_entry("session.disable_quant_qdq", "1")
-    return ort.InferenceSession(serialize(model), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(serialize(model), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelRunError(f"onnxruntime cannot load the model ({first[:300]})") from None
+
+
+class ModelRunError(UserError):
+    """onnxruntime could not run a model on the accuracy inputs (often: an input needs real values)."""
 
 
 def run_all(sess, samples: list[Feeds], extra: Feeds | None = None) -> list[list[np.ndarray]]:
     names = {i.name for i in sess.get_inputs()}
-    return [sess.run(None, {k: v for k, v in {**sample, **(extra or {})}.items() if k in names})
-            for sample in samples]
+    try:
+        return [sess.run(None, {k: v for k, v in {**sample, **(extra or {})}.items() if k in names})
+                for sample in samples]
+    except Exception as exc:  # onnxruntime raises its own exception types for bad inputs and graphs
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelRunError(
+            f"onnxruntime cannot run the model on the accuracy inputs ({first[:300]}); if an input needs "
+            "particular values (a sample rate, a mask), give real inputs in benchmark.accuracy.data"
+        ) from None
 
 
 def compare(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> dict[str, float]:

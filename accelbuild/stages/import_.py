@@ -47,7 +47,7 @@ def run(ctx: StageContext) -> None:
     resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
     apply_input_shapes(model, resolved)
     model = _infer_shapes(model, model_path)
-    passes = run_passes(model)
+    passes = run_passes(model, verify=True)
     model = _infer_shapes(model, model_path)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
     record = _record(model, model_path, ctx.model.format, resolved)
