@@ -18,6 +18,7 @@ from ai_edge_litert.interpreter import Interpreter
 from accelbuild.errors import InputFileError, UserError
 from accelbuild.frontends import supported_ops
 from accelbuild.frontends.tflite import QUANT_METADATA_KEY, load_tflite
+from accelbuild.frontends.tflite.reader import read_model
 from accelbuild.testing import tflite_models as tm
 from accelbuild.testing.tflite_models import TFLiteBuilder
 
@@ -663,3 +664,155 @@ def test_supported_ops_doc_lists_every_operator() -> None:
     text = supported_ops.render()
     assert "## TFLite" in text
     assert all(f"| {name} |" in text for name in OPS)
+
+
+# --------------------------------------------------------------------------- MediaPipe Convolution2DTransposeBias
+
+
+MEDIAPIPE_TCONV = "Convolution2DTransposeBias"
+
+
+def mediapipe_tconv_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray, padding: str, stride_h: int,
+                              stride_w: int) -> np.ndarray:
+    """MediaPipe's kernel (transpose_conv_bias.cc) transcribed: Prepare's output size (crop
+    P = max(0, k - (in - 1) % s - 1) for SAME, 0 for VALID; out = s * (in - 1) + k - P), then every input
+    pixel scattered through the OHWI filter from (in * s - P // 2) onto a bias-filled output."""
+    n, ih, iw, _ = x.shape
+    _, kh, kw, _ = w.shape
+    ph, pw = ((max(0, k - (i - 1) % s - 1) if padding == "SAME" else 0)
+              for i, k, s in ((ih, kh, stride_h), (iw, kw, stride_w)))
+    oh, ow = stride_h * (ih - 1) + kh - ph, stride_w * (iw - 1) + kw - pw
+    out = np.tile(bias.astype(np.float64), (n, oh, ow, 1))
+    for iy in range(ih):
+        for ix in range(iw):
+            for fy in range(kh):
+                for fx in range(kw):
+                    oy, ox = iy * stride_h - ph // 2 + fy, ix * stride_w - pw // 2 + fx
+                    if 0 <= oy < oh and 0 <= ox < ow:
+                        out[:, oy, ox] += x[:, iy, ix].astype(np.float64) @ w[:, fy, fx].T.astype(np.float64)
+    return out.astype(np.float32)
+
+
+def mediapipe_tconv_pair(x_shape: tuple, w_shape: tuple, padding: str, stride_h: int,
+                         stride_w: int) -> tuple[bytes, bytes, tuple[np.ndarray, np.ndarray]]:
+    """The custom op, and the builtin equivalent (TRANSPOSE_CONV with output_shape, then ADD of the bias),
+    with the same weights; the output shape is the one MediaPipe's kernel computes."""
+    rng = np.random.default_rng(7)
+    weights = rng.normal(0.0, 0.5, w_shape).astype(np.float32)
+    bias = rng.normal(0.0, 0.5, (w_shape[0],)).astype(np.float32)
+    out = mediapipe_tconv_reference(np.zeros(x_shape, np.float32), weights, bias, padding, stride_h, stride_w).shape
+
+    b = TFLiteBuilder()
+    x = b.add_tensor("in0", x_shape)
+    y = b.add_tensor("y", out)
+    b.add_op("CUSTOM", [x, b.const("w", weights), b.const("b", bias)], [y], custom_code=MEDIAPIPE_TCONV,
+             custom_options=tm.transpose_conv_params(padding, stride_h, stride_w))
+    custom = b.finish([x], [y])
+
+    def builtin(b: TFLiteBuilder, x: int) -> int:
+        pre = op(b, "TRANSPOSE_CONV", [i32(b, "output_shape", list(out)), b.const("w", weights), x], out,
+                 {"padding": padding, "stride_h": stride_h, "stride_w": stride_w}, name="y/no_bias")
+        return op(b, "ADD", [pre, b.const("b", bias)], out, {"fused_activation_function": "NONE"})
+    return custom, build([x_shape], builtin), (weights, bias)
+
+
+MEDIAPIPE_CASES = {  # x_shape, w_shape, padding, stride_h, stride_w
+    "same-stride2-k3": ((1, 4, 6, 3), (5, 3, 3, 3), "SAME", 2, 2),  # output = input * stride
+    "same-stride2-k3-odd-input": ((1, 5, 7, 3), (4, 3, 3, 3), "SAME", 2, 2),  # 2 * in - 1: MediaPipe's crop
+    "same-stride2-k2-selfie": ((1, 6, 6, 8), (1, 2, 2, 8), "SAME", 2, 2),  # selfie_segmentation's last layer
+    "same-stride2-k4-odd-input": ((2, 5, 4, 2), (3, 4, 4, 2), "SAME", 2, 2),  # crop 3: 1 before, 2 after
+    "valid-stride2-k3": ((1, 4, 5, 2), (3, 3, 3, 2), "VALID", 2, 2),
+    "valid-stride2-k2": ((1, 3, 4, 2), (3, 2, 2, 2), "VALID", 2, 2),
+    "same-strides-1x3": ((1, 4, 5, 2), (3, 3, 5, 2), "SAME", 1, 3),  # stride_width before stride_height
+    "valid-strides-3x2": ((1, 3, 4, 2), (2, 5, 3, 2), "VALID", 3, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MEDIAPIPE_CASES))
+def test_mediapipe_transpose_conv_bias_matches_builtin_equivalent(case: str, tmp_path: Path) -> None:
+    x_shape, w_shape, padding, stride_h, stride_w = MEDIAPIPE_CASES[case]
+    custom, builtin, (weights, bias) = mediapipe_tconv_pair(x_shape, w_shape, padding, stride_h, stride_w)
+    builtin_model, _ = compare(builtin, tmp_path)  # the builtin equivalent converts faithfully to LiteRT...
+    values = _inputs(builtin, -3.0, 3.0, 1)
+    (want,) = onnxrt(builtin_model, values)
+    model = convert(custom, tmp_path, "custom")
+    (got,) = onnxrt(model, values)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # ...and the custom op converts to the same
+    reference = mediapipe_tconv_reference(values[0], weights, bias, padding, stride_h, stride_w)
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5)  # which is MediaPipe's kernel
+    (main,) = [n for n in model.graph.node if n.name == "y"]
+    assert main.op_type == "ConvTranspose" and main.input[2] == "b"  # the bias is the ConvTranspose's
+
+
+def test_mediapipe_transpose_conv_bias_reads_custom_options(tmp_path: Path) -> None:
+    custom, _, _ = mediapipe_tconv_pair((1, 3, 3, 2), (2, 3, 3, 2), "SAME", 2, 1)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(custom)
+    (operator,) = read_model(path).operators
+    assert (operator.name, operator.custom_code) == ("CUSTOM", MEDIAPIPE_TCONV)
+    assert operator.custom_options == bytes([1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0])  # padding, stride_w, stride_h
+
+
+def test_custom_options_after_the_flatbuffer(tmp_path: Path) -> None:
+    b = TFLiteBuilder()
+    x = b.add_tensor("in0", (1, 4, 4, 2))
+    y = b.add_tensor("y", (1, 8, 8, 2))
+    b.add_op("CUSTOM", [x, w(b, "w", (2, 3, 3, 2)), w(b, "b", (2,))], [y], custom_code=MEDIAPIPE_TCONV,
+             custom_options=tm.transpose_conv_params("SAME", 2, 2))
+    data = b.finish([x], [y], external_buffers=True)
+    root = tflite.Model.GetRootAs(data, 0).Subgraphs(0).Operators(0)
+    offset = root.LargeCustomOptionsOffset()
+    assert root.CustomOptionsIsNone() and offset > 1 and root.LargeCustomOptionsSize() == 12
+    path = tmp_path / "large.tflite"
+    path.write_bytes(data)
+    assert read_model(path).operators[0].custom_options == tm.transpose_conv_params("SAME", 2, 2)
+    load_tflite(path)
+    assert offset + 12 == len(data)  # the options are the last blob: cutting them off leaves the rest intact
+    _expect_input_error(data[:offset + 4], tmp_path, f"operator 0 custom options (offset {offset}, size 12) lie "
+                                                     "past the end of the file")
+
+
+def test_mediapipe_transpose_conv_truncated_files_are_rejected_cleanly(tmp_path: Path) -> None:
+    custom, _, _ = mediapipe_tconv_pair((1, 3, 3, 2), (2, 3, 3, 2), "VALID", 2, 2)
+    for cut in range(0, len(custom), max(1, len(custom) // 61)):
+        _expect_input_error(custom[:cut], tmp_path)
+
+
+def _custom_tconv(options: bytes, out: tuple = (1, 8, 8, 2), x_dtype: str = "float32",
+                  code: str = MEDIAPIPE_TCONV) -> bytes:
+    b = TFLiteBuilder()
+    x = b.add_tensor("in0", (1, 4, 4, 2), x_dtype, quant=None if x_dtype == "float32" else _q(0.1, 0))
+    y = b.add_tensor("segment", out, x_dtype, quant=None if x_dtype == "float32" else _q(0.1, 0))
+    b.add_op("CUSTOM", [x, w(b, "w", (2, 3, 3, 2)), w(b, "b", (2,))], [y], custom_code=code, custom_options=options)
+    return b.finish([x], [y])
+
+
+@pytest.mark.parametrize("options, out, x_dtype, reason", [
+    (b"\x01\x00\x00\x00\x02\x00", (1, 8, 8, 2), "float32",
+     "custom options hold 6 bytes, expected a 12-byte TfLiteTransposeConvParams"),
+    (np.asarray([1, 2, 0], "<i4").tobytes(), (1, 8, 8, 2), "float32", "strides 0x2 (height x width) are not >= 1"),
+    (np.asarray([0, 2, 2], "<i4").tobytes(), (1, 8, 8, 2), "float32", "padding 0 is not SAME (1) or VALID (2)"),
+    (tm.transpose_conv_params("SAME", 2, 2), (1, 7, 7, 2), "float32",
+     "output shape [1, 7, 7, 2] should be [1, 8, 8, 2]"),
+    (tm.transpose_conv_params("VALID", 2, 2), (1, 8, 8, 2), "float32",
+     "output shape [1, 8, 8, 2] should be [1, 9, 9, 2]"),
+    (tm.transpose_conv_params("SAME", 2, 2), (1, 8, 8, 2), "int8", "MediaPipe kernel runs float32 only"),
+])
+def test_mediapipe_transpose_conv_unsupported_variants(options: bytes, out: tuple, x_dtype: str, reason: str,
+                                                       tmp_path: Path) -> None:
+    error = _expect_input_error(_custom_tconv(options, out, x_dtype), tmp_path)
+    assert "CUSTOM (tensor 'segment'): " in str(error) and reason in str(error)
+
+
+def test_other_custom_operators_stay_unsupported(tmp_path: Path) -> None:
+    data = _custom_tconv(tm.transpose_conv_params("SAME", 2, 2), code="Convolution2DTransposeBiasV2")
+    _expect_input_error(data, tmp_path, "CUSTOM (tensor 'segment'): custom operator "
+                                        "'Convolution2DTransposeBiasV2' has no converter")
+
+
+def test_supported_ops_doc_lists_custom_operators() -> None:
+    from accelbuild.frontends.tflite.ops import CUSTOM_OPS
+    text = supported_ops.render()
+    assert CUSTOM_OPS and all(f"| CUSTOM {code} |" in text for code in CUSTOM_OPS)
+    assert "| CUSTOM (any other custom_code) |" in text

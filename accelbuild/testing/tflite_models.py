@@ -2,8 +2,9 @@
 
 :class:`TFLiteBuilder` writes a ``.tflite`` file with the ``tflite`` package's generated builder
 functions: tensors (constant data, quantization, sparsity), operators with builtin options given as a
-dict of snake_case fields (``{"padding": "SAME", "fused_activation_function": "RELU6"}``), one
-subgraph. Buffers can be stored inline or after the flatbuffer (the offset/size "large model" format).
+dict of snake_case fields (``{"padding": "SAME", "fused_activation_function": "RELU6"}``), custom
+operators with raw custom options bytes, one subgraph. Buffers and custom options can be stored inline
+or after the flatbuffer (the offset/size "large model" format).
 The canned models below (a MobileNet-like CNN, int8/uint8-quantized CNNs, float16 and sparse weights,
 a detection-style head) use ``np.random.default_rng(seed)``, so equal arguments give equal bytes.
 """
@@ -90,6 +91,7 @@ class _Op:
     outputs: list[int]
     options: dict[str, Any] | None
     table: str | None
+    custom_options: bytes | None = None
 
 
 class TFLiteBuilder:
@@ -125,27 +127,32 @@ class TFLiteBuilder:
         return self.tensors[index].shape
 
     def add_op(self, builtin: str, inputs: Sequence[int], outputs: Sequence[int],
-               options: dict[str, Any] | None = None, custom_code: str = "", version: int = 1) -> None:
-        """An operator; ``builtin`` is a BuiltinOperator name (``"CUSTOM"`` with ``custom_code``)."""
+               options: dict[str, Any] | None = None, custom_code: str = "", version: int = 1,
+               custom_options: bytes | None = None) -> None:
+        """An operator; ``builtin`` is a BuiltinOperator name (``"CUSTOM"`` with ``custom_code``, and
+        ``custom_options`` stored as the operator's raw custom options bytes)."""
         key = (getattr(tflite.BuiltinOperator, builtin), custom_code, version)
         if key not in self.opcodes:
             self.opcodes.append(key)
         table = OPTIONS_TABLE.get(builtin) if options is not None else None
-        self.ops.append(_Op(self.opcodes.index(key), list(inputs), list(outputs), options, table))
+        self.ops.append(_Op(self.opcodes.index(key), list(inputs), list(outputs), options, table, custom_options))
 
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], external_buffers: bool = False) -> bytes:
-        """Serialize; with ``external_buffers`` constant data follows the flatbuffer (offset/size)."""
+        """Serialize; with ``external_buffers`` constant data and custom options follow the flatbuffer
+        (buffer ``offset``/``size``, operator ``large_custom_options_offset``/``size``)."""
         if not external_buffers:
             return self._serialize(inputs, outputs, None)
-        probe = self._serialize(inputs, outputs, [(1 << 40, len(b)) for b in self.buffers])
-        placed, end = [], _align(len(probe), 16)  # (offset, size) of each buffer after the flatbuffer
-        for data in self.buffers:
+        # the blobs stored after the flatbuffer: every buffer, then every operator's custom options
+        blobs = [*self.buffers, *(op.custom_options or b"" for op in self.ops)]
+        probe = self._serialize(inputs, outputs, [(1 << 40, len(data)) for data in blobs])
+        placed, end = [], _align(len(probe), 16)  # (offset, size) of each blob after the flatbuffer
+        for data in blobs:
             placed.append((end, len(data)) if data else (0, 0))
             end = _align(end + len(data), 16)
         out = bytearray(self._serialize(inputs, outputs, placed))
         if len(out) != len(probe):
             raise AssertionError("flatbuffer size changed between passes")
-        for (offset, _), data in zip(placed, self.buffers):
+        for (offset, _), data in zip(placed, blobs):
             if data:
                 out.extend(bytes(offset - len(out)) + data)
         return bytes(out)
@@ -158,7 +165,8 @@ class TFLiteBuilder:
         buffers = [self._buffer(b, data, None if placed is None else placed[i])
                    for i, data in enumerate(self.buffers)]
         tensors = [self._tensor(b, t) for t in self.tensors]
-        ops = [self._operator(b, op) for op in self.ops]
+        ops = [self._operator(b, op, None if placed is None else placed[len(self.buffers) + i])
+               for i, op in enumerate(self.ops)]
         graph = self._subgraph(b, tensors, ops, inputs, outputs)
         codes = [self._opcode(b, *key) for key in self.opcodes]
         description = b.CreateString("accelbuild.testing.tflite_models")
@@ -206,10 +214,12 @@ class TFLiteBuilder:
                 add(b, value)
         return m.End(b)
 
-    def _operator(self, b: flatbuffers.Builder, op: _Op) -> int:
+    def _operator(self, b: flatbuffers.Builder, op: _Op, placed: tuple[int, int] | None) -> int:
         inputs = b.CreateNumpyVector(np.asarray(op.inputs, dtype=np.int32))
         outputs = b.CreateNumpyVector(np.asarray(op.outputs, dtype=np.int32))
         options = _options(b, op.table, op.options) if op.table else None
+        inline = op.custom_options is not None and not (placed is not None and op.custom_options)
+        custom = b.CreateByteVector(op.custom_options) if inline else None
         m = _module("Operator")
         m.Start(b)
         m.AddOpcodeIndex(b, op.opcode)
@@ -218,6 +228,11 @@ class TFLiteBuilder:
         if options is not None:
             m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op.table))
             m.AddBuiltinOptions(b, options)
+        if custom is not None:
+            m.AddCustomOptions(b, custom)
+        elif op.custom_options:
+            m.AddLargeCustomOptionsOffset(b, placed[0])
+            m.AddLargeCustomOptionsSize(b, placed[1])
         return m.End(b)
 
     def _subgraph(self, b: flatbuffers.Builder, tensors: list[int], ops: list[int],
@@ -617,3 +632,15 @@ CANNED: dict[str, Callable[[], bytes]] = {
     "uint8_cnn": lambda: quantized_cnn("uint8"),
     "int8_float_io": lambda: quantized_cnn("int8", float_io=True),
 }
+
+
+# --------------------------------------------------------------------------- custom operators
+
+
+MEDIAPIPE_PADDING = {"SAME": 1, "VALID": 2}  # the C API's TfLitePadding
+
+
+def transpose_conv_params(padding: str, stride_h: int, stride_w: int) -> bytes:
+    """Custom options of MediaPipe's ``Convolution2DTransposeBias``: a raw ``TfLiteTransposeConvParams``
+    (int32 padding, stride_width, stride_height), not a flexbuffer."""
+    return np.asarray([MEDIAPIPE_PADDING[padding], stride_w, stride_h], "<i4").tobytes()

@@ -18,7 +18,7 @@ import accelbuild
 from accelbuild.errors import StageError
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
-from accelbuild.frontends.tflite.ops import OPS
+from accelbuild.frontends.tflite.ops import spec_for
 from accelbuild.frontends.tflite.reader import Model
 from accelbuild.frontends.tflite.supported import find_unsupported, unsupported_error
 from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, NUMPY_TYPES, constant_values, is_quantized
@@ -44,7 +44,7 @@ def convert(model: Model) -> onnx.ModelProto:
             g.values[index] = g.fresh(f"{g.names[index]}/float")
     for op in model.operators:
         if op.index not in folded:
-            OPS[op.name].convert(g, op)
+            spec_for(op).convert(g, op)
     outputs = [graph_output(g, i) for i in model.outputs]
     return assemble(g, inputs, outputs)
 

@@ -6,8 +6,9 @@ offset they read, so a truncated or hostile file would otherwise surface as ``In
 the file identifier and root offset; before any vector is walked it checks that the vector can fit in
 the file and charges its length to a budget proportional to the file size (so decoding time is bounded
 even for files whose tables alias each other); buffer data (inline vectors, or the ``offset``/``size``
-fields of the large-model format of TFLite >= 2.10) and tensor buffer indices are checked against the
-file size before any data is touched. Whatever decoding error remains becomes
+fields of the large-model format of TFLite >= 2.10), operators' custom options (inline, or
+``large_custom_options_offset``/``size``) and tensor buffer indices are checked against the file size
+before any data is touched. Whatever decoding error remains becomes
 ``InputFileError(path, "malformed TFLite file: ...")``.
 
 Only the first subgraph (the model's main function) is decoded.
@@ -93,6 +94,7 @@ class Operator:
     inputs: tuple[int, ...]  # -1 marks an omitted optional input
     outputs: tuple[int, ...]
     options: dict[str, Any] = field(default_factory=dict)  # snake_case option fields
+    custom_options: bytes = b""  # raw custom options of a CUSTOM operator (flexbuffer or an op's own struct)
 
 
 @dataclass(frozen=True)
@@ -316,8 +318,31 @@ class _Decoder:
             index=index, name=name, custom_code=custom, version=version,
             inputs=self.indices(op, "Inputs", n_tensors, f"operator {index} ({name}) input", optional=True),
             outputs=self.indices(op, "Outputs", n_tensors, f"operator {index} ({name}) output"),
-            options=self.options(op),
+            options=self.options(op), custom_options=self.custom_options(op, index),
         )
+
+    def custom_options(self, op: Any, index: int) -> bytes:
+        """Raw custom options: the inline vector when present, else ``large_custom_options_offset``/``size``
+        (data past the flatbuffer, as large models store it), in the order TFLite's interpreter reads them."""
+        slot = op._tab.Offset(14)  # Operator.custom_options
+        if slot:
+            if self.count(op, "CustomOptions", 1) == 0:
+                return b""
+            start, length = op._tab.Vector(slot), op._tab.VectorLen(slot)
+            if start < 0 or start + length > self.size:
+                raise self.bad(f"operator {index} custom options (bytes {start}..{start + length}) lie past the "
+                               f"end of the file ({self.size} bytes)")
+            return bytes(self.raw[start:start + length])
+        offset, size = op.LargeCustomOptionsOffset(), op.LargeCustomOptionsSize()
+        if offset > 1 and size > 0:
+            if offset + size > self.size:
+                raise self.bad(f"operator {index} custom options (offset {offset}, size {size}) lie past the end "
+                               f"of the file ({self.size} bytes)")
+            self.budget -= size
+            if self.budget < 0:
+                raise self.bad("more custom option bytes than a file of this size can hold")
+            return bytes(self.raw[offset:offset + size])
+        return b""
 
     def options(self, op: Any) -> dict[str, Any]:
         """Builtin options as a dict of snake_case fields (scalars, or tuples for vectors)."""

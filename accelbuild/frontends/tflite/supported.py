@@ -15,11 +15,12 @@ import numpy as np
 
 from accelbuild.errors import InputFileError
 from accelbuild.frontends.tflite.graph import Graph
-from accelbuild.frontends.tflite.ops import GENERIC_CHECKS, OPS
+from accelbuild.frontends.tflite.ops import CUSTOM_OPS, GENERIC_CHECKS, OPS, OpSpec, spec_for
 from accelbuild.frontends.tflite.reader import Operator, Tensor
 from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, NUMPY_TYPES, is_quantized, onnx_type
 
 _PREDICATE_ERRORS = (IndexError, ValueError, TypeError, ZeroDivisionError, KeyError, AttributeError)
+OTHER_CUSTOM = "not converted: reported as \"custom operator '<code>' has no converter\""
 IO_CONDITION = ("graph inputs and outputs are float32, int32, int64, bool, or int8/uint8/int16 with "
                 "quantization parameters (kept integer, with DequantizeLinear / QuantizeLinear at the edges)")
 
@@ -38,10 +39,10 @@ class Problem:
 
 def operator_problem(g: Graph, op: Operator) -> str | None:
     """The first failing check's reason, or None when the operator converts."""
-    if op.name == "CUSTOM":
-        return f"custom operator {op.custom_code!r} has no converter"
-    spec = OPS.get(op.name)
+    spec = spec_for(op)
     if spec is None:
+        if op.name == "CUSTOM":
+            return f"custom operator {op.custom_code!r} has no converter"
         return "no converter for this builtin operator"
     for check in (*GENERIC_CHECKS, *spec.checks):
         try:
@@ -97,8 +98,17 @@ def rows() -> list[tuple[str, str]]:
     """``(operator, conversion and conditions)`` rows for the supported-operators document."""
     general = [IO_CONDITION, *(c.doc for c in GENERIC_CHECKS)]
     result = [("(every operator)", "; ".join(general))]
-    for name in sorted(OPS):
-        spec = OPS[name]
-        conditions = "; ".join(c.doc for c in spec.checks)
-        result.append((name, f"{spec.onnx}. Requires: {conditions}" if conditions else spec.onnx))
+    result += [(name, _describe(OPS[name])) for name in sorted(OPS)]
+    result += [(custom_row(code), _describe(CUSTOM_OPS[code])) for code in sorted(CUSTOM_OPS)]
+    result.append(("CUSTOM (any other custom_code)", OTHER_CUSTOM))
     return result
+
+
+def custom_row(custom_code: str) -> str:
+    """The document's name for a ``CUSTOM`` operator with this code."""
+    return f"CUSTOM {custom_code}"
+
+
+def _describe(spec: OpSpec) -> str:
+    conditions = "; ".join(c.doc for c in spec.checks)
+    return f"{spec.onnx}. Requires: {conditions}" if conditions else spec.onnx

@@ -1,9 +1,18 @@
-"""The TFLite operator table :data:`OPS`: builtin name -> converter and support checks.
+"""The TFLite operator tables: :data:`OPS` (builtin name -> converter and support checks) and
+:data:`CUSTOM_OPS` (custom code of a ``CUSTOM`` operator -> converter); :func:`spec_for` picks an
+operator's entry.
 
 Importing the op modules registers their converters; see :mod:`.base` for the check protocol.
 """
 
 from accelbuild.frontends.tflite.ops import conv, elementwise, shape, slicing, spatial  # noqa: F401  (register)
-from accelbuild.frontends.tflite.ops.base import GENERIC_CHECKS, OPS, Check, OpSpec
+from accelbuild.frontends.tflite.ops.base import (
+    CUSTOM_OPS,
+    GENERIC_CHECKS,
+    OPS,
+    Check,
+    OpSpec,
+    spec_for,
+)
 
-__all__ = ["GENERIC_CHECKS", "OPS", "Check", "OpSpec"]
+__all__ = ["CUSTOM_OPS", "GENERIC_CHECKS", "OPS", "Check", "OpSpec", "spec_for"]

@@ -1,4 +1,5 @@
-"""The operator table: one converter per TFLite builtin, with the support checks that guard it.
+"""The operator tables: one converter per TFLite builtin (:data:`OPS`) and per custom operator code
+(:data:`CUSTOM_OPS`, for ``CUSTOM`` operators), with the support checks that guard it.
 
 A check is a predicate ``(graph, op) -> (ok, reason)`` carrying its own documentation string; the same
 text is the user's error message (the reason says what this op has) and a row of the generated
@@ -42,6 +43,7 @@ class OpSpec:
 
 
 OPS: dict[str, OpSpec] = {}
+CUSTOM_OPS: dict[str, OpSpec] = {}  # custom_code of a CUSTOM operator -> its converter
 
 
 def register(name: str, onnx: str, *checks: Check) -> Callable[[Converter], Converter]:
@@ -50,6 +52,19 @@ def register(name: str, onnx: str, *checks: Check) -> Callable[[Converter], Conv
         OPS[name] = OpSpec(name, onnx, convert, checks)
         return convert
     return wrap
+
+
+def register_custom(custom_code: str, onnx: str, *checks: Check) -> Callable[[Converter], Converter]:
+    """Decorator: add a converter for ``CUSTOM`` operators with this ``custom_code`` to :data:`CUSTOM_OPS`."""
+    def wrap(convert: Converter) -> Converter:
+        CUSTOM_OPS[custom_code] = OpSpec(custom_code, onnx, convert, checks)
+        return convert
+    return wrap
+
+
+def spec_for(op: Operator) -> OpSpec | None:
+    """The converter of a builtin operator, or of a ``CUSTOM`` one by its ``custom_code``; None if none."""
+    return CUSTOM_OPS.get(op.custom_code) if op.name == "CUSTOM" else OPS.get(op.name)
 
 
 def fail(reason: str) -> Result:

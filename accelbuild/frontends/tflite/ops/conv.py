@@ -1,4 +1,5 @@
-"""Weighted layers: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED.
+"""Weighted layers: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, and MediaPipe's custom
+``Convolution2DTransposeBias``.
 
 Convolutions run channel-first between ``T/nchw_in`` and ``T/nhwc`` Transposes, with filters permuted
 once into ONNX order and TFLite's SAME/VALID padding written out as explicit (possibly asymmetric)
@@ -7,11 +8,13 @@ once into ONNX order and TFLite's SAME/VALID padding written out as explicit (po
 
 from __future__ import annotations
 
+import struct
+
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
 from accelbuild.frontends.tflite.ops.base import (
     OK, Check, Result, activation, const_inputs, fail, float_inputs, input_count, output_shape, padding_known,
-    positive_options, register,
+    positive_options, register, register_custom,
 )
 from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import numel
@@ -58,8 +61,7 @@ CONV_OUT = output_shape(_conv_out, "output shape follows from padding, strides a
 
 @register("CONV_2D", "Conv (channel-first; grouped when the filter has fewer input channels)",
           input_count(2, 3), const_inputs(1, 2, what="filter and bias"), float_inputs(1, 2, what="filter and bias"),
-    padding_known(),
-          positive_options(*_CONV_OPTIONS),
+          padding_known(), positive_options(*_CONV_OPTIONS),
           Check("4-D input and OHWI filter; input channels a multiple of the filter's; bias [out]",
                 _conv_geometry), CONV_OUT)
 def conv_2d(g: Graph, op: Operator) -> None:
@@ -84,8 +86,7 @@ def _depthwise_geometry(g: Graph, op: Operator) -> Result:
 
 @register("DEPTHWISE_CONV_2D", "Conv with group = input channels (channel-first)",
           input_count(2, 3), const_inputs(1, 2, what="filter and bias"), float_inputs(1, 2, what="filter and bias"),
-    padding_known(),
-          positive_options(*_CONV_OPTIONS),
+          padding_known(), positive_options(*_CONV_OPTIONS),
           Check("4-D input, [1, kh, kw, C*M] filter, bias [C*M]", _depthwise_geometry), CONV_OUT)
 def depthwise_conv_2d(g: Graph, op: Operator) -> None:
     """``[1, kh, kw, C*M]`` -> ``[C*M, 1, kh, kw]`` with group C (output channel c*M+m reads channel c)."""
@@ -122,13 +123,20 @@ def _transpose_conv_geometry(g: Graph, op: Operator) -> Result:
                 _transpose_conv_geometry))
 def transpose_conv(g: Graph, op: Operator) -> None:
     """TFLite's padding is computed from the *output* size (as for the forward convolution)."""
-    kernel = list(g.shape(op.inputs[1])[1:3])
     strides = [op.options.get("stride_h", 1), op.options.get("stride_w", 1)]
-    in_hw, out_hw = g.shape(op.inputs[2])[1:3], g.shape(op.outputs[0])[1:3]
-    pads, extra = _transpose_pads(PADDING[op.options.get("padding", 0)], in_hw, out_hw, kernel, strides)
-    inputs = [g.to_nchw(op, g.value(op.inputs[2])), g.derived(op.inputs[1], "iohw", layout.ohwi_to_iohw),
-              *_bias_input(g, op, 3)]
-    g.emit(op, "ConvTranspose", inputs, act=activation(op), tail=("nhwc", None), kernel_shape=kernel,
+    _emit_conv_transpose(g, op, 2, 1, 3, PADDING[op.options.get("padding", 0)], strides, activation(op))
+
+
+def _emit_conv_transpose(g: Graph, op: Operator, x: int, w: int, bias: int, padding: str, strides: list[int],
+                         act: str) -> None:
+    """ConvTranspose of input ``x`` with OHWI filter ``w`` (and bias ``bias``, positions in ``op.inputs``),
+    cropped or extended to the output tensor's size with TFLite's ``padding`` placement."""
+    kernel = list(g.shape(op.inputs[w])[1:3])
+    in_hw, out_hw = g.shape(op.inputs[x])[1:3], g.shape(op.outputs[0])[1:3]
+    pads, extra = _transpose_pads(padding, in_hw, out_hw, kernel, strides)
+    inputs = [g.to_nchw(op, g.value(op.inputs[x])), g.derived(op.inputs[w], "iohw", layout.ohwi_to_iohw),
+              *_bias_input(g, op, bias)]
+    g.emit(op, "ConvTranspose", inputs, act=act, tail=("nhwc", None), kernel_shape=kernel,
            strides=strides, pads=pads, output_padding=extra)
 
 
@@ -143,6 +151,86 @@ def _transpose_pads(padding: str, in_hw: tuple, out_hw: tuple, kernel: list[int]
         ends.append(max(after, 0))
         extra.append(max(-after, 0))
     return begins + ends, extra
+
+
+# ---------------------------------------------------------------- MediaPipe Convolution2DTransposeBias
+#
+# MediaPipe's custom TRANSPOSE_CONV with a bias input (mediapipe/util/tflite/operations/
+# transpose_conv_bias.cc): inputs 0 = input NHWC, 1 = OHWI filter, 2 = bias [out]; its custom options are
+# a raw TfLiteTransposeConvParams struct (int32 padding, stride_width, stride_height; later fields of newer
+# TFLite versions are ignored, as the kernel ignores them). The kernel derives the output size itself:
+# per spatial axis, with crop P = max(0, k - (in - 1) % s - 1) for SAME (kTfLitePaddingSame) and 0
+# otherwise, out = s * (in - 1) + k - P (so in * s when in is a multiple of s and k >= s), and the full
+# transposed convolution is cropped by P // 2 at the start and the rest at the end, then the bias added.
+# This equals TRANSPOSE_CONV with output_shape = that size and the same padding (its SAME padding,
+# computed from the output size, puts the same P // 2 first because ceil(out / s) = in), so the converter
+# reuses the TRANSPOSE_CONV path above.
+
+MEDIAPIPE_TRANSPOSE_CONV = "Convolution2DTransposeBias"
+_TFLITE_PADDING = {1: "SAME", 2: "VALID"}  # the C API's TfLitePadding (0 is kTfLitePaddingUnknown)
+_PARAMS = struct.Struct("<3i")
+
+
+def _params(op: Operator) -> tuple[str, list[int]]:
+    """``(padding, [stride_h, stride_w])`` from the custom options (checked by ``_params_valid``)."""
+    padding, stride_w, stride_h = _PARAMS.unpack_from(op.custom_options)
+    return _TFLITE_PADDING[padding], [stride_h, stride_w]
+
+
+def _params_valid(g: Graph, op: Operator) -> Result:
+    if len(op.custom_options) < _PARAMS.size:
+        return fail(f"custom options hold {len(op.custom_options)} bytes, expected a {_PARAMS.size}-byte "
+                    "TfLiteTransposeConvParams")
+    padding, stride_w, stride_h = _PARAMS.unpack_from(op.custom_options)
+    if padding not in _TFLITE_PADDING:
+        return fail(f"padding {padding} is not SAME (1) or VALID (2)")
+    if stride_w < 1 or stride_h < 1:
+        return fail(f"strides {stride_h}x{stride_w} (height x width) are not >= 1")
+    return OK
+
+
+def _float32_data(g: Graph, op: Operator) -> Result:
+    for index in (*op.inputs, *op.outputs):
+        if g.tensor(index).dtype != "FLOAT32":
+            return fail(f"{g.names[index]!r} is a {g.tensor(index).dtype} tensor, and the MediaPipe kernel runs "
+                        "float32 only")
+    return OK
+
+
+def _mediapipe_geometry(g: Graph, op: Operator) -> Result:
+    x, w = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    if len(w) != 4 or len(x) != 4 or x[3] != w[3]:
+        return fail(f"input {list(x)} and OHWI filter {list(w)} must be 4-D with matching input channels")
+    return _bias(g, op, 2, w[0])
+
+
+def _mediapipe_out(g: Graph, op: Operator) -> tuple[int, ...]:
+    """The output shape the MediaPipe kernel's Prepare computes."""
+    x, w = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    padding, strides = _params(op)
+    hw = []
+    for size, k, s in zip(x[1:3], w[1:3], strides):
+        crop = max(0, k - (size - 1) % s - 1) if padding == "SAME" else 0
+        hw.append(s * (size - 1) + k - crop)
+    return (x[0], *hw, w[0])
+
+
+@register_custom(MEDIAPIPE_TRANSPOSE_CONV,
+                 "ConvTranspose with bias (channel-first; explicit pads), as TRANSPOSE_CONV (MediaPipe's "
+                 "transposed convolution with bias)",
+                 input_count(3),
+                 Check("custom options: a TfLiteTransposeConvParams struct (int32 padding SAME = 1 or VALID = 2, "
+                       "stride_width, stride_height >= 1)", _params_valid),
+                 const_inputs(1, 2, what="filter and bias"),
+                 Check("input, filter, bias and output are float32 (float16 or quantized weights behind a "
+                       "folded DEQUANTIZE count as float32)", _float32_data),
+                 Check("4-D input and OHWI filter with matching input channels; bias [out]", _mediapipe_geometry),
+                 output_shape(_mediapipe_out, "output shape is the kernel's: per axis s * (in - 1) + k - P, "
+                                              "P = max(0, k - (in - 1) % s - 1) for SAME, 0 for VALID"))
+def convolution_2d_transpose_bias(g: Graph, op: Operator) -> None:
+    """Input 0, OHWI filter 1, bias 2; padding and strides from the custom options."""
+    padding, strides = _params(op)
+    _emit_conv_transpose(g, op, 0, 1, 2, padding, strides, "NONE")
 
 
 def _fc_geometry(g: Graph, op: Operator) -> Result:
