@@ -2,8 +2,9 @@
 through a reporter, and up-to-date checks are explained for ``status``.
 
 doit decides what is up to date (``file_dep`` contents by MD5, ``targets`` present, ``config_changed``
-on the parameter digest) and schedules tasks, in parallel processes with ``-j N``. Its state DB is a
-SQLite file in the state dir, written in one transaction at the end of a run.
+on the parameter digest, and ``outputs_unedited``: every output as the task's last run wrote it) and
+schedules tasks, in parallel processes with ``-j N``. Its state DB is a SQLite file in the state dir,
+written in one transaction at the end of a run.
 """
 
 from __future__ import annotations
@@ -137,13 +138,22 @@ def _reporter_for(log: RunLog) -> type:
     return Reporter
 
 
+def outputs_unedited(task: Task, values: dict[str, Any], outputs: list[str]) -> bool:
+    """doit ``uptodate`` check: the task's outputs are as its last run left them (doit itself checks
+    only that targets exist, so an artifact edited by hand would otherwise stay and feed later stages)."""
+    return worker.edited_outputs(outputs, values.get("outputs")) == []
+
+
 def to_doit_task(job: Job, options: RunOptions) -> Task:
     return Task(
         job.name,
         actions=[(worker.execute, [job, str(options.cache_dir), options.force])],
         file_dep=[str(p) for p in job.inputs.values()],
         targets=[str(p) for p in job.required_outputs],
-        uptodate=[config_changed(job.param_digest)],
+        uptodate=[
+            config_changed(job.param_digest),
+            (outputs_unedited, [[str(p) for p in job.outputs.values()]], {}),
+        ],
         doc=f"{job.stage} {job.model_name or job.pipeline.name}",
         verbosity=2,
     )
@@ -231,11 +241,15 @@ def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bo
     reasons = []
     for kind, detail in status.reasons.items():
         if kind == "uptodate_false":
-            reasons.extend(_parameter_changes(job, dep.get_values(job.name)))
+            for check, args, _ in detail:
+                if check is outputs_unedited:
+                    reasons.extend(_output_edits(args[0], dep.get_values(job.name)))
+                else:
+                    reasons.extend(_parameter_changes(job, dep.get_values(job.name)))
         elif kind == "changed_file_dep":
             reasons.extend(f"input {_role(job, d)} changed: {d}" for d in detail)
         elif kind == "missing_target":
-            reasons.extend(f"output missing: {t}" for t in detail)
+            reasons.extend(f"output missing: {t}" for t in detail if f"output missing: {t}" not in reasons)
         elif kind == "missing_file_dep":
             reasons.extend(f"input {_role(job, d)} missing: {d}" for d in detail)
         elif kind in ("added_file_dep", "removed_file_dep") and detail:
@@ -250,6 +264,13 @@ def _role(job: Job, path: str) -> str:
         if str(p) == path:
             return role
     return "file"
+
+
+def _output_edits(outputs: list[str], values: dict[str, Any]) -> list[str]:
+    edited = worker.edited_outputs(outputs, values.get("outputs"))
+    if edited is None:
+        return ["outputs not recorded by the last run (built by an older accelbuild)"]
+    return [f"output {'edited' if Path(p).exists() else 'missing'}: {p}" for p in edited]
 
 
 def _parameter_changes(job: Job, values: dict[str, Any]) -> list[str]:

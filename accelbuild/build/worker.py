@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,35 +67,86 @@ def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | T
         "status": status,
         "seconds": round(time.monotonic() - started, 3),
         "params": job.params,
+        "outputs": output_record(job.outputs.values()),
     }
 
 
 def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
+    """Restore or run the stage into a staging folder, then move its files into place.
+
+    A restore goes through the staging folder too, so a kill mid-copy leaves nothing in the build dir
+    but a staging folder, which the next build that touches this folder sweeps (restored or not).
+    """
     key = cache_key(job.stage, job.param_digest, _input_digests(job), __version__)
-    if not force and cache.restore(key, job.outputs):
-        return "cached"
     folder = next(iter(job.outputs.values())).parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_stale_staging(folder)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
     try:
         staged = {name: staging / name.replace("/", "_") for name in job.outputs}
-        module = importlib.import_module(_stage_module(job.stage))
-        module.run(StageContext(job.pipeline, job.model, job.inputs, staged, job.params, None if force else cache))
+        if not force and cache.restore(key, staged):
+            status = "cached"
+        else:
+            module = importlib.import_module(_stage_module(job.stage))
+            module.run(StageContext(job.pipeline, job.model, job.inputs, staged, job.params,
+                                    None if force else cache))
+            status = "ran"
         produced = {name: path for name, path in staged.items() if path.exists()}
         missing = [n for n in job.outputs if n not in produced and n not in job.optional_outputs]
         if missing:
             raise RuntimeError(f"stage {job.stage} did not write {', '.join(missing)}")
-        cache.store(key, produced)
+        if status == "ran":
+            cache.store(key, produced)
         for name, final in job.outputs.items():
             if name in produced:
                 final.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(produced[name], final)
-            elif final.exists():
-                final.unlink()
+            else:  # missing_ok: a run on another state dir may be publishing the same folder
+                final.unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return "ran"
+    return status
+
+
+def output_record(paths: Iterable[Path]) -> dict[str, list]:
+    """``[size, mtime_ns, sha256]`` of each output that exists, by path, as the run leaves them.
+
+    Kept in doit's values for the task, so the next run can tell an output edited by hand
+    (``edited_outputs``) although doit itself only checks that targets exist.
+    """
+    record = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # an optional output this run did not write
+            continue
+        record[str(path)] = [st.st_size, st.st_mtime_ns, file_sha256(path)]
+    return record
+
+
+def edited_outputs(paths: Iterable[str], record: Any) -> list[str] | None:
+    """Outputs that are gone or whose bytes differ from ``record``; None if there is no record.
+
+    Cheap on a no-op: an output whose size and mtime are as recorded is taken as is (one ``stat``);
+    only one whose mtime moved is hashed, so a mere touch is not an edit.
+    """
+    if not isinstance(record, dict):
+        return None
+    edited = []
+    for path in paths:
+        recorded = record.get(path)
+        if recorded is None:  # not written by the last run (an optional output)
+            continue
+        try:
+            size, mtime_ns, sha = recorded
+            st = os.stat(path)
+            same = (st.st_size, st.st_mtime_ns) == (size, mtime_ns) or (
+                st.st_size == size and file_sha256(Path(path)) == sha)
+        except (OSError, TypeError, ValueError):  # gone, or a record this version cannot read
+            same = False
+        if not same:
+            edited.append(path)
+    return edited
 
 
 def sweep_stale_staging(folder: Path) -> None:
@@ -106,13 +158,18 @@ def sweep_stale_staging(folder: Path) -> None:
 
 
 def _process_alive(pid: int) -> bool:
+    """True if ``pid`` runs; a zombie (killed, not yet reaped by a slow init) never writes again."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def _input_digests(job: Job) -> dict[str, str]:
