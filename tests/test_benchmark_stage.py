@@ -82,3 +82,10 @@ def test_whole_build_is_byte_identical_across_runs_except_host_timings(project: 
     assert {k: v for k, v in first.items() if k not in measured} == \
         {k: v for k, v in second.items() if k not in measured}
     assert first["p/p.dfp"] == second["p/p.dfp"]
+
+
+def test_clean_removes_closed_loop_splits(project: Path) -> None:
+    _run(project, PIPELINE + "closed_loop: {enabled: true, jobs: 1, keep_splits: true}\n", "--until", "assemble")
+    assert (project / "build/p/splits").is_dir()
+    assert run_cli("clean", "p.yaml", "--state-dir", "s", cwd=project).code == 0
+    assert not (project / "build/p").exists()

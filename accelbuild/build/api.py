@@ -58,6 +58,10 @@ def clean(pipelines: list[PipelineSpec], options: RunOptions, remove_cache: bool
                 folders.add(path.parent)
         for pipeline in pipelines:
             folders.add(pipeline.output.dir)
+            splits = pipeline.output.dir / "splits"  # closed-loop splits: ours, a folder of their own
+            if splits.is_dir():
+                shutil.rmtree(splits)
+                removed.append(splits)
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             if folder.is_dir():
                 worker.sweep_stale_staging(folder)
