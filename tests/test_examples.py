@@ -11,7 +11,9 @@
 about missing files say where they looked). An optional second line ``# command: run`` marks mistakes
 that only show once the model is read: those are checked with ``run --until import`` instead of
 ``validate``, and the task progress lines ``run`` prints on stderr before the error are skipped.
-Every case must exit with code 2 and never print a Python traceback.
+Every case must exit with code 2 and never print a Python traceback, within ``TIMEOUT`` seconds and
+``MEMORY_LIMIT`` bytes of address space. A case that must be a folder (``NN_name.yaml/``) keeps its header
+lines in ``header.txt`` inside it.
 
 Each test copies ``examples/`` into its tmp folder and runs there, so build outputs, doit state and
 anything a malicious config might try to create stay in the tmp folder.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,6 +38,9 @@ EXAMPLES = REPO / "examples"
 VALID = sorted(p.name for p in (EXAMPLES / "valid").glob("*.yaml"))
 INVALID = sorted(p.name for p in (EXAMPLES / "invalid").glob("*.yaml"))
 TIMEOUT = 10  # seconds per CLI call
+# Address space per invalid case. `validate` peaks near 35 MB and `run --until import` near 180 MB of
+# virtual memory on the example models; a case that needs more than this is unbounded, not unlucky.
+MEMORY_LIMIT = 1536 * 1024 * 1024
 
 # The file written by the `!!python/object/apply:os.system` case if the tag were ever executed.
 PYTHON_TAG_CASE = "11_python_tag_not_executed.yaml"
@@ -55,7 +61,7 @@ class Expectation:
 
 def read_header(path: Path) -> Expectation:
     """The `# expect:` line (required) and `# command:` line (optional) of an invalid example."""
-    head = path.read_bytes().split(b"\n", 2)
+    head = (path / "header.txt" if path.is_dir() else path).read_bytes().split(b"\n", 2)
     first = head[0].decode("utf-8")
     assert first.startswith("# expect: "), f"{path.name}: the first line must be '# expect: ...'"
     second = head[1].decode("utf-8", "replace") if len(head) > 1 else ""
@@ -63,12 +69,17 @@ def read_header(path: Path) -> Expectation:
     return Expectation(first[len("# expect: "):], command)
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cwd: Path, memory_limit: int | None = None) -> subprocess.CompletedProcess[str]:
     """``accelbuild ARGS`` in a subprocess, with no ACCELBUILD_* settings from the environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     return subprocess.run(
         [sys.executable, "-m", "accelbuild.cli", *args],
         cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
+        preexec_fn=limit if memory_limit else None,
     )
 
 
@@ -103,7 +114,7 @@ def _invalid_params() -> list:
 
 
 def test_enough_invalid_cases() -> None:
-    assert len(INVALID) >= 40
+    assert len(INVALID) >= 60
     assert set(KNOWN_PROBLEMS) <= set(INVALID), "KNOWN_PROBLEMS names a case that does not exist"
 
 
@@ -116,7 +127,8 @@ def test_invalid_names_are_numbered() -> None:
 def test_invalid_example(name: str, workdir: Path) -> None:
     expect = read_header(EXAMPLES / "invalid" / name)
     yaml_path = f"examples/invalid/{name}"
-    result = run_cli(*cli_args(expect.command, yaml_path, workdir / "state"), cwd=workdir)
+    result = run_cli(*cli_args(expect.command, yaml_path, workdir / "state"), cwd=workdir,
+                     memory_limit=MEMORY_LIMIT)
 
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 2, result.stderr

@@ -186,14 +186,12 @@ def _branch_fits(branch: dict[str, Any], instance: Any) -> bool:
 def problems(data: Any, schema_name: str) -> list[tuple[tuple[Any, ...], bool, str]]:
     """Every schema error of plain ``data`` as ``(path, points_at_key, message)``, without repeats."""
     root = load_schema(schema_name)
-    found: list[tuple[tuple[Any, ...], bool, str]] = []
+    found: dict[tuple[tuple[Any, ...], bool, str], None] = {}  # ordered, and a set (thousands of errors)
     for error in _validator(schema_name).iter_errors(data):
         if _misspelt_required(error, root):
             continue  # the unknown-key error for the misspelling says it better
-        problem = _explain(error, root)
-        if problem not in found:
-            found.append(problem)
-    return found
+        found.setdefault(_explain(error, root))
+    return list(found)
 
 
 def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:

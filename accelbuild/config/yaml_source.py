@@ -21,7 +21,11 @@ Path_ = tuple[str | int, ...]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_NODES = 200_000
+MAX_WRITTEN = 20_000  # keys and values written out: bounds the (pure-Python, ~50 us per node) parse time
 MAX_DEPTH = 64
+MAX_INT_BITS = 256  # far beyond any setting; keeps every integer printable (Python refuses > 4300 digits)
+MAX_INT_TEXT = 1000  # characters (without '_'): longer integers are refused before they are built (1:59:59:...
+                     # sexagesimal integers cost quadratic time to build)
 
 
 @dataclass
@@ -33,6 +37,7 @@ class YamlDocument:
     text: str
     value_pos: dict[Path_, tuple[int, int]] = field(default_factory=dict)
     key_pos: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    _lines: list[str] | None = field(default=None, repr=False, compare=False)  # ``text``, split once
 
     def where(self, path: Path_, *, key: bool = False) -> Where:
         """Position of the value (or, with ``key``, the mapping key) at ``path``.
@@ -51,7 +56,9 @@ class YamlDocument:
 
     def snippet(self, where: Where) -> str:
         """The source line at ``where`` with a caret under the column, for error output."""
-        lines = self.text.splitlines()
+        if self._lines is None:  # split once: a file with thousands of errors asks for thousands of snippets
+            self._lines = self.text.splitlines()
+        lines = self._lines
         if not 1 <= where.line <= len(lines):
             return ""
         line = lines[where.line - 1]
@@ -95,7 +102,7 @@ def load_yaml(path: Path, shown: str | None = None) -> YamlDocument:
 def parse_yaml(text: str, shown: str) -> YamlDocument:
     """Parse YAML text; see ``load_yaml``."""
     try:
-        _check_depth(text, shown)  # PyYAML's composer recurses: refuse deep nesting before it does
+        _prescan(text, shown)  # refuse deep nesting (PyYAML's composer recurses) and huge documents early
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         raise ConfigError(_mark_where(shown, exc.problem_mark or exc.context_mark),
@@ -138,9 +145,23 @@ _OPEN = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMap
 _CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
 
 
-def _check_depth(text: str, shown: str) -> None:
+_WRITTEN = (yaml.ScalarToken, yaml.AliasToken) + _OPEN  # each starts one key or value node
+
+
+def _prescan(text: str, shown: str) -> None:
+    """Check nesting depth and document size on the token stream, before any node is composed.
+
+    Composing holds every node in memory and costs far more per node than scanning, so a 4 MiB list of
+    a million values is refused here, after ``MAX_WRITTEN`` of them, in bounded time and memory.
+    """
     depth = 0
+    written = 0
     for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _WRITTEN):
+            written += 1
+            if written > MAX_WRITTEN:
+                raise ConfigError(_mark_where(shown, token.start_mark),
+                                  f"document has more than {MAX_WRITTEN} keys and values")
         if isinstance(token, _OPEN):
             depth += 1
             if depth > MAX_DEPTH + 1:  # the document's own root collection is level 0
@@ -179,8 +200,13 @@ class _Builder:
         node = root
         if size(node) <= MAX_NODES:
             return
+        visited = set()  # a value that contains itself (`a: &a [*a]`) would send this descent round forever
         while True:
+            visited.add(id(node))
             bigger = next((c for c in _children(node, keys=False) if size(c) > MAX_NODES), None)
+            if bigger is not None and id(bigger) in visited:
+                raise ConfigError(self._where(bigger), "this value contains itself through an alias, "
+                                                       "so the document expands without end")
             if bigger is None:
                 raise ConfigError(self._where(node), f"document expands to more than {MAX_NODES} values (aliases?)")
             node = bigger
@@ -237,6 +263,8 @@ class _Builder:
         self._check_tag(node)
         if node.tag == _CORE + "timestamp":  # no config value is a date: keep what the user wrote
             return node.value
+        if node.tag == _CORE + "int" and len(node.value.replace("_", "")) > MAX_INT_TEXT:
+            raise ConfigError(self._where(node), _too_large(node.value))
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
@@ -246,7 +274,14 @@ class _Builder:
             raise ConfigError(self._where(node), f"invalid value: {exc}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(self._where(node), f"{node.value!r} is not a finite number")
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+            raise ConfigError(self._where(node), _too_large(node.value))
         return value
+
+
+def _too_large(text: str) -> str:
+    shown = text if len(text) <= 40 else f"{text[:37]}..."
+    return f"{shown!r} is too large a number for any setting ({len(text)} characters)"
 
 
 def _children(node: yaml.Node, keys: bool = True) -> list[yaml.Node]:

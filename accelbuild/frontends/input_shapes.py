@@ -9,6 +9,7 @@ any other dimension left symbolic is an error naming the input and its dimension
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,6 +20,10 @@ from accelbuild.config.spec import InputShapes, ModelSpec, PipelineSpec
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
 
 Dim = int | str | None
+
+# Elements in one tensor (1 GiB of float32). Far past any input an edge accelerator takes (an 8K RGB frame
+# is 100 M); a larger shape is a mistake or a hostile file, refused before anything is allocated for it.
+MAX_TENSOR_ELEMENTS = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,13 @@ def resolve_input_shapes(
     for index, value in enumerate(inputs):
         at = _position(spec, spec.input_shapes, value.name, index)
         resolved.append(_resolve_one(model, value, given.get(value.name), pipeline, spec, at))
+        size = math.prod(resolved[-1].shape)
+        if size > MAX_TENSOR_ELEMENTS:
+            raise ConfigError(
+                pipeline.where(*at),
+                f"input {value.name!r} of model {spec.name!r} would have {size:,} elements "
+                f"{list(resolved[-1].shape)}; accelbuild handles at most {MAX_TENSOR_ELEMENTS:,} per tensor",
+            )
     return resolved
 
 
@@ -188,3 +200,5 @@ def _feeds_nhwc_transpose(model: onnx.ModelProto, name: str) -> bool:
 def check_model_file_inputs(model: onnx.ModelProto, path: object) -> None:
     if not graph_inputs(model):
         raise InputFileError(path, "the model has no inputs")
+    if not model.graph.output:  # it would import and crop, then fail in onnxruntime with no file named
+        raise InputFileError(path, "the model has no outputs")

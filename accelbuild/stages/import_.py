@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 from pathlib import Path
 
 import onnx
@@ -13,6 +14,7 @@ from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.onnx_support import check_supported
 from accelbuild.frontends.input_shapes import (
+    MAX_TENSOR_ELEMENTS,
     apply_input_shapes,
     check_model_file_inputs,
     model_dims,
@@ -40,13 +42,14 @@ def run(ctx: StageContext) -> None:
     model_path = ctx.inputs["model"]
     try:
         model = _load(model_path, ctx.model.format)
+        check_model_file_inputs(model, model_path)
     except InputFileError as exc:  # say which line of the YAML named the broken file
         where = ctx.pipeline.where("models", ctx.model.index, "path")
         raise ConfigError(where, f"{ctx.model.path_text}: {exc.message}") from None
-    check_model_file_inputs(model, model_path)
     resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
     apply_input_shapes(model, resolved)
     model = _infer_shapes(model, model_path)
+    _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
     passes = run_passes(model, verify=True)
     model = _infer_shapes(model, model_path)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
@@ -75,6 +78,20 @@ def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
         text = str(exc).strip().splitlines()
         raise InputFileError(path, f"shape inference failed with the given input shapes: {text[0] if text else exc}") from None
+
+
+def _check_tensor_sizes(model: onnx.ModelProto, ctx: StageContext) -> None:
+    """Refuse a model whose inferred tensors are absurdly large (a Tile, Resize or ConstantOfShape to 2**40)."""
+    for value in [*model.graph.value_info, *model.graph.output]:
+        dims = model_dims(value)
+        if not dims or not all(isinstance(d, int) for d in dims):
+            continue
+        size = math.prod(dims)
+        if size > MAX_TENSOR_ELEMENTS:
+            where = ctx.pipeline.where("models", ctx.model.index, "path")
+            raise ConfigError(where, f"{ctx.model.path_text}: tensor {value.name!r} would have {size:,} elements "
+                                     f"{dims} with these input shapes; accelbuild handles at most "
+                                     f"{MAX_TENSOR_ELEMENTS:,} per tensor")
 
 
 def _record(model: onnx.ModelProto, path: Path, fmt: str, resolved: list) -> dict:
