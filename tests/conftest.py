@@ -15,6 +15,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_MODELS = REPO / "examples" / "models"
 
+# Two models through every stage, quickly; host: false keeps host timings out of benchmark.json and
+# report.html, so the whole build dir is deterministic.
+TWO_MODEL_PIPELINE = """\
+accelbuild: 1
+name: p
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes: {images: [64, 64, 3]}
+    crop: {outputs: [head.p3, head.p4, head.p5]}
+  - name: cls
+    path: models/tinycls.onnx
+benchmark: {frames: 40, host: false, accuracy: {samples: 1}}
+"""
+
 
 @dataclass
 class CliResult:

@@ -22,20 +22,9 @@ import pytest
 from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 
-from conftest import EXAMPLE_MODELS, CliResult, run_cli, tree_bytes, write
+from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, CliResult, run_cli, tree_bytes, write
 
-PIPELINE = """\
-accelbuild: 1
-name: p
-models:
-  - name: det
-    path: models/tinydet.onnx
-    input_shapes: {images: [64, 64, 3]}
-    crop: {outputs: [head.p3, head.p4, head.p5]}
-  - name: cls
-    path: models/tinycls.onnx
-benchmark: {frames: 40, host: false, accuracy: {samples: 1}}
-"""
+PIPELINE = TWO_MODEL_PIPELINE
 
 LOCK_MESSAGE = "another accelbuild run is using"
 

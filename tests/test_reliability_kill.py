@@ -25,22 +25,9 @@ from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 from accelbuild.build.worker import STAGING_PREFIX
 
-from conftest import EXAMPLE_MODELS, run_cli, tree_bytes, write
+from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
 
-PIPELINE = """\
-accelbuild: 1
-name: p
-models:
-  - name: det
-    path: models/tinydet.onnx
-    input_shapes: {images: [64, 64, 3]}
-    crop: {outputs: [head.p3, head.p4, head.p5]}
-  - name: cls
-    path: models/tinycls.onnx
-benchmark: {frames: 40, host: false, accuracy: {samples: 1}}
-"""
-# host: false, so benchmark.json and report.html hold no host timings and the whole build dir is
-# deterministic.
+PIPELINE = TWO_MODEL_PIPELINE  # deterministic: no host timings
 
 RUN = ("run", "p.yaml", "-j", "2", "--state-dir", "s", "--cache-dir", "c")
 KILLS = 12

@@ -16,20 +16,9 @@ import pytest
 
 from accelbuild.util.files import file_sha256
 
-from conftest import EXAMPLE_MODELS, run_cli, tree_bytes, write
+from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
 
-PIPELINE = """\
-accelbuild: 1
-name: p
-models:
-  - name: det
-    path: models/tinydet.onnx
-    input_shapes: {images: [64, 64, 3]}
-    crop: {outputs: [head.p3, head.p4, head.p5]}
-  - name: cls
-    path: models/tinycls.onnx
-benchmark: {frames: 40, host: false, accuracy: {samples: 1}}
-"""
+PIPELINE = TWO_MODEL_PIPELINE
 
 ARGS = ("--state-dir", "s", "--cache-dir", "c")
 
