@@ -45,18 +45,22 @@ def plan(pipelines: list[PipelineSpec], until: str | None = None) -> list[Job]:
     last = STAGE_ORDER.index(until) if until else len(STAGE_ORDER) - 1
     stages = [s for s in STAGES if STAGE_ORDER.index(s.name) <= last]
     jobs = []
+    profiles: dict[Path, str] = {}  # one digest per profile file per run: the no-op path stays fast
     for pipeline in pipelines:
+        path = pipeline.target.profile_path
+        if path not in profiles:
+            profiles[path] = profile_digest(path)
         for stage in stages:
             for model in pipeline.models if stage.per_model else [None]:
-                jobs.append(_job(pipeline, stage, model))
+                jobs.append(_job(pipeline, stage, model, profiles[path]))
     return jobs
 
 
-def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None) -> Job:
+def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, profile: str) -> Job:
     params = stage.params(pipeline, model)
     digest_of = {"stage": stage.name, "params": params, "version": __version__}
     if stage.uses_profile:
-        digest_of["profile"] = profile_digest(pipeline.target.profile_path)
+        digest_of["profile"] = profile
     return Job(
         name=task_name(pipeline, stage.name, model),
         stage=stage.name,

@@ -102,7 +102,8 @@ def load_yaml(path: Path, shown: str | None = None) -> YamlDocument:
 def parse_yaml(text: str, shown: str) -> YamlDocument:
     """Parse YAML text; see ``load_yaml``."""
     try:
-        _prescan(text, shown)  # refuse deep nesting (PyYAML's composer recurses) and huge documents early
+        if not _plainly_small(text):
+            _prescan(text, shown)  # refuse deep nesting (PyYAML's composer recurses) and huge documents early
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         raise ConfigError(_mark_where(shown, exc.problem_mark or exc.context_mark),
@@ -146,6 +147,14 @@ _CLOSE = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToke
 
 
 _WRITTEN = (yaml.ScalarToken, yaml.AliasToken) + _OPEN  # each starts one key or value node
+
+
+def _plainly_small(text: str) -> bool:
+    """A document too small to break the limits: fewer brackets and less indentation than MAX_DEPTH
+    levels need, and too short to hold MAX_WRITTEN values. Pipeline files are; they skip the prescan."""
+    if len(text) > 16_384 or text.count("[") + text.count("{") > MAX_DEPTH:
+        return False
+    return max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0) < MAX_DEPTH
 
 
 def _prescan(text: str, shown: str) -> None:
