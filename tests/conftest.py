@@ -10,7 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from accelbuild.dfp import Dfp, Header, ModelEntry, Port
+from accelbuild.dfp.format import canonical_json
+from accelbuild.dfp.weights import WeightsSection
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_MODELS = REPO / "examples" / "models"
@@ -61,6 +66,15 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def two_model_checkout(folder: Path) -> Path:
+    """A project folder as a fresh clone has it: the two example models and TWO_MODEL_PIPELINE, unbuilt."""
+    (folder / "models").mkdir(parents=True)
+    for name in ("tinydet.onnx", "tinycls.onnx"):
+        shutil.copy(EXAMPLE_MODELS / name, folder / "models" / name)
+    write(folder / "p.yaml", TWO_MODEL_PIPELINE)
+    return folder
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -70,3 +84,34 @@ def write(path: Path, text: str) -> Path:
 def tree_bytes(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path (to compare builds byte for byte)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def sample_header(**extra) -> Header:
+    """Two models with ports of every packet format: the DFP tests' header."""
+    det = ModelEntry(
+        "det",
+        (Port("images", (32, 32, 3), "BF16", "conv0"),),
+        (Port("boxes", (4, 4, 64), "BF16", "head_box"), Port("scores", (4, 4, 80), "FP32", "head_cls")),
+    )
+    cls = ModelEntry("cls", (Port("x", [16, 16, 3], "RGB888", "stem"),), (Port("y", [10], "BF16", "fc"),))
+    return Header("accelbuild 0.1.0", "mx3", 2, (det, cls), extra)
+
+
+def sample_dfp(sim: bool = True) -> Dfp:
+    """A small valid DFP (one 4-bit conv layer), with or without simcfg."""
+    weights = WeightsSection()
+    conv = weights.add(np.arange(-8, 8, dtype=np.int8).reshape(4, 2, 2), 4)
+    scales = weights.add_scales([0.5, 0.25, 0.125, 1.0])
+    program = {"models": [{"name": "det", "layers": [{"name": "conv0", "op": "Conv", "chip": 0, "cores": [0],
+                                                      "inputs": ["images"], "outputs": ["c0"],
+                                                      "weights": {**conv, "scales_offset": scales}}]}]}
+    sections = {
+        "cores": canonical_json({"chips": [{"chip": 0, "cores": [{"id": 0, "kind": "mac", "layers": ["conv0"],
+                                                                   "utilization": 0.5}]}]}),
+        "program": canonical_json(program),
+        "weights": weights.to_bytes(),
+    }
+    if sim:
+        sections["simcfg"] = canonical_json({"frames_default": 100, "seed": 0, "jitter": 0.02})
+    chips = [{"chip": 0, "cores": 12, "layers": 3, "utilization": 0.5}, {"chip": 1, "cores": 4, "layers": 1}]
+    return Dfp(sample_header(chips=chips, pipeline="demo"), sections)

@@ -9,40 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbuild.dfp import Dfp, Header, ModelEntry, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
+from accelbuild.dfp import Dfp, Header, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
 from accelbuild.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout
 from accelbuild.dfp.reader import CHECKSUM_MESSAGE
 from accelbuild.dfp.weights import WeightsSection, pack, packed_size, read_tensor, unpack, unpack_scales
 from accelbuild.errors import InputFileError
 
-
-def _header(**extra) -> Header:
-    det = ModelEntry(
-        "det",
-        (Port("images", (32, 32, 3), "BF16", "conv0"),),
-        (Port("boxes", (4, 4, 64), "BF16", "head_box"), Port("scores", (4, 4, 80), "FP32", "head_cls")),
-    )
-    cls = ModelEntry("cls", (Port("x", [16, 16, 3], "RGB888", "stem"),), (Port("y", [10], "BF16", "fc"),))
-    return Header("accelbuild 0.1.0", "mx3", 2, (det, cls), extra)
-
-
-def _dfp(sim: bool = True) -> Dfp:
-    weights = WeightsSection()
-    conv = weights.add(np.arange(-8, 8, dtype=np.int8).reshape(4, 2, 2), 4)
-    scales = weights.add_scales([0.5, 0.25, 0.125, 1.0])
-    program = {"models": [{"name": "det", "layers": [{"name": "conv0", "op": "Conv", "chip": 0, "cores": [0],
-                                                      "inputs": ["images"], "outputs": ["c0"],
-                                                      "weights": {**conv, "scales_offset": scales}}]}]}
-    sections = {
-        "cores": canonical_json({"chips": [{"chip": 0, "cores": [{"id": 0, "kind": "mac", "layers": ["conv0"],
-                                                                   "utilization": 0.5}]}]}),
-        "program": canonical_json(program),
-        "weights": weights.to_bytes(),
-    }
-    if sim:
-        sections["simcfg"] = canonical_json({"frames_default": 100, "seed": 0, "jitter": 0.02})
-    chips = [{"chip": 0, "cores": 12, "layers": 3, "utilization": 0.5}, {"chip": 1, "cores": 4, "layers": 1}]
-    return Dfp(_header(chips=chips, pipeline="demo"), sections)
+from conftest import sample_dfp, sample_header
 
 
 def _seal(body: bytes) -> bytes:
@@ -75,7 +48,7 @@ def _rejected(data: bytes) -> str:
 # -- round trip and determinism ------------------------------------------------------------------------
 
 def test_round_trip_equal(tmp_path: Path) -> None:
-    for dfp in (_dfp(sim=True), _dfp(sim=False)):
+    for dfp in (sample_dfp(sim=True), sample_dfp(sim=False)):
         path = tmp_path / "prog.dfp"
         size = write_dfp(path, dfp)
         assert path.stat().st_size == size
@@ -86,13 +59,13 @@ def test_round_trip_equal(tmp_path: Path) -> None:
 
 
 def test_equal_inputs_give_identical_bytes() -> None:
-    one = _dfp()
+    one = sample_dfp()
     reordered_sections = dict(reversed(list(one.sections.items())))
     reordered_extra = dict(reversed(list(one.header.extra.items())))
     two = Dfp(Header(one.header.compiler, one.header.chip_gen, one.header.num_chips,
                      list(one.header.models), reordered_extra), reordered_sections)
     assert one == two
-    assert dfp_bytes(one) == dfp_bytes(two) == dfp_bytes(_dfp())
+    assert dfp_bytes(one) == dfp_bytes(two) == dfp_bytes(sample_dfp())
     data = dfp_bytes(one)
     assert data[:8] == b"ACCELDFP" and data[8:10] == b"\x01\x00"
     assert data[-32:] == hashlib.sha256(data[:-32]).digest()
@@ -100,19 +73,19 @@ def test_equal_inputs_give_identical_bytes() -> None:
 
 def test_invalid_content_is_refused_before_writing() -> None:
     with pytest.raises(ValueError, match="missing section 'weights'"):
-        Dfp(_header(), {"cores": b"", "program": b""})
+        Dfp(sample_header(), {"cores": b"", "program": b""})
     with pytest.raises(ValueError, match="invalid section name"):
-        Dfp(_header(), {"cores": b"", "program": b"", "weights": b"", "Bad Name": b""})
+        Dfp(sample_header(), {"cores": b"", "program": b"", "weights": b"", "Bad Name": b""})
     with pytest.raises(ValueError, match="shape must be"):
         Port("x", (0, 3), "BF16", "l")
     with pytest.raises(ValueError, match="may not redefine"):
-        _header(models=[])
+        sample_header(models=[])
     with pytest.raises(ValueError, match="not plain JSON"):
-        _header(bad=float("nan"))
+        sample_header(bad=float("nan"))
 
 
 def test_describe_lists_header_models_ports_chips_and_sections() -> None:
-    dfp = _dfp()
+    dfp = sample_dfp()
     size = len(dfp_bytes(dfp))
     text = describe(dfp, size)
     assert text == describe(dfp, size)
@@ -169,7 +142,7 @@ def test_weights_section_references() -> None:
 # -- rejection -----------------------------------------------------------------------------------------
 
 def test_rejects_bad_magic_and_version(tmp_path: Path) -> None:
-    data = dfp_bytes(_dfp())
+    data = dfp_bytes(sample_dfp())
     assert _rejected(b"PK\x03\x04" + data[4:]) == "not a DFP file (bad magic)"
     assert _rejected(b"") == "not a DFP file (bad magic)"
     assert _rejected(data[:2] + b"X" + data[3:]) == "not a DFP file (bad magic)"
@@ -181,9 +154,9 @@ def test_rejects_bad_magic_and_version(tmp_path: Path) -> None:
 
 
 def test_rejects_truncation_everywhere() -> None:
-    data = dfp_bytes(_dfp())
+    data = dfp_bytes(sample_dfp())
     weights = plan_layout(int.from_bytes(data[12:16], "little"),
-                          [(n, len(p)) for n, p in sorted(_dfp().sections.items())]).sections[-1]
+                          [(n, len(p)) for n, p in sorted(sample_dfp().sections.items())]).sections[-1]
     for cut in range(len(data)):
         message = _rejected(data[:cut])
         assert message.startswith("truncated") or message == "not a DFP file (bad magic)" and cut == 0, (cut, message)
@@ -194,7 +167,7 @@ def test_rejects_truncation_everywhere() -> None:
 
 
 def test_rejects_any_flipped_byte() -> None:
-    data = dfp_bytes(_dfp())
+    data = dfp_bytes(sample_dfp())
     header_end = PREAMBLE.size + int.from_bytes(data[12:16], "little")
     for position in range(len(data)):
         damaged = bytearray(data)
@@ -205,7 +178,7 @@ def test_rejects_any_flipped_byte() -> None:
 
 
 def test_rejects_bad_lengths_and_offsets() -> None:
-    header = canonical_json(_header().to_dict())
+    header = canonical_json(sample_header().to_dict())
     sections = [("cores", b"{}"), ("program", b"{}"), ("weights", b"\x01" * 40)]
     assert parse_dfp(_craft(header, sections), "ok.dfp").sections["weights"] == b"\x01" * 40
     huge = _craft(header, sections, header_length=0xFFFF_FFF0)
@@ -221,7 +194,7 @@ def test_rejects_bad_lengths_and_offsets() -> None:
 
 def test_rejects_bad_headers_and_section_checksums() -> None:
     sections = [("cores", b"{}"), ("program", b"{}"), ("weights", b"")]
-    good = canonical_json(_header().to_dict())
+    good = canonical_json(sample_header().to_dict())
     assert _rejected(_craft(b"{not json", sections)) == "header is not valid JSON"
     assert _rejected(_craft(b"[" * 100_000, sections)) == "header is not valid JSON (nested too deeply)"
     assert _rejected(_craft(good.replace(b":", b": ", 1), sections)).startswith("header is not canonical JSON")
@@ -237,7 +210,7 @@ def test_rejects_bad_headers_and_section_checksums() -> None:
 
 
 def test_fuzzed_files_never_crash() -> None:
-    base = dfp_bytes(_dfp())
+    base = dfp_bytes(sample_dfp())
     rng = random.Random(20240601)
     for _ in range(300):
         data = bytearray(base)

@@ -34,7 +34,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import pytest
 import yaml
@@ -45,11 +44,12 @@ from accelbuild.config import schema_check
 from accelbuild.config.load import load_pipeline
 from accelbuild.config.spec import PipelineSpec
 from accelbuild.config.yaml_source import parse_yaml
-from accelbuild.dfp import Dfp, Header, ModelEntry, Port, describe, dfp_bytes, parse_dfp
-from accelbuild.dfp.format import CHECKSUM_SIZE, PREAMBLE, TABLE_ENTRY, canonical_json
-from accelbuild.dfp.weights import WeightsSection
+from accelbuild.dfp import describe, dfp_bytes, parse_dfp
+from accelbuild.dfp.format import CHECKSUM_SIZE, PREAMBLE, TABLE_ENTRY
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, UserError, Where, render_user_error
 from accelbuild.testing import tflite_models
+
+from conftest import sample_dfp
 
 REPO = Path(__file__).resolve().parents[1]
 # Hypothesis warns when a strategy's repr grows large (recursive dictionaries do); it costs time, not truth.
@@ -407,22 +407,7 @@ def mutate(data: bytes, ops: list[tuple]) -> bytes:
 
 @cache
 def base_dfp() -> bytes:
-    weights = WeightsSection()
-    conv = weights.add(np.arange(-8, 8, dtype=np.int8).reshape(4, 2, 2), 4)
-    scales = weights.add_scales([0.5, 0.25, 0.125, 1.0])
-    program = {"models": [{"name": "det", "layers": [{"name": "conv0", "op": "Conv", "chip": 0, "cores": [0],
-                                                      "inputs": ["images"], "outputs": ["c0"],
-                                                      "weights": {**conv, "scales_offset": scales}}]}]}
-    sections = {
-        "cores": canonical_json({"chips": [{"chip": 0, "cores": [{"id": 0, "kind": "mac", "layers": ["conv0"],
-                                                                   "utilization": 0.5}]}]}),
-        "program": canonical_json(program),
-        "weights": weights.to_bytes(),
-        "simcfg": canonical_json({"frames_default": 100, "seed": 0, "jitter": 0.02}),
-    }
-    det = ModelEntry("det", (Port("images", (32, 32, 3), "BF16", "conv0"),), (Port("c0", (16, 16, 4), "BF16", "conv0"),))
-    header = Header("accelbuild 0.1.0", "mx3", 1, (det,), {"pipeline": "fuzz"})
-    return dfp_bytes(Dfp(header, sections))
+    return dfp_bytes(sample_dfp())
 
 
 def reseal(data: bytes) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -22,19 +21,11 @@ import pytest
 from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 
-from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, CliResult, run_cli, tree_bytes, write
+from conftest import TWO_MODEL_PIPELINE, two_model_checkout, CliResult, run_cli, tree_bytes
 
 PIPELINE = TWO_MODEL_PIPELINE
 
 LOCK_MESSAGE = "another accelbuild run is using"
-
-
-def checkout(folder: Path) -> Path:
-    (folder / "models").mkdir(parents=True)
-    for name in ("tinydet.onnx", "tinycls.onnx"):
-        shutil.copy(EXAMPLE_MODELS / name, folder / "models" / name)
-    write(folder / "p.yaml", PIPELINE)
-    return folder
 
 
 def run_together(*runs: tuple[Path, list[str]], stagger: float = 0.0) -> list[CliResult]:
@@ -77,14 +68,14 @@ def statuses(result: CliResult) -> set[str]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    folder = checkout(tmp_path_factory.mktemp("reference"))
+    folder = two_model_checkout(tmp_path_factory.mktemp("reference"))
     result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=folder)
     assert result.code == 0, result.stderr
     return tree_bytes(folder / "build/p")
 
 
 def _two_runs_on_one_state_dir(folder: Path, expected: dict[str, bytes], stagger: float) -> list[CliResult]:
-    checkout(folder)
+    two_model_checkout(folder)
     args = ["--state-dir", "s", "--cache-dir", "c"]
     results = run_together((folder, args), (folder, args), stagger=stagger)
     seen = sorted((statuses(r) for r in results), key=lambda s: "up-to-date" in s)
@@ -105,7 +96,7 @@ def test_two_runs_on_one_state_dir_at_once(reference, tmp_path: Path) -> None:
 
 def test_two_state_dirs_sharing_one_cache_at_once(reference, tmp_path: Path) -> None:
     shared = tmp_path / "shared-cache"
-    a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+    a, b = two_model_checkout(tmp_path / "a"), two_model_checkout(tmp_path / "b")
     results = run_together((a, ["--state-dir", "s", "--cache-dir", str(shared)]),
                            (b, ["--state-dir", "s", "--cache-dir", str(shared)]))
     for result in results:
@@ -115,7 +106,7 @@ def test_two_state_dirs_sharing_one_cache_at_once(reference, tmp_path: Path) -> 
         assert db_integrity(folder / "s") == "ok"
     assert_cache_whole(shared)
     # A third checkout restores everything from the cache the two wrote at the same time.
-    c = checkout(tmp_path / "c")
+    c = two_model_checkout(tmp_path / "c")
     third = run_cli("run", "p.yaml", "--json", "--state-dir", "s", "--cache-dir", str(shared), cwd=c)
     assert statuses(third) == {"cached"}
     assert tree_bytes(c / "build/p") == reference
@@ -123,7 +114,7 @@ def test_two_state_dirs_sharing_one_cache_at_once(reference, tmp_path: Path) -> 
 
 def test_two_state_dirs_in_one_checkout_sharing_one_cache_at_once(reference, tmp_path: Path) -> None:
     """Both publish into the same build dir: each file is replaced whole, so either's bytes are right."""
-    folder = checkout(tmp_path)
+    folder = two_model_checkout(tmp_path)
     results = run_together((folder, ["--state-dir", "s1", "--cache-dir", "c"]),
                            (folder, ["--state-dir", "s2", "--cache-dir", "c"]))
     for result in results:

@@ -25,21 +25,12 @@ from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 from accelbuild.build.worker import STAGING_PREFIX
 
-from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
+from conftest import TWO_MODEL_PIPELINE, two_model_checkout, run_cli, tree_bytes
 
 PIPELINE = TWO_MODEL_PIPELINE  # deterministic: no host timings
 
 RUN = ("run", "p.yaml", "-j", "2", "--state-dir", "s", "--cache-dir", "c")
 KILLS = 12
-
-
-def checkout(folder: Path) -> Path:
-    """A project folder as a fresh clone would have it: the two models and the pipeline, nothing built."""
-    (folder / "models").mkdir(parents=True)
-    for name in ("tinydet.onnx", "tinycls.onnx"):
-        shutil.copy(EXAMPLE_MODELS / name, folder / "models" / name)
-    write(folder / "p.yaml", PIPELINE)
-    return folder
 
 
 def cli_env() -> dict[str, str]:
@@ -104,7 +95,7 @@ def db_integrity(state_dir: Path) -> str:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bytes], float]:
     """The build dir of one uninterrupted clean build, and how long that build took."""
-    folder = checkout(tmp_path_factory.mktemp("reference"))
+    folder = two_model_checkout(tmp_path_factory.mktemp("reference"))
     started = time.monotonic()
     result = run_cli(*RUN, cwd=folder)
     duration = time.monotonic() - started
@@ -114,7 +105,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bytes
 
 def test_killed_builds_resume_to_the_clean_build_bytes(reference, tmp_path: Path) -> None:
     expected, duration = reference
-    work = checkout(tmp_path / "work")
+    work = two_model_checkout(tmp_path / "work")
     delays = [duration * (0.05 + 0.9 * i / (KILLS - 1)) for i in range(KILLS)]
     outcomes = {delay: run_killed_after(work, delay) for delay in delays}
     killed = [delay for delay, code in outcomes.items() if code is None]
@@ -142,7 +133,7 @@ def test_killed_builds_resume_to_the_clean_build_bytes(reference, tmp_path: Path
     keys = [entry.stem for entry in (work / "c/entries").rglob("*.json")]
     assert keys and all(cache.lookup(key) is not None for key in keys)
     # ... and a fresh checkout restoring only that cache gets the clean build's bytes.
-    fresh = checkout(tmp_path / "fresh")
+    fresh = two_model_checkout(tmp_path / "fresh")
     shutil.copytree(work / "c", fresh / "c")
     restored = run_cli(*RUN, "--json", cwd=fresh)
     assert restored.code == 0 and restored.json()["ok"], restored.stderr

@@ -16,19 +16,11 @@ import pytest
 
 from accelbuild.util.files import file_sha256
 
-from conftest import EXAMPLE_MODELS, TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
+from conftest import TWO_MODEL_PIPELINE, two_model_checkout, run_cli, tree_bytes
 
 PIPELINE = TWO_MODEL_PIPELINE
 
 ARGS = ("--state-dir", "s", "--cache-dir", "c")
-
-
-def checkout(folder: Path) -> Path:
-    (folder / "models").mkdir(parents=True)
-    for name in ("tinydet.onnx", "tinycls.onnx"):
-        shutil.copy(EXAMPLE_MODELS / name, folder / "models" / name)
-    write(folder / "p.yaml", PIPELINE)
-    return folder
 
 
 def build(folder: Path) -> dict[str, str]:
@@ -48,7 +40,7 @@ def flip_last_byte(path: Path) -> None:
 @pytest.fixture(scope="module")
 def clean_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One clean build; its cache lets each test build its own checkout quickly."""
-    folder = checkout(tmp_path_factory.mktemp("clean"))
+    folder = two_model_checkout(tmp_path_factory.mktemp("clean"))
     assert set(build(folder).values()) == {"ran"}
     return folder
 
@@ -56,7 +48,7 @@ def clean_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def built(clean_build: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     """A built checkout of its own (state dir, cache and build dir), and its build dir's bytes."""
-    folder = checkout(tmp_path / "work")
+    folder = two_model_checkout(tmp_path / "work")
     shutil.copytree(clean_build / "c", folder / "c")
     assert set(build(folder).values()) == {"cached"}
     expected = tree_bytes(clean_build / "build/p")
@@ -70,7 +62,7 @@ def test_edited_cache_object_is_rebuilt_not_restored(built, tmp_path: Path) -> N
     obj = folder / "c/objects" / sha[:2] / sha
     flip_last_byte(obj)
 
-    fresh = checkout(tmp_path / "fresh")
+    fresh = two_model_checkout(tmp_path / "fresh")
     shutil.copytree(folder / "c", fresh / "c")
     statuses = build(fresh)
     assert statuses.pop("p:det:import") == "ran"
