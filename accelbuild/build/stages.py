@@ -35,6 +35,14 @@ class Stage:
     uses_profile: bool = False
 
 
+def _accuracy_data(pipeline: PipelineSpec) -> dict[str, Path]:
+    """The ``.npy`` files of ``benchmark.accuracy.data``: inputs of every stage that measures accuracy."""
+    folder = pipeline.benchmark.data
+    if folder is None:
+        return {}
+    return {f"data:{path.relative_to(folder)}": path for path in sorted(folder.rglob("*.npy"))}
+
+
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     assert model is not None
     return {"model": model.path}
@@ -82,9 +90,7 @@ def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
     inputs = {"ai": folder / "ai.onnx", "crop": folder / "crop.json"}
     if model.quantize.bits_file is not None:
         inputs["bits_file"] = model.quantize.bits_file
-    if pipeline.benchmark.data is not None:
-        for path in sorted(pipeline.benchmark.data.rglob("*.npy")):
-            inputs[f"data:{path.relative_to(pipeline.benchmark.data)}"] = path
+    inputs.update(_accuracy_data(pipeline))
     return inputs
 
 
@@ -174,9 +180,7 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
         folder = model_dir(pipeline, m)
         for name in ("ai.onnx", "quantized.onnx", "crop.json"):
             inputs[f"{m.name}/{name}"] = folder / name
-    if pipeline.benchmark.data is not None:
-        for path in sorted(pipeline.benchmark.data.rglob("*.npy")):
-            inputs[f"data:{path.relative_to(pipeline.benchmark.data)}"] = path
+    inputs.update(_accuracy_data(pipeline))
     return inputs
 
 
