@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import onnx
 
+from accelbuild import accuracy
 from accelbuild.build.worker import StageContext
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError
@@ -122,22 +123,6 @@ def _read_in_out_file(path: Path, shown: str) -> dict[str, list[str]]:
     return data
 
 
-def _random_inputs(model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    feeds = {}
-    for value in model.graph.input:
-        if value.name in g.initializers(model.graph):
-            continue
-        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[value.name] = rng.random(shape, dtype=np.float32).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[value.name] = np.zeros(shape, dtype=dtype)
-        else:
-            feeds[value.name] = rng.integers(0, 4, shape).astype(dtype)
-    return feeds
-
-
 def _checked_composition(ctx: StageContext, model: onnx.ModelProto, cut: dict[str, sections.Section]) -> dict[str, Any]:
     """The composition check, or why it could not run (the whole model fails on random inputs)."""
     try:
@@ -150,7 +135,7 @@ def _checked_composition(ctx: StageContext, model: onnx.ModelProto, cut: dict[st
             options = ort.SessionOptions()
             options.log_severity_level = 4
             ort.InferenceSession(onnx_model.serialize(model), options).run(
-                None, _random_inputs(model, np.random.default_rng(CHECK_SEED)))
+                None, accuracy.random_inputs(model, 1, CHECK_SEED)[0])
         except Exception:
             whole_runs = False
         if whole_runs:
@@ -171,10 +156,8 @@ def _composition_error(model: onnx.ModelProto, cut: dict[str, sections.Section])
 
     whole = session(model)
     parts = [(cut[name], session(cut[name].model)) for name in ("pre", "ai", "post") if name in cut]
-    rng = np.random.default_rng(CHECK_SEED)
     max_abs = max_rel = 0.0
-    for _ in range(CHECK_SAMPLES):
-        feeds = _random_inputs(model, rng)
+    for feeds in accuracy.random_inputs(model, CHECK_SAMPLES, CHECK_SEED):
         want = dict(zip([o.name for o in whole.get_outputs()], whole.run(None, feeds)))
         values = dict(feeds)
         for _, sess in parts:
