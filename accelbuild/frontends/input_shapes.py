@@ -18,6 +18,7 @@ import onnx
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.config.spec import InputShapes, ModelSpec, PipelineSpec
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
+from accelbuild.passes.graph import real_inputs
 
 Dim = int | str | None
 
@@ -35,8 +36,7 @@ class ResolvedInput:
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """Real inputs (old IR versions also list initializers as inputs)."""
-    initializers = {t.name for t in model.graph.initializer}
-    return [v for v in model.graph.input if v.name not in initializers]
+    return real_inputs(model.graph)
 
 
 def model_dims(value: onnx.ValueInfoProto) -> list[Dim] | None:

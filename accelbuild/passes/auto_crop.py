@@ -40,7 +40,7 @@ class CropPrediction:
 
 def predict(model: onnx.ModelProto) -> CropPrediction:
     graph = model.graph
-    model_inputs = [v.name for v in graph.input if v.name not in g.initializers(graph)]
+    model_inputs = [v.name for v in g.real_inputs(graph)]
     post = _post_nodes(graph)
     outputs, reasons = _boundary_outputs(graph, post), []
     if not _leaves_accelerated_work(graph, post):

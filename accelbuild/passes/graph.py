@@ -28,6 +28,12 @@ def graph_output_names(graph: onnx.GraphProto) -> set[str]:
     return {v.name for v in graph.output}
 
 
+def real_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """Graph inputs that are fed at run time (old IR versions also list initializers as inputs)."""
+    constants = {t.name for t in graph.initializer}
+    return [v for v in graph.input if v.name not in constants]
+
+
 def initializers(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     return {t.name: t for t in graph.initializer}
 

@@ -36,7 +36,7 @@ def cut(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str])
     """Sections ``pre`` (if the AI part starts after the model inputs), ``ai``, ``post`` (if it ends
     before the model outputs). Raises ``NoCleanCut`` with the reason when the cut is not clean."""
     graph = model.graph
-    model_inputs = [v.name for v in graph.input if v.name not in g.initializers(graph)]
+    model_inputs = [v.name for v in g.real_inputs(graph)]
     model_outputs = [v.name for v in graph.output]
     sections: dict[str, Section] = {}
     if set(crop_inputs) != set(model_inputs):

@@ -36,7 +36,7 @@ def run(ctx: StageContext) -> None:
     except sections.NoCleanCut as exc:
         fallback = str(exc)
         log.warning("%s: cannot crop cleanly (%s); using the whole model as the AI section", ctx.model.name, exc)
-        cut = {"ai": sections.Section("ai", _model_inputs(model), [v.name for v in model.graph.output],
+        cut = {"ai": sections.Section("ai", [v.name for v in g.real_inputs(model.graph)], [v.name for v in model.graph.output],
                                       [n.name for n in model.graph.node], model)}
     for name, section in cut.items():
         onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
@@ -52,14 +52,9 @@ def run(ctx: StageContext) -> None:
     write_json_atomic(ctx.outputs["crop.json"], record)
 
 
-def _model_inputs(model: onnx.ModelProto) -> list[str]:
-    constants = g.initializers(model.graph)
-    return [v.name for v in model.graph.input if v.name not in constants]
-
-
 def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:
     crop = ctx.model.crop
-    inputs, outputs = _model_inputs(model), [v.name for v in model.graph.output]
+    inputs, outputs = [v.name for v in g.real_inputs(model.graph)], [v.name for v in model.graph.output]
     if crop.auto:
         prediction = auto_crop.predict(model)
         log.info("%s: auto crop: inputs %s, outputs %s", ctx.model.name,
