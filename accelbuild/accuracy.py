@@ -24,11 +24,8 @@ MAX_SAMPLES = 10_000
 
 
 def input_specs(model: onnx.ModelProto) -> list[tuple[str, list[int], np.dtype]]:
-    constants = g.initializers(model.graph)
     specs = []
-    for value in model.graph.input:
-        if value.name in constants:
-            continue
+    for value in g.real_inputs(model.graph):
         tensor = value.type.tensor_type
         shape = [d.dim_value for d in tensor.shape.dim]
         specs.append((value.name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))))

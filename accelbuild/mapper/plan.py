@@ -13,6 +13,7 @@ import onnx
 from accelbuild.hw.model import HardwareProfile
 from accelbuild.mapper import cost, search
 from accelbuild.mapper.layers import Layer, extract_layers
+from accelbuild.passes.graph import real_inputs
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,7 @@ def load_layers(models: list[ModelInput], hw: HardwareProfile) -> tuple[list[Lay
 
 
 def _input_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    constants = {t.name for t in model.graph.initializer}
-    return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-            for v in model.graph.input if v.name not in constants}
+    return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in real_inputs(model.graph)}
 
 
 def map_pipeline(layers: list[Layer], traffic: cost.Traffic, hw: HardwareProfile, num_chips: int | str,
