@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _show_mappings(pipelines, stream) -> None:
-    from accelbuild.mapper.view import render
+    from accelbuild.targets.mx3.mapper.view import render
 
     for pipeline in pipelines:
         path = pipeline.output.dir / "mapping.json"
@@ -168,7 +168,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from accelbuild.dfp import describe, read_dfp
+    from accelbuild.targets.mx3.dfp import describe, read_dfp
 
     dfp = read_dfp(args.dfp)
     sys.stdout.write(describe(dfp, Path(args.dfp).stat().st_size))
@@ -176,8 +176,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from accelbuild.sim import timing
-    from accelbuild.sim.program import load_program
+    from accelbuild.targets.mx3.sim import timing
+    from accelbuild.targets.mx3.sim.program import load_program
 
     program = load_program(Path(args.dfp), args.dfp)
     config = program.simcfg or {}

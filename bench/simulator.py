@@ -31,8 +31,8 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
-from accelbuild.sim import numeric, timing
-from accelbuild.sim.program import load_program
+from accelbuild.targets.mx3.sim import numeric, timing
+from accelbuild.targets.mx3.sim.program import load_program
 from accelbuild.testing import models, tflite_models
 
 PIPELINE = """accelbuild: 1

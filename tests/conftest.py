@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbuild.dfp import Dfp, Header, ModelEntry, Port
-from accelbuild.dfp.format import canonical_json
-from accelbuild.dfp.weights import WeightsSection
+from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
+from accelbuild.targets.mx3.dfp.format import canonical_json
+from accelbuild.targets.mx3.dfp.weights import WeightsSection
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_MODELS = REPO / "examples" / "models"

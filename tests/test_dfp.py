@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbuild.dfp import Dfp, Header, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
-from accelbuild.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout
-from accelbuild.dfp.reader import CHECKSUM_MESSAGE
-from accelbuild.dfp.weights import WeightsSection, pack, packed_size, read_tensor, unpack, unpack_scales
+from accelbuild.targets.mx3.dfp import Dfp, Header, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
+from accelbuild.targets.mx3.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout
+from accelbuild.targets.mx3.dfp.reader import CHECKSUM_MESSAGE
+from accelbuild.targets.mx3.dfp.weights import WeightsSection, pack, packed_size, read_tensor, unpack, unpack_scales
 from accelbuild.errors import InputFileError
 
 from conftest import sample_dfp, sample_header

@@ -4,7 +4,7 @@ import pytest
 
 from accelbuild.config.load import load_pipeline, load_pipelines
 from accelbuild.errors import ConfigErrors
-from accelbuild.hw.profile import builtin_profiles, load_profile, profile_digest
+from accelbuild.targets.profile_files import builtin_profiles, load_profile, profile_digest
 
 from conftest import write
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from accelbuild.dfp import read_dfp
+from accelbuild.targets.mx3.dfp import read_dfp
 
 from conftest import run_cli, write
 

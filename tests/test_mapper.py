@@ -7,10 +7,10 @@ from functools import lru_cache
 
 import pytest
 
-from accelbuild.hw.model import load_hardware
-from accelbuild.hw.profile import builtin_profiles
-from accelbuild.mapper import cost, search
-from accelbuild.mapper.layers import Layer, extract_layers
+from accelbuild.targets.mx3.hardware import load_hardware
+from accelbuild.targets.profile_files import builtin_profiles
+from accelbuild.targets.mx3.mapper import cost, search
+from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
 from accelbuild.testing import models
 
 

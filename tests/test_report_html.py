@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.mapper.view import ROW, SHADES, shade
+from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
 from accelbuild.report import html as report_html
 from accelbuild.report.html import LEVELS, MAX_TIMELINE_LAYER_TRACKS, SIMULATED, TABS, render_report
 from accelbuild.report.sample import sample_data

@@ -10,8 +10,8 @@ from onnx import TensorProto, helper
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
-from accelbuild.sim import numeric
-from accelbuild.sim.program import load_program
+from accelbuild.targets.mx3.sim import numeric
+from accelbuild.targets.mx3.sim.program import load_program
 
 from conftest import run_cli, write
 

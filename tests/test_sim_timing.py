@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbuild.sim import timing
-from accelbuild.sim.program import Program, ProgramModel
+from accelbuild.targets.mx3.sim import timing
+from accelbuild.targets.mx3.sim.program import Program, ProgramModel
 
 CLOCK_MHZ = 600
 

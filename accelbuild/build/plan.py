@@ -9,7 +9,7 @@ from typing import Any
 from accelbuild import __version__
 from accelbuild.build.stages import STAGE_ORDER, STAGES, Stage
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.hw.profile import profile_digest
+from accelbuild.targets.profile_files import profile_digest
 from accelbuild.util.files import json_digest
 
 

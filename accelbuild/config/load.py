@@ -24,7 +24,7 @@ from accelbuild.config.spec import (
 )
 from accelbuild.config.yaml_source import YamlDocument, load_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, Where
-from accelbuild.hw.profile import builtin_profiles, load_profile, looks_like_path
+from accelbuild.targets.profile_files import builtin_profiles, load_profile, looks_like_path
 
 SCHEMA = "pipeline.schema.json"
 

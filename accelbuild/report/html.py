@@ -7,7 +7,7 @@ offline and from a CI artifact. The same data gives the same bytes (no timestamp
 data order kept), and every string from the data is HTML-escaped.
 
 Tabs: Summary, Temporal statistics (bandwidth over one frame period), Layer details, Timeline (a Gantt
-chart of the first frames) and Utilisation (the per-chip core grid of ``accelbuild.mapper.view``, in
+chart of the first frames) and Utilisation (the per-chip core grid of ``accelbuild.targets.mx3.mapper.view``, in
 colour: the same ten levels, rows of the same width). Figures from the modelled accelerator carry a
 "simulated" tag, host figures a "measured on host" tag.
 
@@ -27,7 +27,7 @@ import math
 import re
 from typing import Any, Iterable, Sequence
 
-from accelbuild.mapper.view import ROW, SHADES, shade
+from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
 
 TABS = (("summary", "Summary"), ("temporal", "Temporal statistics"), ("layers", "Layer details"),
         ("timeline", "Timeline"), ("utilisation", "Utilisation"))
@@ -344,7 +344,7 @@ def _stage_name(stage: object) -> str:
 
 
 def _mapping_bottleneck(bottleneck: dict[str, Any]) -> str:
-    """The cost model's bottleneck in words, as ``accelbuild.mapper.view`` puts it."""
+    """The cost model's bottleneck in words, as ``accelbuild.targets.mx3.mapper.view`` puts it."""
     kind = bottleneck.get("kind")
     if kind == "layer":
         return (f"layer <b>{esc(bottleneck.get('layer'))}</b> of {esc(bottleneck.get('model'))} on chip "

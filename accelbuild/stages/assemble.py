@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 
-from accelbuild import closed_loop
-from accelbuild.assembler import ModelSource, build_dfp, simcfg
+from accelbuild.targets.mx3 import closed_loop
+from accelbuild.targets.mx3.assembler import ModelSource, build_dfp, simcfg
 from accelbuild.build.worker import StageContext
-from accelbuild.dfp import write_dfp
-from accelbuild.hw.model import load_hardware
-from accelbuild.mapper import plan
+from accelbuild.targets.mx3.dfp import write_dfp
+from accelbuild.targets.mx3.hardware import load_hardware
+from accelbuild.targets.mx3.mapper import plan
 from accelbuild.util.files import file_sha256, json_digest, write_bytes_atomic, write_json_atomic
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import yaml
 
-from accelbuild import benchmarking
+from accelbuild.targets.mx3 import benchmarking
 from accelbuild.build.worker import StageContext
-from accelbuild.sim import timing
-from accelbuild.sim.program import load_program
+from accelbuild.targets.mx3.sim import timing
+from accelbuild.targets.mx3.sim.program import load_program
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)

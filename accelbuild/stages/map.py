@@ -7,9 +7,9 @@ import logging
 
 from accelbuild.build.worker import StageContext
 from accelbuild.errors import ConfigError
-from accelbuild.hw.model import load_hardware
-from accelbuild.mapper import plan
-from accelbuild.mapper.search import DoesNotFit
+from accelbuild.targets.mx3.hardware import load_hardware
+from accelbuild.targets.mx3.mapper import plan
+from accelbuild.targets.mx3.mapper.search import DoesNotFit
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)

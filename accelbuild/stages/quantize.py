@@ -16,7 +16,7 @@ from accelbuild.build.worker import StageContext
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends.onnx_model import save_onnx
-from accelbuild.hw import packets
+from accelbuild.targets.mx3 import packets
 from accelbuild.quantize import auto_precision, measure
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import BITS, WeightedLayer, weighted_layers

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from accelbuild.quantize import measure
-from accelbuild.sim.program import ProgramModel
+from accelbuild.targets.mx3.sim.program import ProgramModel
 
 _EXACT = {"Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "Tanh": np.tanh}
 

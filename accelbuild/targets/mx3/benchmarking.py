@@ -18,8 +18,8 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
-from accelbuild.sim import numeric, timing
-from accelbuild.sim.program import Program
+from accelbuild.targets.mx3.sim import numeric, timing
+from accelbuild.targets.mx3.sim.program import Program
 
 HOST_RUNS = 20
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from accelbuild.hw.model import HardwareProfile
+from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.passes import graph as g
 
 FREE_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}  # relabel, no data moves

@@ -8,9 +8,9 @@ import hashlib
 import json
 from typing import Any
 
-from accelbuild.dfp.format import FORMAT_VERSION, PREAMBLE, plan_layout
-from accelbuild.dfp.model import Dfp, Port
-from accelbuild.dfp.writer import header_bytes
+from accelbuild.targets.mx3.dfp.format import FORMAT_VERSION, PREAMBLE, plan_layout
+from accelbuild.targets.mx3.dfp.model import Dfp, Port
+from accelbuild.targets.mx3.dfp.writer import header_bytes
 
 _MAX_TEXT = 60
 _MAX_ITEMS = 8

@@ -1,4 +1,4 @@
-"""Writing DFP files. The same :class:`~accelbuild.dfp.model.Dfp` always gives the same bytes: the header
+"""Writing DFP files. The same :class:`~accelbuild.targets.mx3.dfp.model.Dfp` always gives the same bytes: the header
 is canonical JSON, sections go in sorted name order at fixed 16-byte-aligned offsets, and nothing depends
 on time, paths or the machine."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from accelbuild.dfp.format import (
+from accelbuild.targets.mx3.dfp.format import (
     FLAGS, FORMAT_VERSION, MAGIC, MAX_HEADER_LENGTH, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout,
 )
-from accelbuild.dfp.model import Dfp
+from accelbuild.targets.mx3.dfp.model import Dfp
 from accelbuild.util.files import write_bytes_atomic
 
 

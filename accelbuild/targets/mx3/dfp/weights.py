@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from accelbuild.dfp.format import ALIGN
+from accelbuild.targets.mx3.dfp.format import ALIGN
 
 BITS = (4, 8, 16)
 _DTYPES = {4: np.int8, 8: np.int8, 16: np.int16}

@@ -1,6 +1,6 @@
 """A typed, read-only view of a validated hardware profile (see ``hardware.schema.json`` for every field).
 
-``load_hardware(path)`` loads and validates a profile file (``accelbuild.hw.profile.load_profile``) and
+``load_hardware(path)`` loads and validates a profile file (``accelbuild.targets.profile_files.load_profile``) and
 returns a ``HardwareProfile``. Everything is a frozen dataclass of plain values and tuples, so a profile
 can be hashed, compared and shared between threads. Per-chip figures stay per chip; multiply by the
 number of chips where a total is meant.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbuild.hw.profile import load_profile
+from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
 
 
@@ -189,7 +189,7 @@ class HardwareProfile:
     ops: Ops
     efficiency: Efficiency
     calibration: Calibration | None
-    digest: str  # of the merged profile; equals accelbuild.hw.profile.profile_digest of its file
+    digest: str  # of the merged profile; equals accelbuild.targets.profile_files.profile_digest of its file
 
     @property
     def peak_macs_per_cycle(self) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbuild.sim.program import Program, ProgramModel
+from accelbuild.targets.mx3.sim.program import Program, ProgramModel
 
 DEFAULT_JITTER = 0.05
 IN_FLIGHT = 8  # frames the host keeps on the device at once

@@ -5,11 +5,11 @@ the models with their ports, plus named binary sections (``cores``, ``program``,
 ``simcfg``), sealed with SHA-256 checksums. This package knows nothing about what the sections mean.
 """
 
-from accelbuild.dfp.format import FORMAT_VERSION, MAGIC
-from accelbuild.dfp.inspect import describe
-from accelbuild.dfp.model import Dfp, Header, ModelEntry, Port
-from accelbuild.dfp.reader import parse_dfp, read_dfp
-from accelbuild.dfp.writer import dfp_bytes, write_dfp
+from accelbuild.targets.mx3.dfp.format import FORMAT_VERSION, MAGIC
+from accelbuild.targets.mx3.dfp.inspect import describe
+from accelbuild.targets.mx3.dfp.model import Dfp, Header, ModelEntry, Port
+from accelbuild.targets.mx3.dfp.reader import parse_dfp, read_dfp
+from accelbuild.targets.mx3.dfp.writer import dfp_bytes, write_dfp
 
 __all__ = [
     "FORMAT_VERSION", "MAGIC", "Dfp", "Header", "ModelEntry", "Port",

@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from accelbuild.dfp import Dfp, read_dfp
-from accelbuild.dfp.weights import read_tensor
+from accelbuild.targets.mx3.dfp import Dfp, read_dfp
+from accelbuild.targets.mx3.dfp.weights import read_tensor
 from accelbuild.errors import InputFileError
 
 _STORAGE = {4: ml_dtypes.int4, 8: np.int8, 16: np.int16}
@@ -74,6 +74,6 @@ def _model(entry: dict[str, Any], graphs: bytes, weights: bytes, program: dict[s
 
 
 def _packet_bytes(shape: tuple[int, ...], fmt: str) -> int:
-    from accelbuild.hw.packets import bytes_per_frame
+    from accelbuild.targets.mx3.packets import bytes_per_frame
 
     return bytes_per_frame(list(shape), fmt)

@@ -21,11 +21,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from accelbuild.dfp.format import (
+from accelbuild.targets.mx3.dfp.format import (
     CHECKSUM_SIZE, FLAGS, FORMAT_VERSION, MAGIC, MAX_SECTIONS, PREAMBLE, REQUIRED_SECTIONS,
     TABLE_ENTRY, Span, align, canonical_json, section_name_problem,
 )
-from accelbuild.dfp.model import Dfp, Header
+from accelbuild.targets.mx3.dfp.model import Dfp, Header
 from accelbuild.errors import InputFileError
 
 CHECKSUM_MESSAGE = "checksum mismatch: the file was altered or damaged"

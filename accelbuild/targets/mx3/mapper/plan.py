@@ -10,9 +10,9 @@ from typing import Any
 
 import onnx
 
-from accelbuild.hw.model import HardwareProfile
-from accelbuild.mapper import cost, search
-from accelbuild.mapper.layers import Layer, extract_layers
+from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.targets.mx3.mapper import cost, search
+from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
 from accelbuild.passes.graph import real_inputs
 
 log = logging.getLogger(__name__)

@@ -26,11 +26,11 @@ import onnx
 from onnx import numpy_helper
 
 from accelbuild import __version__
-from accelbuild.dfp import Dfp, Header, ModelEntry, Port
-from accelbuild.dfp.format import canonical_json
-from accelbuild.dfp.weights import WeightsSection
+from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
+from accelbuild.targets.mx3.dfp.format import canonical_json
+from accelbuild.targets.mx3.dfp.weights import WeightsSection
 from accelbuild.frontends.onnx_model import serialize
-from accelbuild.hw.model import HardwareProfile
+from accelbuild.targets.mx3.hardware import HardwareProfile
 
 HOST_JITTER = 0.05  # relative spread of host transfer times per frame (simcfg default)
 

@@ -25,10 +25,10 @@ import math
 from dataclasses import dataclass
 
 from accelbuild.errors import UserError
-from accelbuild.hw.model import HardwareProfile
-from accelbuild.mapper import cost
-from accelbuild.mapper.cost import Estimate, Placement, Traffic
-from accelbuild.mapper.layers import Layer
+from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.targets.mx3.mapper import cost
+from accelbuild.targets.mx3.mapper.cost import Estimate, Placement, Traffic
+from accelbuild.targets.mx3.mapper.layers import Layer
 
 STRATEGIES = ("balanced", "proportional")
 MAX_EXHAUSTIVE = 3000

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from accelbuild.hw.model import HardwareProfile
-from accelbuild.mapper.layers import Layer
+from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.targets.mx3.mapper.layers import Layer
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ A profile file is checked in three steps, each reporting every problem it finds:
 3. the rules the schema cannot express (the clock is a supported one, per-core weight memory adds up to
    the chip's, an op type sits in one list only, ...).
 
-``load_profile`` returns the merged, validated profile as plain data; ``accelbuild.hw.model`` gives a
+``load_profile`` returns the merged, validated profile as plain data; ``accelbuild.targets.mx3.hardware`` gives a
 typed view of it. Parsed files and validated results are cached by content, so loading a profile again
 (``profile_digest`` for every task) costs little and a file edited in place is never served stale.
 """
@@ -54,7 +54,7 @@ class ProfileError(ConfigError):
 
 def builtin_profiles() -> dict[str, Path]:
     """Built-in profile names and their files."""
-    folder = resources.files("accelbuild.hw.profiles")
+    folder = resources.files("accelbuild.targets.mx3.profiles")
     return {
         entry.name[: -len(".yaml")]: Path(str(entry))
         for entry in folder.iterdir()

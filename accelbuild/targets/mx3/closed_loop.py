@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.assembler import ModelSource, build_dfp
+from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.build.cache import ArtifactCache
-from accelbuild.dfp import dfp_bytes
-from accelbuild.hw.model import HardwareProfile
-from accelbuild.mapper import plan, search
+from accelbuild.targets.mx3.dfp import dfp_bytes
+from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.targets.mx3.mapper import plan, search
 from accelbuild.util.files import json_digest, write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,9 @@ def split_records(models: list[plan.ModelInput], mapping: dict[str, Any], hw: Ha
 
 def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     """Worker: the split's DFP bytes and its simulated figures."""
-    from accelbuild.hw.model import load_hardware
-    from accelbuild.sim import timing
-    from accelbuild.sim.program import load_program
+    from accelbuild.targets.mx3.hardware import load_hardware
+    from accelbuild.targets.mx3.sim import timing
+    from accelbuild.targets.mx3.sim.program import load_program
 
     dfp = build_dfp(list(job.models), job.record, load_hardware(job.profile_path), job.input_format,
                     job.output_format, job.sim)

@@ -13,7 +13,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from accelbuild.dfp.format import MAX_SECTIONS, REQUIRED_SECTIONS, section_name_problem
+from accelbuild.targets.mx3.dfp.format import MAX_SECTIONS, REQUIRED_SECTIONS, section_name_problem
 
 _HEADER_KEYS = ("compiler", "chip_gen", "num_chips", "models")
 

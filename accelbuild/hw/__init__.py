@@ -1,1 +1,0 @@
-"""Hardware profiles: accelerator facts as data, separate from compiler options."""

@@ -1,0 +1,1 @@
+"""Target families: one package per family of accelerators, behind one small protocol (``base.Target``)."""
