@@ -84,7 +84,7 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
             "start_fraction": round(min(1.0, layer.kernel_rows / max(1, layer.rows)), 6),
         })
     return {
-        "estimate": "cost model (accelbuild/mapper/cost.py)",
+        "estimate": "cost model (accelbuild/targets/mx3/mapper/cost.py)",
         "simulated": False,
         "chip_gen": hw.name,
         "clock_mhz": hw.chip.clock_mhz,
