@@ -18,6 +18,7 @@ import onnx
 
 from accelbuild.errors import InputFileError
 from accelbuild.passes import graph as g
+from accelbuild.stages.params import AccuracyInputs
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000
@@ -49,16 +50,17 @@ def random_inputs(model: onnx.ModelProto, samples: int, seed: int) -> list[Feeds
     return result
 
 
-def data_inputs(model: onnx.ModelProto, folder: Path) -> list[Feeds]:
+def data_inputs(model: onnx.ModelProto, files: dict[str, Path], shown: str) -> list[Feeds]:
+    """Samples from a data folder's ``.npy`` files (``files``: path relative to the folder -> file)."""
     specs = input_specs(model)
     per_input: dict[str, list[np.ndarray]] = {}
     for name, shape, dtype in specs:
-        where = folder if len(specs) == 1 else folder / name
-        files = sorted(where.glob("*.npy")) if where.is_dir() else []
-        if not files:
-            raise InputFileError(where, f"no .npy files for input {name!r}"
+        prefix = "" if len(specs) == 1 else f"{name}/"
+        chosen = sorted(rel for rel in files if rel.startswith(prefix) and "/" not in rel[len(prefix):])
+        if not chosen:
+            raise InputFileError(f"{shown.rstrip('/')}/{prefix}", f"no .npy files for input {name!r}"
                                  + ("" if len(specs) == 1 else " (one subfolder per input name)"))
-        per_input[name] = [s for f in files for s in _samples(f, shape, dtype)][:MAX_SAMPLES]
+        per_input[name] = [s for rel in chosen for s in _samples(files[rel], shape, dtype)][:MAX_SAMPLES]
     count = min(len(v) for v in per_input.values())
     return [{name: per_input[name][i] for name in per_input} for i in range(count)]
 
@@ -77,8 +79,14 @@ def _samples(path: Path, shape: list[int], dtype: np.dtype) -> list[np.ndarray]:
     raise InputFileError(path, f"array of shape {list(array.shape)} does not fit input shape {shape}")
 
 
-def model_inputs(model: onnx.ModelProto, samples: int, seed: int, data: Path | None) -> list[Feeds]:
-    return data_inputs(model, data) if data is not None else random_inputs(model, samples, seed)
+def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[str, Path]) -> list[Feeds]:
+    """A stage's accuracy inputs: the data folder's files among its ``inputs`` (roles ``data:<path>``),
+    or seeded random inputs."""
+    if source.data is not None:
+        files = {role[len("data:"):]: path for role, path in inputs.items() if role.startswith("data:")}
+        return data_inputs(model, files, source.data)
+    assert source.samples is not None and source.seed is not None
+    return random_inputs(model, source.samples, source.seed)
 
 
 def through(section: onnx.ModelProto | None, feeds: list[Feeds]) -> list[Feeds]:

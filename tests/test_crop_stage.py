@@ -74,12 +74,22 @@ def test_node_name_means_its_outputs(project: Path) -> None:
     assert set(record["sections"]) == {"ai"}
 
 
-def test_overlapping_cut_falls_back_to_one_section(project: Path) -> None:
-    result = _crop(project, "{outputs: [head.p3]}")
-    assert "cannot crop cleanly" in result.stderr
+def test_overlapping_cut_fails_the_crop_naming_the_tensors_still_needed(project: Path) -> None:
+    result = _crop(project, "{outputs: [head.p3]}", expect=1)
+    assert "p:det:crop: det: cannot crop: the post section still needs 'neck.p4.fuse.act.mul', " \
+           "'neck.p5.lateral.act.mul' from inside the ai section" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (project / "build/p/det/ai.onnx").exists()
+
+
+def test_allow_partial_builds_the_requested_ai_section_alone(project: Path) -> None:
+    result = _crop(project, "{outputs: [head.p3], allow_partial: true}")
+    assert "building the requested ai section alone" in result.stderr
     record = _record(project)
-    assert record["fallback"] and set(record["sections"]) == {"ai"}
+    assert record["fallback"].startswith("allow_partial") and set(record["sections"]) == {"ai"}
+    assert record["outputs"] == ["head.p3"]  # the requested section, never the whole model
     assert not (project / "build/p/det/post.onnx").exists()
+    assert not (project / "build/p/det/pre.onnx").exists()
 
 
 def test_pre_section_for_a_layout_transpose(project: Path) -> None:

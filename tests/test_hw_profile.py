@@ -13,18 +13,20 @@ from accelbuild.config.schema_check import load_schema, resolve_ref, validate_me
 from accelbuild.config.yaml_source import load_yaml, parse_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
 from accelbuild.targets.mx3.hardware import HardwareProfile, load_hardware
-from accelbuild.targets.profile_files import ProfileError, builtin_profiles, load_profile, profile_digest
+from accelbuild.targets.profile_files import ProfileError, load_profile
+from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.util.files import json_digest
 
 from conftest import REPO, write
 
 SCHEMA = "hardware.schema.json"
-BUILTINS = sorted(builtin_profiles())
+BUILTINS = sorted(MX3_PROFILES.builtins())
 SOURCE_WORDS = ("stated assumption", "MemryX", "PCI-SIG", "He et al.")
 
 
 @pytest.fixture(params=BUILTINS)
 def builtin(request: pytest.FixtureRequest) -> HardwareProfile:
-    return load_hardware(builtin_profiles()[request.param])
+    return load_hardware(MX3_PROFILES.builtins()[request.param])
 
 
 # --- the schema -------------------------------------------------------------------------------------
@@ -73,12 +75,12 @@ def test_builtin_profiles_validate_and_load(builtin: HardwareProfile) -> None:
     assert builtin.weight_memory_bytes == 10_500_000
     assert builtin.chip.weight_params(4) == 21_000_000 and builtin.chip.weight_params(16) == 5_250_000
     assert builtin.bytes_per_value("FP32") == 4 and builtin.bytes_per_value("BF16") == 2
-    assert builtin.digest == profile_digest(builtin_profiles()[builtin.name])
+    assert builtin.digest == json_digest(load_profile(MX3_PROFILES.builtins()[builtin.name], MX3_PROFILES))
 
 
 def test_preprod_states_the_same_figures_as_mx3() -> None:
-    mx3 = load_profile(builtin_profiles()["mx3"])
-    preprod = load_profile(builtin_profiles()["mx3_preprod"])
+    mx3 = load_profile(MX3_PROFILES.builtins()["mx3"], MX3_PROFILES)
+    preprod = load_profile(MX3_PROFILES.builtins()["mx3_preprod"], MX3_PROFILES)
     assert {k: v for k, v in preprod.items() if k not in ("name", "description")} == \
         {k: v for k, v in mx3.items() if k not in ("name", "description")}
 
@@ -106,7 +108,7 @@ def _comments_for(lines: list[str], line: int) -> str:
 
 @pytest.mark.parametrize("name", BUILTINS)
 def test_every_number_cites_a_source_or_a_stated_assumption(name: str) -> None:
-    doc = load_yaml(builtin_profiles()[name])
+    doc = load_yaml(MX3_PROFILES.builtins()[name])
     lines = doc.text.splitlines()
     leaves = [p for p in _numeric_leaves(doc.data) if p != ("profile",)]  # the format version
     missing = [
@@ -186,7 +188,7 @@ def _user(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
 
 def _error(path: Path) -> ConfigError:
     with pytest.raises(ConfigError) as err:
-        load_profile(path, shown=path.name)
+        load_profile(path, MX3_PROFILES, shown=path.name)
     return err.value
 
 
@@ -195,7 +197,7 @@ def test_user_profile_inheriting_mx3_overrides_the_clock(tmp_path: Path) -> None
     hw = load_hardware(path)
     assert hw.name == "mine" and hw.chip.clock_mhz == 850
     assert hw.chip.weight_memory_params_8bit == 10_500_000  # inherited
-    assert hw.peak_macs_per_cycle == load_hardware(builtin_profiles()["mx3"]).peak_macs_per_cycle
+    assert hw.peak_macs_per_cycle == load_hardware(MX3_PROFILES.builtins()["mx3"]).peak_macs_per_cycle
 
 
 def test_user_profile_may_inherit_a_file(tmp_path: Path) -> None:
@@ -258,7 +260,7 @@ def test_a_problem_outside_the_file_is_reported_without_position(tmp_path: Path)
 
 def test_validate_merged_positions_what_the_file_wrote() -> None:
     doc = parse_yaml("profile: 1\nname: x\nchip: {clock_mhz: fast}\n", "x.yaml")
-    parent = load_profile(builtin_profiles()["mx3"])
+    parent = load_profile(MX3_PROFILES.builtins()["mx3"], MX3_PROFILES)
     merged = {**parent, "name": "x", "chip": {**parent["chip"], "clock_mhz": "fast"},
               "system": {"max_chips": 0, "module_chips": 4}}
     messages = [str(e) for e in validate_merged(merged, SCHEMA, doc)]
@@ -271,11 +273,11 @@ def test_validate_merged_positions_what_the_file_wrote() -> None:
 def test_bad_inherits(tmp_path: Path) -> None:
     path = _user(tmp_path, "profile: 1\nname: mine\ninherits: mx33\n")
     with pytest.raises(InputFileError, match="inherits 'mx33', which is neither a built-in profile nor a file"):
-        load_profile(path)
+        load_profile(path, MX3_PROFILES)
     _user(tmp_path, "profile: 1\nname: a\ninherits: b.yaml\n", "a.yaml")
     _user(tmp_path, "profile: 1\nname: b\ninherits: a.yaml\n", "b.yaml")
     with pytest.raises(InputFileError, match="cycle"):
-        load_profile(tmp_path / "a.yaml")
+        load_profile(tmp_path / "a.yaml", MX3_PROFILES)
 
 
 def test_pipeline_reports_a_bad_profile_at_chip_gen(project: Path) -> None:
@@ -293,24 +295,24 @@ def test_pipeline_reports_a_bad_profile_at_chip_gen(project: Path) -> None:
 
 def test_profile_digest_follows_the_content(tmp_path: Path) -> None:
     path = _user(tmp_path, "profile: 1\nname: mine\ninherits: mx3\nchip: {clock_mhz: 850}\n")
-    first = profile_digest(path)
+    first = json_digest(load_profile(path, MX3_PROFILES))
     path.write_text("profile: 1\nname: mine\ninherits: mx3\nchip: {clock_mhz: 600}\n")  # same size
-    second = profile_digest(path)
+    second = json_digest(load_profile(path, MX3_PROFILES))
     assert second != first
-    assert second != profile_digest(builtin_profiles()["mx3"])  # the name differs
+    assert second != json_digest(load_profile(MX3_PROFILES.builtins()["mx3"], MX3_PROFILES))  # the name differs
     path.write_text("profile: 1\nname: mine\ninherits: mx3\nchip: {clock_mhz: 850}\n")
-    assert profile_digest(path) == first
+    assert json_digest(load_profile(path, MX3_PROFILES)) == first
     assert re.fullmatch(r"[0-9a-f]{64}", first)
 
 
 def test_load_profile_returns_the_callers_own_copy() -> None:
-    path = builtin_profiles()["mx3"]
-    load_profile(path)["chip"]["mac_cores"]["count"] = 1
-    assert load_profile(path)["chip"]["mac_cores"]["count"] == 250
+    path = MX3_PROFILES.builtins()["mx3"]
+    load_profile(path, MX3_PROFILES)["chip"]["mac_cores"]["count"] = 1
+    assert load_profile(path, MX3_PROFILES)["chip"]["mac_cores"]["count"] == 250
 
 
 def test_hardware_profiles_are_hashable_values() -> None:
-    a = load_hardware(builtin_profiles()["mx3"])
-    b = load_hardware(builtin_profiles()["mx3"])
+    a = load_hardware(MX3_PROFILES.builtins()["mx3"])
+    b = load_hardware(MX3_PROFILES.builtins()["mx3"])
     assert a == b and hash(a) == hash(b)
     assert a.host_link.transfer_seconds(1.6e9) == pytest.approx(1 + 20e-6)

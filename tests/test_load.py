@@ -4,7 +4,9 @@ import pytest
 
 from accelbuild.config.load import load_pipeline, load_pipelines
 from accelbuild.errors import ConfigErrors
-from accelbuild.targets.profile_files import builtin_profiles, load_profile, profile_digest
+from accelbuild.targets.profile_files import load_profile
+from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.util.files import json_digest
 
 from conftest import write
 
@@ -20,7 +22,7 @@ def test_spec_resolves_paths_and_defaults(project: Path, monkeypatch) -> None:
     assert spec.models[0].input_shapes.auto
     assert spec.output.dir == project / "sub/build/p"
     assert spec.output.dfp_name == "p.dfp"
-    assert spec.target.profile_path == builtin_profiles()["mx3"]
+    assert spec.target.profile_path == MX3_PROFILES.builtins()["mx3"]
     assert str(spec.where("models", 0, "path")) == "sub/p.yaml:3:11"
 
 
@@ -56,10 +58,10 @@ def test_profile_path_and_inheritance(project: Path) -> None:
     write(project / "hw/mine.yaml", "profile: 1\nname: mine\ninherits: mx3\nchip: {clock_mhz: 850}\n")
     write(project / "p.yaml", "accelbuild: 1\ntarget: {chip_gen: hw/mine.yaml}\nmodels: [{path: models/mlp.onnx}]\n")
     spec = load_pipeline(str(project / "p.yaml"))
-    profile = load_profile(spec.target.profile_path)
+    profile = load_profile(spec.target.profile_path, MX3_PROFILES)
     assert profile["chip"]["clock_mhz"] == 850
     assert profile["chip"]["weight_memory_params_8bit"] == 10_500_000
-    assert profile_digest(spec.target.profile_path) != profile_digest(builtin_profiles()["mx3"])
+    assert json_digest(load_profile(spec.target.profile_path, MX3_PROFILES)) != json_digest(load_profile(MX3_PROFILES.builtins()["mx3"], MX3_PROFILES))
 
 
 def test_pipelines_may_not_share_an_output_folder(project: Path) -> None:

@@ -8,7 +8,7 @@ from functools import lru_cache
 import pytest
 
 from accelbuild.targets.mx3.hardware import load_hardware
-from accelbuild.targets.profile_files import builtin_profiles
+from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.mapper import cost, search
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
 from accelbuild.testing import models
@@ -16,7 +16,7 @@ from accelbuild.testing import models
 
 @lru_cache(maxsize=None)
 def mx3():
-    return load_hardware(builtin_profiles()["mx3"])
+    return load_hardware(MX3_PROFILES.builtins()["mx3"])
 
 
 @lru_cache(maxsize=None)

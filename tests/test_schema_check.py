@@ -18,6 +18,16 @@ def _properties(schema: dict, root: dict, path: str = ""):
             yield from _properties(schema[key], root, f"{path}[]." if key == "items" else f"{path}*.")
     for sub in schema.get("oneOf", []):
         yield from _properties(sub, root, path)
+    for rule in schema.get("allOf", []):  # a union keyed on a value: each branch's keys
+        if "then" in rule:
+            yield from _properties(rule["then"], root, path)
+
+
+def _closed(schema: dict, root: dict) -> bool:
+    """No unknown keys: the object itself, or every branch of its union, forbids them."""
+    branches = [resolve_ref(rule["then"], root) for rule in schema.get("allOf", []) if "then" in rule]
+    return schema.get("additionalProperties") is False or bool(branches) and all(
+        b.get("additionalProperties") is False for b in branches)
 
 
 def test_every_property_is_described_and_objects_are_closed() -> None:
@@ -30,7 +40,7 @@ def test_every_property_is_described_and_objects_are_closed() -> None:
     for name, sub in props:
         sub = resolve_ref(sub, root)
         if "properties" in sub:
-            assert sub.get("additionalProperties") is False, name
+            assert _closed(sub, root), name
 
 
 def test_repo_schema_link_is_the_packaged_file() -> None:
@@ -76,9 +86,25 @@ def test_defaults_come_from_the_schema() -> None:
     root = load_schema(SCHEMA)
     data = apply_defaults({"accelbuild": 1, "models": [{"path": "a.onnx"}]}, root, root)
     assert data["target"] == {
-        "chip_gen": "mx3", "num_chips": 4, "effort": "normal", "target_fps": None,
+        "family": "mx3", "chip_gen": "mx3", "num_chips": 4, "effort": "normal", "target_fps": None,
         "input_format": "BF16", "output_format": "BF16", "share_input": False,
     }
     assert data["models"][0]["quantize"] == {"weight_bits": 8, "auto_precision": False}
     assert data["benchmark"] == {"frames": 200, "host": True, "accuracy": {"samples": 4, "seed": 0}}
     assert data["closed_loop"]["enabled"] is False
+
+
+def test_target_keys_depend_on_the_family() -> None:
+    text = "accelbuild: 1\ntarget:\n  family: mx3\n  platform: tda4vm\nmodels:\n  - path: m.onnx\n"
+    assert _messages(text)[0].startswith("p.yaml:4:3: unknown key 'platform' in target")
+    text = "accelbuild: 1\ntarget:\n  num_chip: 2\nmodels:\n  - path: m.onnx\n"  # family mx3 by default
+    assert _messages(text) == ["p.yaml:3:3: unknown key 'num_chip' in target; did you mean 'num_chips'?"]
+    text = "accelbuild: 1\ntarget:\n  family: mx4\nmodels:\n  - path: m.onnx\n"
+    assert _messages(text) == ["p.yaml:3:11: 'mx4' is not one of 'mx3'; did you mean 'mx3'?"]
+
+
+def test_defaults_come_from_the_family_branch() -> None:
+    root = load_schema(SCHEMA)
+    data = apply_defaults({"accelbuild": 1, "models": [{"path": "m.onnx"}]}, root, root)
+    assert data["target"]["family"] == "mx3"
+    assert data["target"]["chip_gen"] == "mx3" and data["target"]["num_chips"] == 4

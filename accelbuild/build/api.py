@@ -52,13 +52,16 @@ def clean(pipelines: list[PipelineSpec], options: RunOptions, remove_cache: bool
         folders: set[Path] = set()
         for job in plan.plan(pipelines):
             for path in job.outputs.values():
-                if path.exists():
+                if path.is_dir():  # a folder output (closed-loop splits/)
+                    shutil.rmtree(path)
+                    removed.append(path)
+                elif path.exists():
                     path.unlink()
                     removed.append(path)
                 folders.add(path.parent)
         for pipeline in pipelines:
             folders.add(pipeline.output.dir)
-            splits = pipeline.output.dir / "splits"  # closed-loop splits: ours, a folder of their own
+            splits = pipeline.output.dir / "splits"  # closed-loop splits of a run with keep_splits since turned off
             if splits.is_dir():
                 shutil.rmtree(splits)
                 removed.append(splits)

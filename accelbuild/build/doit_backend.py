@@ -111,8 +111,8 @@ def _reporter_for(log: RunLog) -> type:
                 self.log.finish(task.name, "skipped", 0.0)
                 return
             user = isinstance(fail, worker.UserFailure)
-            message = fail.message if isinstance(fail, (worker.UserFailure, worker.InternalFailure)) \
-                else fail.get_msg()
+            message = fail.message if isinstance(fail, (worker.UserFailure, worker.StageFailure,
+                                                        worker.InternalFailure)) else fail.get_msg()
             self.log.finish(task.name, "failed", message=message, user_error=user)
             if isinstance(fail, worker.InternalFailure) and fail.traceback:
                 self.log.stream.write("".join(fail.traceback))
@@ -144,6 +144,11 @@ def outputs_unedited(task: Task, values: dict[str, Any], outputs: list[str]) -> 
     return worker.edited_outputs(outputs, values.get("outputs")) == []
 
 
+def output_paths(job: Job) -> list[str]:
+    """The job's outputs as the state records them; a folder output keeps its trailing ``/``."""
+    return [str(p) + ("/" if name.endswith("/") else "") for name, p in job.outputs.items()]
+
+
 def to_doit_task(job: Job, options: RunOptions) -> Task:
     return Task(
         job.name,
@@ -152,9 +157,9 @@ def to_doit_task(job: Job, options: RunOptions) -> Task:
         targets=[str(p) for p in job.required_outputs],
         uptodate=[
             config_changed(job.param_digest),
-            (outputs_unedited, [[str(p) for p in job.outputs.values()]], {}),
+            (outputs_unedited, [output_paths(job)], {}),
         ],
-        doc=f"{job.stage} {job.model_name or job.pipeline.name}",
+        doc=f"{job.stage} {job.model_name or job.pipeline_name}",
         verbosity=2,
     )
 
@@ -188,7 +193,7 @@ class JobLoader(TaskLoader2):
 def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None) -> list[TaskResult]:
     """Run the jobs through doit; every job gets a result (``skipped`` if it never started)."""
     results = {
-        job.name: TaskResult(job.name, job.pipeline.name, job.model_name, job.stage) for job in jobs
+        job.name: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
     }
     log = RunLog(results, stream or sys.stderr)
     options.state_dir.mkdir(parents=True, exist_ok=True)
@@ -275,11 +280,27 @@ def _output_edits(outputs: list[str], values: dict[str, Any]) -> list[str]:
 
 def _parameter_changes(job: Job, values: dict[str, Any]) -> list[str]:
     old = values.get("params")
-    if not isinstance(old, dict):
-        return ["parameters changed"]
-    changes = [
-        f"parameter {key} changed: {old.get(key)!r} -> {job.params.get(key)!r}"
-        for key in sorted(set(old) | set(job.params))
-        if old.get(key) != job.params.get(key)
-    ]
-    return changes or ["accelbuild version or hardware profile changed"]
+    changes = [] if isinstance(old, dict) else ["parameters changed"]
+    if isinstance(old, dict):
+        changes = [f"parameter {key} changed: {_short(before)} -> {_short(after)}"
+                   for key, before, after in _differences(old, job.params_json)]
+    if values.get("code") != job.code:
+        changes.append("accelbuild changed (the code that builds this stage)")
+    return changes or ["accelbuild version changed"]
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) for each change; a large mapping (a hardware profile) is walked to its
+    changed leaves, a small one is shown whole."""
+    small = len(repr(old)) + len(repr(new)) <= 120
+    if isinstance(old, dict) and isinstance(new, dict) and not (prefix and small):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found.extend(_differences(old.get(key), new.get(key), f"{prefix}{key}."))
+        return found
+    return [] if old == new else [(prefix.rstrip("."), old, new)]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.build.stages import STAGE_ORDER, STAGES, Stage
+from accelbuild.build.code_identity import code_digest
+from accelbuild.build.stages import STAGE_ORDER, Stage, stages_of
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.targets.profile_files import profile_digest
+from accelbuild.stages.context import Locator, jsonable
 from accelbuild.util.files import json_digest
 
 
@@ -19,21 +20,22 @@ class Job:
 
     name: str
     stage: str
-    pipeline: PipelineSpec
-    model: ModelSpec | None
+    pipeline_name: str
+    model_name: str | None
+    module: str  # runs the stage: ``module.run(StageContext)``
     inputs: dict[str, Path]
-    outputs: dict[str, Path]
+    outputs: dict[str, Path]  # a name ending in "/" is a folder output
     optional_outputs: frozenset[str]
-    params: dict[str, Any]
-    param_digest: str
+    params: Any  # the stage's frozen parameter object
+    params_json: dict[str, Any]  # its canonical JSON form (what ``status`` compares)
+    code: str  # digest of the code that produces the outputs
+    param_digest: str  # of stage, params, code and version: doit's config_changed and the cache key
+    locate: Locator
+    jobs: int = 1
 
     @property
     def required_outputs(self) -> list[Path]:
         return [p for n, p in self.outputs.items() if n not in self.optional_outputs]
-
-    @property
-    def model_name(self) -> str | None:
-        return self.model.name if self.model else None
 
 
 def task_name(pipeline: PipelineSpec, stage: str, model: ModelSpec | None) -> str:
@@ -43,32 +45,35 @@ def task_name(pipeline: PipelineSpec, stage: str, model: ModelSpec | None) -> st
 def plan(pipelines: list[PipelineSpec], until: str | None = None) -> list[Job]:
     """The jobs of all pipelines in dependency order, stopping after stage ``until`` if given."""
     last = STAGE_ORDER.index(until) if until else len(STAGE_ORDER) - 1
-    stages = [s for s in STAGES if STAGE_ORDER.index(s.name) <= last]
     jobs = []
-    profiles: dict[Path, str] = {}  # one digest per profile file per run: the no-op path stays fast
     for pipeline in pipelines:
-        path = pipeline.target.profile_path
-        if path not in profiles:
-            profiles[path] = profile_digest(path)
-        for stage in stages:
+        for stage in stages_of(pipeline):
+            if STAGE_ORDER.index(stage.name) > last:
+                continue
             for model in pipeline.models if stage.per_model else [None]:
-                jobs.append(_job(pipeline, stage, model, profiles[path]))
+                jobs.append(_job(pipeline, stage, model))
     return jobs
 
 
-def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, profile: str) -> Job:
+def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None) -> Job:
     params = stage.params(pipeline, model)
-    digest_of = {"stage": stage.name, "params": params, "version": __version__}
-    if stage.uses_profile:
-        digest_of["profile"] = profile
+    params_json = jsonable(params)
+    code = code_digest(stage.code)
+    prefix: tuple[str | int, ...] = ("models", model.index) if model else ()
     return Job(
         name=task_name(pipeline, stage.name, model),
         stage=stage.name,
-        pipeline=pipeline,
-        model=model,
+        pipeline_name=pipeline.name,
+        model_name=model.name if model else None,
+        module=stage.module,
         inputs=stage.inputs(pipeline, model),
         outputs=stage.outputs(pipeline, model),
         optional_outputs=stage.optional_outputs,
         params=params,
-        param_digest=json_digest(digest_of),
+        params_json=params_json,
+        code=code,
+        param_digest=json_digest({"stage": stage.name, "params": params_json, "code": code,
+                                  "version": __version__}),
+        locate=Locator(pipeline.source, prefix),
+        jobs=stage.jobs(pipeline) if stage.jobs else 1,
     )

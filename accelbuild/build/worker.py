@@ -2,7 +2,9 @@
 
 This is the body of every doit action, executed in a worker process with ``-j N``. A stage writes into
 a private staging folder; only a stage that finished has its files cached and moved into place (each
-with an atomic rename), so a killed or failed stage never leaves a partial artifact behind.
+with an atomic rename), so a killed or failed stage never leaves a partial artifact behind. A folder
+output (a name ending in ``/``, e.g. the closed loop's ``splits/``) is cached file by file and replaced
+as a whole.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from doit.exceptions import TaskFailed
 from accelbuild import __version__
 from accelbuild.build.cache import ArtifactCache, cache_key
 from accelbuild.build.plan import Job
-from accelbuild.errors import UserError, render_user_error
-from accelbuild.util.files import file_sha256
+from accelbuild.errors import AccelbuildError, UserError, render_user_error
+from accelbuild.stages.context import StageContext
+from accelbuild.util.files import copy_atomic, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +38,12 @@ class UserFailure(TaskFailed):
     """A stage stopped on the user's input (exit 2); ``message`` is the full user-facing text."""
 
 
+class StageFailure(TaskFailed):
+    """A stage could not do its job on valid input (exit 1); ``message`` says why."""
+
+
 class InternalFailure(TaskFailed):
     """A stage crashed (exit 1); the traceback is kept for the log."""
-
-
-@dataclass(frozen=True)
-class StageContext:
-    """What a stage's ``run`` gets: the specs, its input files, and the paths it must write."""
-
-    pipeline: Any
-    model: Any
-    inputs: dict[str, Path]
-    outputs: dict[str, Path]
-    params: dict[str, Any]
-    cache: ArtifactCache | None = None  # for stages that cache finer-grained units of their own
 
 
 def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | TaskFailed:
@@ -59,6 +53,8 @@ def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | T
         status = _build(job, ArtifactCache(Path(cache_dir)), force)
     except UserError as exc:
         return UserFailure(render_user_error(exc))
+    except AccelbuildError as exc:  # a stage that cannot do its job on valid input: say why, no traceback
+        return StageFailure(f"{job.name}: {exc}")
     except Exception as exc:  # a bug in a stage: report it, keep the run going with --keep-going
         failure = InternalFailure(f"{job.name}: internal error: {exc.__class__.__name__}: {exc}")
         failure.traceback = traceback.format_exception(exc)
@@ -66,7 +62,8 @@ def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | T
     return {
         "status": status,
         "seconds": round(time.monotonic() - started, 3),
-        "params": job.params,
+        "params": job.params_json,
+        "code": job.code,
         "outputs": output_record(job.outputs.values()),
     }
 
@@ -83,29 +80,69 @@ def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
     sweep_stale_staging(folder)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
     try:
-        staged = {name: staging / name.replace("/", "_") for name in job.outputs}
-        if not force and cache.restore(key, staged):
+        staged = {name: staging / name.rstrip("/").replace("/", "_") for name in job.outputs}
+        if not force and _restore(cache, key, staged):
             status = "cached"
         else:
-            module = importlib.import_module(_stage_module(job.stage))
-            module.run(StageContext(job.pipeline, job.model, job.inputs, staged, job.params,
-                                    None if force else cache))
+            module = importlib.import_module(job.module)
+            module.run(StageContext(job.params, job.inputs, staged, job.locate, None if force else cache, job.jobs))
             status = "ran"
         produced = {name: path for name, path in staged.items() if path.exists()}
         missing = [n for n in job.outputs if n not in produced and n not in job.optional_outputs]
         if missing:
             raise RuntimeError(f"stage {job.stage} did not write {', '.join(missing)}")
         if status == "ran":
-            cache.store(key, produced)
+            cache.store(key, _cache_files(produced))
         for name, final in job.outputs.items():
-            if name in produced:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(produced[name], final)
-            else:  # missing_ok: a run on another state dir may be publishing the same folder
-                final.unlink(missing_ok=True)
+            _publish(produced.get(name), final, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return status
+
+
+def _cache_files(produced: dict[str, Path]) -> dict[str, Path]:
+    """Produced outputs as cache file names: a folder output contributes each of its files."""
+    files = {}
+    for name, path in produced.items():
+        if name.endswith("/"):
+            files.update({name + p.relative_to(path).as_posix(): p for p in sorted(path.rglob("*")) if p.is_file()})
+        else:
+            files[name] = path
+    return files
+
+
+def _restore(cache: ArtifactCache, key: str, staged: dict[str, Path]) -> bool:
+    """Copy a cache entry into the staging paths (folder outputs file by file); False on a miss."""
+    objects = cache.lookup(key)
+    if objects is None:
+        return False
+    folders = [name for name in staged if name.endswith("/")]
+    for name, obj in objects.items():
+        folder = next((f for f in folders if name.startswith(f)), None)
+        if folder is not None:
+            copy_atomic(obj, staged[folder] / name[len(folder):])
+        elif name in staged:
+            copy_atomic(obj, staged[name])
+        else:
+            log.warning("cache entry %s holds unexpected files; rebuilding", key[:12])
+            return False
+    return True
+
+
+def _publish(produced: Path | None, final: Path, staging: Path) -> None:
+    """Move a produced output into place (a folder replaces the old folder whole), or remove a stale one."""
+    if produced is not None and produced.is_dir():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # aside first: os.replace cannot replace a non-empty folder
+            os.replace(final, staging / f".old-{final.name}")
+        os.replace(produced, final)
+    elif produced is not None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(produced, final)
+    elif final.is_dir():
+        shutil.rmtree(final, ignore_errors=True)
+    else:  # missing_ok: a run on another state dir may be publishing the same folder
+        final.unlink(missing_ok=True)
 
 
 def output_record(paths: Iterable[Path]) -> dict[str, list]:
@@ -115,13 +152,24 @@ def output_record(paths: Iterable[Path]) -> dict[str, list]:
     (``edited_outputs``) although doit itself only checks that targets exist.
     """
     record = {}
-    for path in paths:
+    for path in _files_of(paths):
         try:
             st = os.stat(path)
         except FileNotFoundError:  # an optional output this run did not write
             continue
         record[str(path)] = [st.st_size, st.st_mtime_ns, file_sha256(path)]
     return record
+
+
+def _files_of(paths: Iterable[Path | str]) -> list[Path]:
+    """The paths, with each folder replaced by the files in it."""
+    files = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(p for p in sorted(path.rglob("*")) if p.is_file())
+        else:
+            files.append(path)
+    return files
 
 
 def edited_outputs(paths: Iterable[str], record: Any) -> list[str] | None:
@@ -133,7 +181,15 @@ def edited_outputs(paths: Iterable[str], record: Any) -> list[str] | None:
     if not isinstance(record, dict):
         return None
     edited = []
+    paths = list(paths)
+    for folder in [p for p in paths if p.endswith("/")]:  # a file added to an output folder is an edit
+        root = folder.rstrip("/")
+        recorded_here = [p for p in record if p.startswith(root + os.sep)]
+        edited.extend(str(p) for p in _files_of([root]) if str(p) not in record)
+        paths.extend(recorded_here)
     for path in paths:
+        if path.endswith("/"):
+            continue
         recorded = record.get(path)
         if recorded is None:  # not written by the last run (an optional output)
             continue
@@ -174,15 +230,10 @@ def _process_alive(pid: int) -> bool:
 
 def _input_digests(job: Job) -> dict[str, str]:
     digests = {role: file_sha256(path) for role, path in job.inputs.items()}
-    module = importlib.import_module(_stage_module(job.stage))
+    module = importlib.import_module(job.module)
     extra = getattr(module, "extra_inputs", None)
     if extra is not None:  # files a stage finds only by reading its inputs (ONNX external data)
         for role, path in extra(job.inputs).items():
             digests[role] = file_sha256(path)
     return digests
 
-
-def _stage_module(stage: str) -> str:
-    from accelbuild.build.stages import STAGES_BY_NAME
-
-    return STAGES_BY_NAME[stage].module

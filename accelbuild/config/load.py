@@ -20,11 +20,10 @@ from accelbuild.config.spec import (
     PipelineSpec,
     QuantizeSpec,
     Shape,
-    TargetSpec,
 )
 from accelbuild.config.yaml_source import YamlDocument, load_yaml
-from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, Where
-from accelbuild.targets.profile_files import builtin_profiles, load_profile, looks_like_path
+from accelbuild.errors import ConfigError, ConfigErrors, Where
+from accelbuild.targets.base import get_target
 
 SCHEMA = "pipeline.schema.json"
 
@@ -128,60 +127,36 @@ class _Checker:
 
     def build(self, data: dict[str, Any], yaml_path: Path) -> PipelineSpec:
         name = data.get("name") or _safe_stem(yaml_path)
-        target = self.target(data["target"])
+        family = get_target(data["target"]["family"])
+        target = family.target_spec(data["target"], self)
         models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
         self.unique_model_names(models)
-        closed_loop = self.closed_loop(data["closed_loop"], target, len(models))
+        closed_loop = self.closed_loop(data["closed_loop"], len(models))
         out = data["output"]
         out_dir = Path(os.path.normpath(self.base / out.get("dir", f"build/{name}")))
         if out_dir == self.base or out_dir in self.base.parents:
             self.error(("output", "dir"), "output.dir must be a folder of its own, not the YAML's folder or above it")
+        elif out_dir.exists() and not out_dir.is_dir():
+            self.error(("output", "dir") if "dir" in out else ("name",) if "name" in data else (),
+                       f"output folder {out_dir} is a file; output.dir must name a folder")
         bench = data["benchmark"]
         accuracy = bench["accuracy"]
         data_dir = None
         if "data" in accuracy:
             data_dir = self.existing(("benchmark", "accuracy", "data"), accuracy["data"], folder=True)
-        return PipelineSpec(
+        spec = PipelineSpec(
             name=name,
             yaml_path=yaml_path.resolve(),
             target=target,
             models=models,
-            benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir),
+            benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
+                                    accuracy.get("data")),
             closed_loop=closed_loop,
             output=OutputSpec(out_dir, out.get("dfp_name", f"{name}.dfp"), out["sim_dfp"]),
             source=self.doc,
         )
-
-    def target(self, t: dict[str, Any]) -> TargetSpec:
-        chip_gen = t["chip_gen"]
-        builtins = builtin_profiles()
-        if chip_gen in builtins:
-            profile_path = builtins[chip_gen]
-        elif looks_like_path(chip_gen):
-            profile_path = self.existing(("target", "chip_gen"), chip_gen)
-            if profile_path.is_file():
-                try:
-                    load_profile(profile_path, shown=chip_gen)
-                except (InputFileError, ConfigError) as exc:
-                    self.error(("target", "chip_gen"), str(exc))
-        else:
-            hint = schema_check.did_you_mean(chip_gen, list(builtins))
-            self.error(
-                ("target", "chip_gen"),
-                f"unknown chip_gen {chip_gen!r} (built-in profiles: {', '.join(sorted(builtins))}; "
-                f"or a path to a profile .yaml){hint}",
-            )
-            profile_path = Path(chip_gen)
-        return TargetSpec(
-            chip_gen=chip_gen,
-            profile_path=profile_path,
-            num_chips=t["num_chips"],
-            effort=t["effort"],
-            target_fps=t["target_fps"],
-            input_format=t["input_format"],
-            output_format=t["output_format"],
-            share_input=t["share_input"],
-        )
+        family.check_pipeline(spec, self)
+        return spec
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:
         at = ("models", index)
@@ -233,7 +208,8 @@ class _Checker:
             second_key = keys_of_way[firsts[1][1]][0]
             self.error(at + (second_key,), f"crop: choose one way of cropping, not {' and '.join(ways)}", key=True)
         in_out = self.existing(at + ("in_out_file",), c["in_out_file"]) if "in_out_file" in c else None
-        return CropSpec(tuple(c.get("inputs", ())), tuple(c.get("outputs", ())), bool(c.get("auto")), in_out)
+        return CropSpec(tuple(c.get("inputs", ())), tuple(c.get("outputs", ())), bool(c.get("auto")), in_out,
+                        c.get("in_out_file"), bool(c.get("allow_partial")))
 
     def quantize(self, at: tuple[Any, ...], q: dict[str, Any]) -> QuantizeSpec:
         if "bits" in q and "bits_file" in q:
@@ -246,15 +222,10 @@ class _Checker:
                 key=True,
             )
         bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
-        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q["auto_precision"])
+        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"),
+                            q["auto_precision"])
 
-    def closed_loop(self, c: dict[str, Any], target: TargetSpec, num_models: int) -> ClosedLoopSpec:
-        if c["enabled"] and target.effort != "hard":
-            self.error(
-                ("closed_loop", "enabled"),
-                f"closed_loop needs target.effort: hard (it measures the hard mapper's candidate splits); "
-                f"effort is {target.effort!r}",
-            )
+    def closed_loop(self, c: dict[str, Any], num_models: int) -> ClosedLoopSpec:
         if c["prioritize_model"] >= num_models:
             self.error(
                 ("closed_loop", "prioritize_model"),

@@ -261,6 +261,9 @@ def _misspelt_required(error: Any, root: dict[str, Any]) -> bool:
 def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
     """Fill in schema ``default`` values for absent keys (the schema is the one source of defaults)."""
     schema = resolve_ref(schema, root)
+    for rule in schema.get("allOf", []):  # a union keyed on a value (target.family): the chosen branch's
+        if "if" in rule and isinstance(data, dict) and _validator_for(rule["if"], root).is_valid(data):
+            data = apply_defaults(data, rule.get("then", {}), root)
     if isinstance(data, dict) and "properties" in schema:
         for key, sub in schema["properties"].items():
             sub = resolve_ref(sub, root)
@@ -271,3 +274,10 @@ def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> A
     elif isinstance(data, list) and isinstance(schema.get("items"), dict):
         return [apply_defaults(item, schema["items"], root) for item in data]
     return data
+
+
+def _validator_for(schema: dict[str, Any], root: dict[str, Any]) -> Any:
+    """A validator for a sub-schema of ``root`` (its ``$ref``s resolve against ``root``)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator({**schema, "$defs": root.get("$defs", {})})

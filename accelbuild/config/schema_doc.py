@@ -50,6 +50,16 @@ def _rows(schema: dict[str, Any], root: dict[str, Any], prefix: str) -> Iterator
         items = sub_resolved.get("items")
         if isinstance(items, dict) and "properties" in resolve_ref(items, root):
             yield from _rows(items, root, f"{name}[].")
+    for rule in schema.get("allOf", []):  # a union keyed on a value: each branch's own keys, labelled
+        if "then" not in rule:
+            continue
+        branch = resolve_ref(rule["then"], root)
+        when = ", ".join(f"{key}: {json.dumps(cond['const'])}" for key, cond in
+                         rule["if"].get("properties", {}).items() if "const" in cond)
+        shared = set(schema.get("properties", {}))
+        own = {k: v for k, v in branch.get("properties", {}).items() if k not in shared}
+        for row in _rows({**branch, "properties": own}, root, prefix):
+            yield row.replace(" | ", f" | ({when}) ", 1) if when else row
 
 
 def render() -> str:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from accelbuild.config.yaml_source import YamlDocument
 from accelbuild.errors import Where
+
+if TYPE_CHECKING:
+    from accelbuild.targets.base import Target
 
 Shape = Union[tuple[int, ...], Literal["auto"]]
 ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow"]
@@ -43,6 +46,8 @@ class CropSpec:
     outputs: tuple[str, ...] = ()
     auto: bool = False
     in_out_file: Path | None = None
+    in_out_file_text: str | None = None  # as written in the YAML, for messages
+    allow_partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class QuantizeSpec:
     weight_bits: int = 8
     bits: dict[str, int] = field(default_factory=dict)
     bits_file: Path | None = None
+    bits_file_text: str | None = None  # as written in the YAML, for messages
     auto_precision: bool = False
 
 
@@ -66,24 +72,13 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class TargetSpec:
-    chip_gen: str
-    profile_path: Path
-    num_chips: int | Literal["min"]
-    effort: Literal["lazy", "normal", "hard"]
-    target_fps: float | None
-    input_format: str
-    output_format: str
-    share_input: bool
-
-
-@dataclass(frozen=True)
 class BenchmarkSpec:
     frames: int
     host: bool
     samples: int
     seed: int
     data: Path | None
+    data_text: str | None = None  # as written in the YAML, for messages
 
 
 @dataclass(frozen=True)
@@ -107,7 +102,7 @@ class PipelineSpec:
 
     name: str
     yaml_path: Path
-    target: TargetSpec
+    target: Any  # the family's typed target spec (``.family`` names it); see accelbuild.targets
     models: tuple[ModelSpec, ...]
     benchmark: BenchmarkSpec
     closed_loop: ClosedLoopSpec
@@ -117,6 +112,13 @@ class PipelineSpec:
     def where(self, *path: str | int, key: bool = False) -> Where:
         """Position in the YAML of the value (or key) at ``path``, e.g. ``where("models", 0, "crop")``."""
         return self.source.where(tuple(path), key=key)
+
+    @property
+    def target_impl(self) -> Target:
+        """The target family that builds this pipeline."""
+        from accelbuild.targets.base import get_target
+
+        return get_target(self.target.family)
 
     def model(self, name: str) -> ModelSpec:
         for model in self.models:

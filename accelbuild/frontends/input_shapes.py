@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import onnx
 
 from accelbuild.config.schema_check import did_you_mean
-from accelbuild.config.spec import InputShapes, ModelSpec, PipelineSpec
+from accelbuild.config.spec import InputShapes
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
 from accelbuild.passes.graph import real_inputs
+
+if TYPE_CHECKING:
+    from accelbuild.stages.context import Locator
+    from accelbuild.stages.params import ImportParams
 
 Dim = int | str | None
 
@@ -54,20 +58,20 @@ def show_dims(dims: Sequence[Dim]) -> str:
 
 
 def resolve_input_shapes(
-    model: onnx.ModelProto, pipeline: PipelineSpec, spec: ModelSpec
+    model: onnx.ModelProto, locate: Locator, spec: ImportParams
 ) -> list[ResolvedInput]:
     """Decide every input's static shape; raises positioned errors for the user's mistakes."""
     inputs = graph_inputs(model)
-    given = _given_by_input(inputs, pipeline, spec)
+    given = _given_by_input(inputs, locate, spec)
     resolved = []
     for index, value in enumerate(inputs):
         at = _position(spec, spec.input_shapes, value.name, index)
-        resolved.append(_resolve_one(model, value, given.get(value.name), pipeline, spec, at))
+        resolved.append(_resolve_one(model, value, given.get(value.name), locate, spec, at))
         size = math.prod(resolved[-1].shape)
         if size > MAX_TENSOR_ELEMENTS:
             raise ConfigError(
-                pipeline.where(*at),
-                f"input {value.name!r} of model {spec.name!r} would have {size:,} elements "
+                locate(*at),
+                f"input {value.name!r} of model {spec.model!r} would have {size:,} elements "
                 f"{list(resolved[-1].shape)}; accelbuild handles at most {MAX_TENSOR_ELEMENTS:,} per tensor",
             )
     return resolved
@@ -88,55 +92,55 @@ def apply_input_shapes(model: onnx.ModelProto, resolved: list[ResolvedInput]) ->
                 dim.Clear()
 
 
-def _given_by_input(inputs: list[onnx.ValueInfoProto], pipeline: PipelineSpec,
-                    spec: ModelSpec) -> dict[str, object]:
+def _given_by_input(inputs: list[onnx.ValueInfoProto], locate: Locator,
+                    spec: ImportParams) -> dict[str, object]:
     shapes = spec.input_shapes
     names = [v.name for v in inputs]
     if shapes.by_name:
         errors = []
         for name in shapes.by_name:
             if name not in names:
-                where = pipeline.where("models", spec.index, "input_shapes", name, key=True)
+                where = locate("input_shapes", name, key=True)
                 errors.append(ConfigError(
                     where,
-                    f"model {spec.name!r} has no input named {name!r}{did_you_mean(name, names)} "
+                    f"model {spec.model!r} has no input named {name!r}{did_you_mean(name, names)} "
                     f"(its inputs: {', '.join(names)})",
                 ))
         if errors:
             raise ConfigErrors(errors)
         return dict(shapes.by_name)
     if len(shapes.in_order) > len(names):
-        where = pipeline.where("models", spec.index, "input_shapes")
+        where = locate("input_shapes")
         raise ConfigError(
-            where, f"{len(shapes.in_order)} input shapes given, but model {spec.name!r} has "
+            where, f"{len(shapes.in_order)} input shapes given, but model {spec.model!r} has "
             f"{len(names)} input(s): {', '.join(names)}",
         )
     return dict(zip(names, shapes.in_order))
 
 
-def _position(spec: ModelSpec, shapes: InputShapes, name: str, index: int) -> tuple[object, ...]:
-    base = ("models", spec.index, "input_shapes")
+def _position(spec: ImportParams, shapes: InputShapes, name: str, index: int) -> tuple[object, ...]:
+    base: tuple[object, ...] = ("input_shapes",)
     if name in shapes.by_name:
         return base + (name,)
     if index < len(shapes.in_order):
         return base + (index,)
-    return base if shapes.by_name or shapes.in_order else ("models", spec.index)
+    return base if shapes.by_name or shapes.in_order else ()
 
 
 def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: object,
-                 pipeline: PipelineSpec, spec: ModelSpec, at: tuple[object, ...]) -> ResolvedInput:
+                 locate: Locator, spec: ImportParams, at: tuple[object, ...]) -> ResolvedInput:
     dims = model_dims(value)
     name = value.name
     if given is None or given == "auto":
         if dims is None:
-            raise ConfigError(pipeline.where(*at), f"input {name!r} of model {spec.name!r} has no shape "
+            raise ConfigError(locate(*at), f"input {name!r} of model {spec.model!r} has no shape "
                               "in the model; give it in input_shapes")
         fixed = [1 if i == 0 and len(dims) >= 2 and not isinstance(d, int) else d for i, d in enumerate(dims)]
         if any(not isinstance(d, int) or d <= 0 for d in fixed):
             example = "[H, W, C]" if len(dims) == 4 else show_dims(["n"] * (len(dims) - 1))
             raise ConfigError(
-                pipeline.where(*at),
-                f"input {name!r} of model {spec.name!r} has dynamic dimensions {show_dims(dims)}; "
+                locate(*at),
+                f"input {name!r} of model {spec.model!r} has dynamic dimensions {show_dims(dims)}; "
                 f"give its shape in input_shapes (e.g. {name}: {example}, channel-last without batch)",
             )
         return ResolvedInput(name, tuple(int(d) for d in fixed), "as-is")  # type: ignore[arg-type]
@@ -160,16 +164,16 @@ def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: obje
     if len(user) != expected:
         what = "(H, W, C)" if rank == 4 else f"{expected} dimension(s)"
         raise ConfigError(
-            pipeline.where(*at),
-            f"input {name!r} of model {spec.name!r} has rank {rank} {show_dims(dims)}; "
+            locate(*at),
+            f"input {name!r} of model {spec.model!r} has rank {rank} {show_dims(dims)}; "
             f"give {what} without the batch, not {len(user)} value(s)",
         )
     for layout, shape in candidates.items():
         if _fits(shape, dims):
             return ResolvedInput(name, tuple(shape), layout)
     raise ConfigError(
-        pipeline.where(*at),
-        f"shape {user} does not fit input {name!r} of model {spec.name!r}, whose fixed dimensions "
+        locate(*at),
+        f"shape {user} does not fit input {name!r} of model {spec.model!r}, whose fixed dimensions "
         f"are {show_dims(dims)} (shapes are channel-last without batch)",
     )
 

@@ -17,7 +17,14 @@ from accelbuild.passes import graph as g
 
 
 class NoCleanCut(Exception):
-    """The requested points do not split the graph into non-overlapping sections."""
+    """The requested points do not split the graph into non-overlapping sections.
+
+    ``needed`` names the tensors one section still reads from another across the cut (adding them to the
+    crop points, or moving the points, makes the cut clean)."""
+
+    def __init__(self, message: str, needed: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.needed = needed or []
 
 
 @dataclass
@@ -44,12 +51,23 @@ def cut(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str])
     sections["ai"] = _section(model, "ai", crop_inputs, crop_outputs)
     if set(crop_outputs) != set(model_outputs):
         sections["post"] = _section(model, "post", crop_outputs, model_outputs)
-    _check_disjoint(sections)
+    _check_disjoint(model, sections)
+    _extract(model, sections)
+    return sections
+
+
+def ai_only(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str]) -> dict[str, Section]:
+    """Just the requested AI section (``crop.allow_partial``): no pre/post sections are made."""
+    sections = {"ai": _section(model, "ai", crop_inputs, crop_outputs)}
+    _extract(model, sections)
+    return sections
+
+
+def _extract(model: onnx.ModelProto, sections: dict[str, Section]) -> None:
     extractor = Extractor(model)
     for section in sections.values():
         section.model = extractor.extract_model(section.inputs, section.outputs)
-        section.model.graph.name = f"{graph.name or 'model'}_{section.name}"
-    return sections
+        section.model.graph.name = f"{model.graph.name or 'model'}_{section.name}"
 
 
 def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list[str]) -> Section:
@@ -81,14 +99,19 @@ def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list
     return Section(name, list(inputs) + sorted(set(extra_inputs) - set(inputs)), list(outputs), nodes)
 
 
-def _check_disjoint(sections: dict[str, Section]) -> None:
+def _check_disjoint(model: onnx.ModelProto, sections: dict[str, Section]) -> None:
     names = list(sections)
+    nodes = {n.name: n for n in model.graph.node}
     for i, first in enumerate(names):
         for second in names[i + 1:]:
             shared = set(sections[first].nodes) & set(sections[second].nodes)
             if shared:
-                example = sorted(shared)[0]
+                made_by_shared = {t for name in shared for t in nodes[name].output}
+                own = [nodes[name] for name in sections[second].nodes if name not in shared]
+                needed = sorted({t for node in own for t in node.input if t in made_by_shared})
+                if not needed:  # the section's own outputs are made inside the shared part
+                    needed = sorted(t for t in sections[second].outputs if t in made_by_shared)
                 raise NoCleanCut(
-                    f"the {second} section also needs node {example!r} of the {first} section "
-                    f"({len(shared)} shared node(s)); add the tensors it reads to the crop points"
-                )
+                    f"the {second} section still needs {', '.join(repr(t) for t in needed)} from inside the "
+                    f"{first} section ({len(shared)} node(s) would run in both); add them to the crop points, "
+                    f"or set crop.allow_partial: true to build the requested ai section alone", needed)

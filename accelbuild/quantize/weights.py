@@ -17,8 +17,7 @@ import numpy as np
 import onnx
 
 from accelbuild.passes import graph as g
-
-BITS = (4, 8, 16)
+from accelbuild.quantize.precision import BITS, packed_size
 
 
 @dataclass(frozen=True)
@@ -119,4 +118,4 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray, cap: float = 200.0) -> fl
 
 def weight_bytes(count: int, bits: int) -> int:
     """Bytes of packed weights (4-bit weights pack two to a byte); scales are not counted."""
-    return (count * bits + 7) // 8
+    return packed_size(count, bits)

@@ -13,12 +13,13 @@ import numpy as np
 import onnx
 
 from accelbuild import accuracy
-from accelbuild.build.worker import StageContext
 from accelbuild.config.schema_check import did_you_mean
-from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.errors import ConfigError, InputFileError, StageError
 from accelbuild.frontends import onnx_model
 from accelbuild.passes import auto_crop, sections
 from accelbuild.passes import graph as g
+from accelbuild.stages.context import StageContext
+from accelbuild.stages.params import CropParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -28,16 +29,19 @@ CHECK_SEED = 0
 
 
 def run(ctx: StageContext) -> None:
+    params: CropParams = ctx.params
     model = onnx.load(str(ctx.inputs["imported"]))
     mode, crop_inputs, crop_outputs, reasons = _crop_points(ctx, model)
     fallback = None
     try:
         cut = sections.cut(model, crop_inputs, crop_outputs)
     except sections.NoCleanCut as exc:
-        fallback = str(exc)
-        log.warning("%s: cannot crop cleanly (%s); using the whole model as the AI section", ctx.model.name, exc)
-        cut = {"ai": sections.Section("ai", [v.name for v in g.real_inputs(model.graph)], [v.name for v in model.graph.output],
-                                      [n.name for n in model.graph.node], model)}
+        if not params.allow_partial:
+            raise StageError(f"{params.model}: cannot crop: {exc}") from None
+        fallback = f"allow_partial: the requested ai section alone, no pre/post sections ({exc})"
+        log.warning("%s: cannot crop cleanly; building the requested ai section alone, without pre/post "
+                    "sections (crop.allow_partial): %s", params.model, exc)
+        cut = sections.ai_only(model, crop_inputs, crop_outputs)
     for name, section in cut.items():
         onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
     record = {
@@ -47,27 +51,28 @@ def run(ctx: StageContext) -> None:
         "reasons": reasons,
         "fallback": fallback,
         "sections": {name: section.describe() for name, section in cut.items()},
-        "check": _checked_composition(ctx, model, cut),
+        "check": _checked_composition(ctx, model, cut) if fallback is None else
+        {"samples": 0, "error": "not checked: the ai section alone does not compose to the whole model"},
     }
     write_json_atomic(ctx.outputs["crop.json"], record)
 
 
 def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:
-    crop = ctx.model.crop
+    crop: CropParams = ctx.params
     inputs, outputs = [v.name for v in g.real_inputs(model.graph)], [v.name for v in model.graph.output]
     if crop.auto:
         prediction = auto_crop.predict(model)
-        log.info("%s: auto crop: inputs %s, outputs %s", ctx.model.name,
+        log.info("%s: auto crop: inputs %s, outputs %s", crop.model,
                  ", ".join(prediction.inputs), ", ".join(prediction.outputs))
         return "auto", prediction.inputs, prediction.outputs, prediction.reasons
     if crop.in_out_file is not None:
-        shown = ctx.pipeline.source.data["models"][ctx.model.index]["crop"]["in_out_file"]
+        shown = crop.in_out_file
         points = _read_in_out_file(ctx.inputs["in_out_file"], shown)
         resolve = _file_resolver(_names(model), shown)
         return ("in_out_file", [t for n in points.get("inputs", []) for t in resolve(n)] or inputs,
                 [t for n in points.get("outputs", []) for t in resolve(n)] or outputs, [])
     if crop.inputs or crop.outputs:
-        at = ("models", ctx.model.index, "crop")
+        at = ("crop",)
         chosen_in = [t for i, n in enumerate(crop.inputs) for t in _resolve(ctx, model, n, at + ("inputs", i))]
         chosen_out = [t for i, n in enumerate(crop.outputs) for t in _resolve(ctx, model, n, at + ("outputs", i))]
         return "manual", chosen_in or inputs, chosen_out or outputs, []
@@ -93,8 +98,8 @@ def _resolve(ctx: StageContext, model: onnx.ModelProto, name: str, at: tuple[Any
     names = _names(model)
     if name in names:
         return names[name]
-    raise ConfigError(ctx.pipeline.where(*at),
-                      f"no tensor or node named {name!r} in model {ctx.model.name!r}{did_you_mean(name, names)}")
+    raise ConfigError(ctx.locate(*at),
+                      f"no tensor or node named {name!r} in model {ctx.params.model!r}{did_you_mean(name, names)}")
 
 
 def _file_resolver(names: dict[str, list[str]], shown: str) -> Callable[[str], list[str]]:
@@ -135,7 +140,7 @@ def _checked_composition(ctx: StageContext, model: onnx.ModelProto, cut: dict[st
             whole_runs = False
         if whole_runs:
             raise
-        log.warning("%s: the model does not run on random inputs, so the crop could not be checked", ctx.model.name)
+        log.warning("%s: the model does not run on random inputs, so the crop could not be checked", ctx.params.model)
         return {"samples": 0, "error": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)}
 
 

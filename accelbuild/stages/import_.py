@@ -9,7 +9,6 @@ from pathlib import Path
 
 import onnx
 
-from accelbuild.build.worker import StageContext
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.onnx_support import check_supported
@@ -22,6 +21,8 @@ from accelbuild.frontends.input_shapes import (
     show_dims,
 )
 from accelbuild.passes import run_passes
+from accelbuild.stages.context import StageContext
+from accelbuild.stages.params import ImportParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -39,21 +40,21 @@ def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
 
 
 def run(ctx: StageContext) -> None:
+    params: ImportParams = ctx.params
     model_path = ctx.inputs["model"]
     try:
-        model = _load(model_path, ctx.model.format)
+        model = _load(model_path, params.format)
         check_model_file_inputs(model, model_path)
     except InputFileError as exc:  # say which line of the YAML named the broken file
-        where = ctx.pipeline.where("models", ctx.model.index, "path")
-        raise ConfigError(where, f"{ctx.model.path_text}: {exc.message}") from None
-    resolved = resolve_input_shapes(model, ctx.pipeline, ctx.model)
+        raise ConfigError(ctx.locate("path"), f"{params.path_text}: {exc.message}") from None
+    resolved = resolve_input_shapes(model, ctx.locate, params)
     apply_input_shapes(model, resolved)
     model = _infer_shapes(model, model_path)
     _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
     passes = run_passes(model, verify=True)
     model = _infer_shapes(model, model_path)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
-    record = _record(model, model_path, ctx.model.format, resolved)
+    record = _record(model, model_path, params.format, resolved)
     record["passes"] = passes
     write_json_atomic(ctx.outputs["import.json"], record)
 
@@ -88,8 +89,7 @@ def _check_tensor_sizes(model: onnx.ModelProto, ctx: StageContext) -> None:
             continue
         size = math.prod(dims)
         if size > MAX_TENSOR_ELEMENTS:
-            where = ctx.pipeline.where("models", ctx.model.index, "path")
-            raise ConfigError(where, f"{ctx.model.path_text}: tensor {value.name!r} would have {size:,} elements "
+            raise ConfigError(ctx.locate("path"), f"{ctx.params.path_text}: tensor {value.name!r} would have {size:,} elements "
                                      f"{dims} with these input shapes; accelbuild handles at most "
                                      f"{MAX_TENSOR_ELEMENTS:,} per tensor")
 

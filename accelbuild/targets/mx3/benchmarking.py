@@ -18,6 +18,7 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
+from accelbuild.stages.params import AccuracyInputs
 from accelbuild.targets.mx3.sim import numeric, timing
 from accelbuild.targets.mx3.sim.program import Program
 
@@ -33,12 +34,12 @@ class ModelFiles:
     post: Path | None
 
 
-def model_accuracy(program: Program, files: ModelFiles, samples: int, seed: int,
-                   data: Path | None) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
+def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, inputs: dict[str, Path]
+                   ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
     """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model."""
     ai = onnx.load(str(files.ai))
     pre = onnx.load(str(files.pre)) if files.pre else None
-    feeds = accuracy.through(pre, accuracy.model_inputs(pre or ai, samples, seed, data))
+    feeds = accuracy.through(pre, accuracy.stage_inputs(pre or ai, source, inputs))
     entry = next(m for m in program.models if m.name == files.name)
     chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
     reference = measure.run_all(measure.session(ai), feeds)

@@ -19,7 +19,7 @@ from typing import Any
 
 from accelbuild import __version__
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
-from accelbuild.build.cache import ArtifactCache
+from accelbuild.stages.context import SplitCache
 from accelbuild.targets.mx3.dfp import dfp_bytes
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.targets.mx3.mapper import plan, search
@@ -36,7 +36,7 @@ class SplitJob:
     key: str
     record: dict[str, Any]       # mapping.json of this split
     models: tuple[ModelSource, ...]
-    profile_path: Path
+    profile: dict[str, Any]  # the merged hardware profile
     input_format: str
     output_format: str
     sim: dict[str, Any] | None
@@ -62,11 +62,11 @@ def split_records(models: list[plan.ModelInput], mapping: dict[str, Any], hw: Ha
 
 def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     """Worker: the split's DFP bytes and its simulated figures."""
-    from accelbuild.targets.mx3.hardware import load_hardware
+    from accelbuild.targets.mx3.hardware import hardware_from_dict
     from accelbuild.targets.mx3.sim import timing
     from accelbuild.targets.mx3.sim.program import load_program
 
-    dfp = build_dfp(list(job.models), job.record, load_hardware(job.profile_path), job.input_format,
+    dfp = build_dfp(list(job.models), job.record, hardware_from_dict(job.profile), job.input_format,
                     job.output_format, job.sim)
     data = dfp_bytes(dfp)
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +78,7 @@ def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     return job.index, data, figures
 
 
-def run(jobs: list[SplitJob], workers: int, cache: ArtifactCache | None) -> list[tuple[bytes, dict[str, Any]]]:
+def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tuple[bytes, dict[str, Any]]]:
     """Every split's (DFP bytes, figures), from the cache where possible, the rest computed in parallel."""
     results: dict[int, tuple[bytes, dict[str, Any]]] = {}
     todo = []
@@ -136,18 +136,14 @@ def record(figures: list[dict[str, Any]], records: list[dict[str, Any]], best: i
     }
 
 
-def write_splits(folder: Path, results: list[tuple[bytes, dict[str, Any]]], keep: bool) -> None:
-    import shutil
-
-    if not keep:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
+def write_splits(folder: Path, results: list[tuple[bytes, dict[str, Any]]]) -> None:
+    """Every split's program and figures, one folder each (``splits/NN/``)."""
     for index, (data, figures) in enumerate(results):
         write_bytes_atomic(folder / f"{index:02d}" / "split.dfp", data)
         write_json_atomic(folder / f"{index:02d}" / "split.json", figures)
 
 
-def _cached(cache: ArtifactCache | None, key: str) -> tuple[bytes, dict[str, Any]] | None:
+def _cached(cache: SplitCache | None, key: str) -> tuple[bytes, dict[str, Any]] | None:
     if cache is None:
         return None
     found = cache.lookup(key)
@@ -156,7 +152,7 @@ def _cached(cache: ArtifactCache | None, key: str) -> tuple[bytes, dict[str, Any
     return found["split.dfp"].read_bytes(), json.loads(found["split.json"].read_text())
 
 
-def _store(cache: ArtifactCache | None, key: str, data: bytes, figures: dict[str, Any]) -> None:
+def _store(cache: SplitCache | None, key: str, data: bytes, figures: dict[str, Any]) -> None:
     if cache is None:
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbuild.targets.profile_files import load_profile
+from accelbuild.targets.profile_files import ProfileKind, load_profile
 from accelbuild.util.files import json_digest
+
+
+MX3_PROFILES = ProfileKind("hardware.schema.json", "accelbuild.targets.mx3.profiles",
+                           "accelbuild.targets.mx3.profile_rules")
 
 
 @dataclass(frozen=True)
@@ -222,7 +226,7 @@ class HardwareProfile:
 
 def load_hardware(path: Path | str, shown: str | None = None) -> HardwareProfile:
     """Load, merge and validate the profile file at ``path`` (errors as in ``load_profile``)."""
-    return hardware_from_dict(load_profile(Path(path), shown=shown))
+    return hardware_from_dict(load_profile(Path(path), MX3_PROFILES, shown=shown))
 
 
 def hardware_from_dict(data: dict[str, Any]) -> HardwareProfile:

@@ -17,32 +17,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from accelbuild.quantize.precision import check_bits, packed_size, value_range
 from accelbuild.targets.mx3.dfp.format import ALIGN
-
-BITS = (4, 8, 16)
-_DTYPES = {4: np.int8, 8: np.int8, 16: np.int16}
-
-
-def _check_bits(bits: int) -> None:
-    if bits not in BITS:
-        raise ValueError(f"weight precision must be 4, 8 or 16 bits, got {bits!r}")
-
-
-def value_range(bits: int) -> tuple[int, int]:
-    """The smallest and largest signed integer ``bits`` bits hold."""
-    _check_bits(bits)
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-
-def packed_size(count: int, bits: int) -> int:
-    """Bytes that ``count`` values take at ``bits`` bits."""
-    _check_bits(bits)
-    return (count * bits + 7) // 8
 
 
 def pack(values: np.ndarray, bits: int) -> bytes:
     """``values`` (integers, any shape) packed at ``bits`` bits; ValueError if one does not fit."""
-    _check_bits(bits)
+    check_bits(bits)
     array = np.asarray(values)
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"weights must be integers, got dtype {array.dtype}")
@@ -69,7 +50,7 @@ def unpack(data: bytes, bits: int, count: int) -> np.ndarray:
 
     ``data`` must be exactly ``packed_size(count, bits)`` bytes long.
     """
-    _check_bits(bits)
+    check_bits(bits)
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     expected = packed_size(count, bits)

@@ -10,9 +10,10 @@ from pathlib import Path
 import yaml
 
 from accelbuild.targets.mx3 import benchmarking
-from accelbuild.build.worker import StageContext
 from accelbuild.targets.mx3.sim import timing
 from accelbuild.targets.mx3.sim.program import load_program
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.mx3.spec import BenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -33,17 +34,17 @@ def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
 
 
 def run(ctx: StageContext) -> None:
-    pipeline, bench = ctx.pipeline, ctx.pipeline.benchmark
+    bench: BenchmarkParams = ctx.params
     program = load_program(ctx.inputs["dfp"])
     mapping = json.loads(ctx.inputs["mapping.json"].read_text())
     sim = timing.simulate(program, bench.frames, seed=bench.seed, record_frames=RECORDED_FRAMES)
     models = []
-    for spec in pipeline.models:
-        files = _files(ctx, spec.name)
-        figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.samples, bench.seed, bench.data)
-        entry = {"name": spec.name, "fps": round(sim.model_fps[spec.name], 2),
-                 "latency_ms": round(sim.steady_latency_ms[spec.name], 4),
-                 "first_frame_latency_ms": round(sim.first_latency_ms[spec.name], 4),
+    for name in bench.models:
+        files = _files(ctx, name)
+        figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.accuracy, ctx.inputs)
+        entry = {"name": name, "fps": round(sim.model_fps[name], 2),
+                 "latency_ms": round(sim.steady_latency_ms[name], 4),
+                 "first_frame_latency_ms": round(sim.first_latency_ms[name], 4),
                  "accuracy": figures, "crosscheck": crosscheck}
         if bench.host and (files.pre or files.post):
             entry["host"] = benchmarking.host_times(files, feeds)
@@ -56,12 +57,12 @@ def run(ctx: StageContext) -> None:
     from accelbuild.report.html import render_report
 
     report = render_report({
-        "pipeline": pipeline.name, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,
+        "pipeline": bench.pipeline, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,
         "clock_mhz": program.hardware["clock_mhz"], "simulated": True, "benchmark": summary, "mapping": mapping,
         "timing": benchmarking.timing_for_report(sim, program),
     })
     write_bytes_atomic(ctx.outputs["report.html"], report.encode("utf-8"))
-    log.info("%s: %.1f FPS simulated (%s-bound end to end: %.1f FPS), latency %.3f ms", pipeline.name,
+    log.info("%s: %.1f FPS simulated (%s-bound end to end: %.1f FPS), latency %.3f ms", bench.pipeline,
              summary["fps"], summary["end_to_end_bound"], summary["end_to_end_fps"], summary["latency_ms"])
 
 

@@ -1,0 +1,77 @@
+"""What every stage's ``run`` receives: one typed, frozen parameter object, its files, and where to say
+what went wrong. Nothing here knows about doit, the state dir or the cache's storage layout.
+
+``params`` is exactly what the build digests for doit's ``config_changed`` and for the artifact cache
+key (``params_digest``), so a stage cannot depend on a setting the build does not track. Positions in the
+YAML (``locate``) are not parameters: moving a line does not rebuild anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from accelbuild.errors import Where
+
+
+class SplitCache(Protocol):
+    """The part of the artifact cache a stage may use for finer-grained units of its own."""
+
+    def lookup(self, key: str) -> dict[str, Path] | None: ...
+
+    def store(self, key: str, files: dict[str, Path]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Positions in the pipeline YAML for messages, relative to ``prefix`` (``("models", 2)`` for a
+    model's stages). Picklable: it travels to worker processes with the job."""
+
+    document: Any  # accelbuild.config.yaml_source.YamlDocument
+    prefix: tuple[str | int, ...] = ()
+
+    def __call__(self, *path: str | int, key: bool = False) -> Where:
+        return self.document.where(self.prefix + tuple(path), key=key)
+
+    def absolute(self, *path: str | int, key: bool = False) -> Where:
+        """A position outside the prefix (a pipeline-level key from a model's stage)."""
+        return self.document.where(tuple(path), key=key)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """A stage's whole world: ``run(ctx)`` reads ``inputs`` and ``params``, writes every path of ``outputs``
+    (a name ending in ``/`` is a folder it fills), and nothing else."""
+
+    params: Any  # the stage's frozen parameter dataclass
+    inputs: dict[str, Path]
+    outputs: dict[str, Path]
+    locate: Locator
+    cache: SplitCache | None = None  # for stages that cache finer-grained units of their own
+    jobs: int = 1  # processes a stage may use for its own parallel work (does not change its outputs)
+
+
+def jsonable(value: Any) -> Any:
+    """The canonical JSON form of a parameter object (what is digested and shown by ``status``).
+
+    Paths are refused: a parameter that holds an absolute path would make cache keys depend on where
+    the checkout lives. Files are stage inputs (hashed by content), never parameters.
+    """
+    if hasattr(value, "as_param"):  # a spec value with its own canonical form (input shapes)
+        return jsonable(value.as_param())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        raise TypeError(f"a stage parameter holds a path ({value}); make the file a stage input instead")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"a stage parameter of type {type(value).__name__} has no canonical JSON form")

@@ -1,0 +1,63 @@
+"""The parameter objects of the family-independent stages (import, crop, quantize).
+
+Each is frozen and holds plain values only (no paths: files are stage inputs), because the build
+digests exactly this object for doit and the artifact cache. Built from the spec by
+``accelbuild.build.stages``; read by the stage modules. Light to import: planning a no-op run builds
+every task's parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelbuild.config.spec import InputShapes
+
+
+@dataclass(frozen=True)
+class ImportParams:
+    model: str
+    path_text: str  # the model path as the YAML writes it (messages)
+    format: str
+    input_shapes: InputShapes
+
+
+@dataclass(frozen=True)
+class CropParams:
+    model: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    auto: bool
+    in_out_file: str | None  # as the YAML writes it; the file's content is a stage input
+    allow_partial: bool
+
+
+@dataclass(frozen=True)
+class AccuracyInputs:
+    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
+    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
+
+    data: str | None  # the folder as the YAML writes it
+    samples: int | None
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class PrecisionRules:
+    """What a family's hardware computes with, which the quantize stage follows."""
+
+    weight_bits: tuple[int, ...]  # weight precisions the family stores
+    activations: str  # "bfloat16": float activations as the chip rounds them
+
+
+@dataclass(frozen=True)
+class QuantizeParams:
+    model: str
+    family: str
+    weight_bits: int
+    bits: dict[str, int]
+    bits_file: str | None  # as the YAML writes it; the file's content is a stage input
+    auto_precision: bool
+    accuracy: AccuracyInputs
+    precision: PrecisionRules
+    target: Any  # the family's own part (e.g. mx3's host packet formats), a frozen dataclass

@@ -1,0 +1,53 @@
+"""Assemble stage: ``mapping.json`` and every model's ``quantized.onnx`` in; the DFP program file out.
+
+With ``closed_loop.enabled`` it also compiles and simulates every candidate split of the hard mapping,
+writing ``closed_loop.json``, the fastest split as ``best_split.dfp`` and, with keep_splits, every split
+under ``splits/`` (a declared folder output, so a cache hit restores it too).
+"""
+
+from __future__ import annotations
+
+import json
+
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.mx3 import closed_loop
+from accelbuild.targets.mx3.assembler import ModelSource, build_dfp, simcfg
+from accelbuild.targets.mx3.dfp import write_dfp
+from accelbuild.targets.mx3.hardware import HardwareProfile, hardware_from_dict
+from accelbuild.targets.mx3.mapper import plan
+from accelbuild.targets.mx3.spec import AssembleParams
+from accelbuild.util.files import file_sha256, json_digest, write_bytes_atomic, write_json_atomic
+
+
+def run(ctx: StageContext) -> None:
+    params: AssembleParams = ctx.params
+    mapping = json.loads(ctx.inputs["mapping.json"].read_text())
+    models = [ModelSource(name, ctx.inputs[f"{name}/quantized.onnx"]) for name in params.models]
+    sim = simcfg(params.frames, params.seed) if params.sim_dfp else None
+    hw = hardware_from_dict(params.profile)
+    write_dfp(ctx.outputs["dfp"], build_dfp(models, mapping, hw, params.input_format, params.output_format, sim))
+    if params.closed_loop.enabled:
+        _closed_loop(ctx, params, mapping, models, hw, sim)
+
+
+def _closed_loop(ctx: StageContext, params: AssembleParams, mapping: dict, models: list[ModelSource],
+                 hw: HardwareProfile, sim: dict | None) -> None:
+    loop = params.closed_loop
+    assert params.frames is not None and params.seed is not None
+    inputs = [plan.ModelInput(name, ctx.inputs[f"{name}/quantized.onnx"], ctx.inputs[f"{name}/quantize.json"])
+              for name in params.models]
+    records = closed_loop.split_records(inputs, mapping, hw, int(mapping["num_chips_requested"]), params.share_input)
+    digest = json_digest({role: file_sha256(path) for role, path in sorted(ctx.inputs.items())})
+    settings = {"frames": params.frames, "seed": params.seed, "input_format": params.input_format,
+                "output_format": params.output_format, "sim": sim, "profile": hw.digest}
+    jobs = [closed_loop.SplitJob(i, closed_loop.split_key(digest, r, settings), r, tuple(models),
+                                 params.profile, params.input_format, params.output_format, sim,
+                                 params.frames, params.seed) for i, r in enumerate(records)]
+    results = closed_loop.run(jobs, ctx.jobs, ctx.cache)
+    figures = [f for _, f in results]
+    best = closed_loop.choose(figures, loop.prioritize_model, list(params.models))
+    write_bytes_atomic(ctx.outputs["best_split.dfp"], results[best][0])
+    write_json_atomic(ctx.outputs["closed_loop.json"],
+                      closed_loop.record(figures, records, best, loop.prioritize_model, params.frames))
+    if loop.keep_splits:
+        closed_loop.write_splits(ctx.outputs["splits/"], results)

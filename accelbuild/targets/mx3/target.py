@@ -1,0 +1,182 @@
+"""Family mx3 behind the target boundary: its ``target`` section, precision rules, and its map,
+assemble and benchmark stages (what each reads, writes and is parameterised by)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, model_dir
+from accelbuild.config import schema_check
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.quantize.precision import BITS
+from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.mx3.spec import (
+    AssembleParams,
+    BenchmarkParams,
+    ClosedLoopParams,
+    MapParams,
+    Mx3TargetSpec,
+    PacketParams,
+)
+from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.targets.profile_files import load_profile, looks_like_path
+
+SPLITS = "splits/"
+
+
+def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
+    return load_profile(pipeline.target.profile_path, MX3_PROFILES)
+
+
+def _quantized_inputs(pipeline: PipelineSpec, with_records: bool) -> dict[str, Path]:
+    inputs = {}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        inputs[f"{m.name}/quantized.onnx"] = folder / "quantized.onnx"
+        if with_records:
+            inputs[f"{m.name}/quantize.json"] = folder / "quantize.json"
+    return inputs
+
+
+def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return _quantized_inputs(pipeline, with_records=True)
+
+
+def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"mapping.json": pipeline.output.dir / "mapping.json"}
+
+
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> MapParams:
+    t = pipeline.target
+    return MapParams(pipeline.name, tuple(m.name for m in pipeline.models), t.num_chips, t.effort, t.target_fps,
+                     t.share_input, _profile(pipeline))
+
+
+def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    # the closed loop re-maps its splits from the layers and their bits
+    return {"mapping.json": pipeline.output.dir / "mapping.json",
+            **_quantized_inputs(pipeline, with_records=pipeline.closed_loop.enabled)}
+
+
+def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output
+    outputs = {"dfp": out.dir / out.dfp_name}
+    if pipeline.closed_loop.enabled:
+        outputs["closed_loop.json"] = out.dir / "closed_loop.json"
+        outputs["best_split.dfp"] = out.dir / "best_split.dfp"
+        outputs[SPLITS] = out.dir / "splits"
+    return outputs
+
+
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> AssembleParams:
+    t, out, bench, loop = pipeline.target, pipeline.output, pipeline.benchmark, pipeline.closed_loop
+    simulates = out.sim_dfp or loop.enabled
+    return AssembleParams(
+        models=tuple(m.name for m in pipeline.models),
+        input_format=t.input_format,
+        output_format=t.output_format,
+        share_input=t.share_input,
+        sim_dfp=out.sim_dfp,
+        frames=bench.frames if simulates else None,
+        seed=bench.seed if simulates else None,
+        closed_loop=ClosedLoopParams(loop.enabled, loop.prioritize_model, loop.keep_splits),
+        profile=_profile(pipeline),
+    )
+
+
+def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output
+    dfp = out.dir / ("best_split.dfp" if pipeline.closed_loop.enabled else out.dfp_name)
+    inputs = {"dfp": dfp, "mapping.json": out.dir / "mapping.json"}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        for name in ("ai.onnx", "quantized.onnx", "crop.json"):
+            inputs[f"{m.name}/{name}"] = folder / name
+    inputs.update(accuracy_data(pipeline))
+    return inputs
+
+
+def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in ("benchmark.json", "layer_stats.yaml", "report.html")}
+
+
+def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
+    bench = pipeline.benchmark
+    return BenchmarkParams(
+        pipeline=pipeline.name,
+        models=tuple(m.name for m in pipeline.models),
+        frames=bench.frames,
+        host=bench.host,
+        seed=bench.seed,
+        accuracy=accuracy_inputs(pipeline),
+        closed_loop=pipeline.closed_loop.enabled,
+    )
+
+
+_CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
+         "accelbuild.report")
+
+
+class Mx3Target:
+    family = "mx3"
+    code = _CODE
+    stages = (
+        Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
+        Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,
+              _assemble_outputs, _assemble_params, optional_outputs=frozenset({SPLITS}),
+              jobs=lambda pipeline: pipeline.closed_loop.jobs),
+        Stage("benchmark", False, "accelbuild.targets.mx3.benchmark_stage", (), _benchmark_inputs,
+              _benchmark_outputs, _benchmark_params),
+    )
+
+    def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
+        chip_gen = t["chip_gen"]
+        builtins = MX3_PROFILES.builtins()
+        if chip_gen in builtins:
+            profile_path = builtins[chip_gen]
+        elif looks_like_path(chip_gen):
+            profile_path = checker.existing(("target", "chip_gen"), chip_gen)
+            if profile_path.is_file():
+                try:
+                    load_profile(profile_path, MX3_PROFILES, shown=chip_gen)
+                except (InputFileError, ConfigError) as exc:
+                    checker.error(("target", "chip_gen"), str(exc))
+        else:
+            hint = schema_check.did_you_mean(chip_gen, list(builtins))
+            checker.error(
+                ("target", "chip_gen"),
+                f"unknown chip_gen {chip_gen!r} (built-in profiles: {', '.join(sorted(builtins))}; "
+                f"or a path to a profile .yaml){hint}",
+            )
+            profile_path = Path(chip_gen)
+        return Mx3TargetSpec("mx3", chip_gen, profile_path, t["num_chips"], t["effort"], t["target_fps"],
+                             t["input_format"], t["output_format"], t["share_input"])
+
+    def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
+        if spec.closed_loop.enabled and spec.target.effort != "hard":
+            checker.error(
+                ("closed_loop", "enabled"),
+                f"closed_loop needs target.effort: hard (it measures the hard mapper's candidate splits); "
+                f"effort is {spec.target.effort!r}",
+            )
+
+    def precision(self, spec: PipelineSpec) -> PrecisionRules:
+        chip = _profile(spec)["chip"]
+        bits = tuple(sorted(chip["weight_bits"]))
+        unknown = sorted(set(bits) - set(BITS))
+        if unknown:  # the profile schema allows only these; a mismatch is a bug between the two
+            raise ValueError(f"profile {spec.target.chip_gen}: weight bits {unknown} have no storage type")
+        return PrecisionRules(weight_bits=bits, activations=chip["activation_dtype"])
+
+    def quantize_params(self, spec: PipelineSpec) -> PacketParams:
+        return PacketParams(spec.target.input_format, spec.target.output_format)
+
+    def quantize_record(self, ai: Any, params: PacketParams) -> dict[str, Any]:
+        from accelbuild.targets.mx3.packets import packet_record
+
+        return {"packets": packet_record(ai, params.input_format, params.output_format)}
+
+
+TARGET = Mx3Target()
