@@ -82,11 +82,13 @@ def _positive_int(text: str) -> int:
 
 def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with the build machinery
     from accelbuild.build.doit_backend import RunOptions
-    from accelbuild.build.state import default_cache_dir, default_state_dir
+    from accelbuild.build.state import default_cache_dir, default_state_dir, project_root
 
-    state_dir = args.state_dir or default_state_dir()
+    root = project_root()
+    state_dir = args.state_dir or default_state_dir(root)
     cache_dir = args.cache_dir or default_cache_dir(state_dir)
     return RunOptions(
+        root=root,
         state_dir=state_dir.absolute(),
         cache_dir=cache_dir.absolute(),
         jobs=getattr(args, "jobs", 1),

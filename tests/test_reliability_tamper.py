@@ -100,7 +100,7 @@ def test_edited_artifact_is_detected_and_replaced(built, with_cache: bool) -> No
 
         if with_cache:  # `status` says why, once per kind of edit
             status = run_cli("status", "p.yaml", *ARGS, cwd=folder)
-            reason = f"output {'missing' if how == 'delete' else 'edited'}: {path}"
+            reason = f"output {'missing' if how == 'delete' else 'edited'}: {path.relative_to(folder)}"
             assert status.code == 0 and reason in status.stdout, status.stdout
 
         statuses = build(folder)
@@ -124,13 +124,14 @@ def test_output_record_is_checked_cheaply(tmp_path: Path, monkeypatch: pytest.Mo
     """Unchanged size and mtime: no hashing; a moved mtime: one hash, equal bytes are no edit."""
     from accelbuild.build import worker
 
-    out = tmp_path / "a.onnx"
+    monkeypatch.chdir(tmp_path)  # records hold paths relative to the project root, the current folder
+    out = Path("a.onnx")
     out.write_bytes(b"model")
-    record = worker.output_record([out, tmp_path / "absent.onnx"])
+    record = worker.output_record([tmp_path / "a.onnx", tmp_path / "absent.onnx"])
     assert list(record) == [str(out)]
     hashed: list[Path] = []
     monkeypatch.setattr(worker, "file_sha256", lambda p: hashed.append(p) or file_sha256(p))
-    assert worker.edited_outputs([str(out), str(tmp_path / "absent.onnx")], record) == []
+    assert worker.edited_outputs([str(out), "absent.onnx"], record) == []
     assert hashed == []
     os.utime(out, ns=(1, 1))
     assert worker.edited_outputs([str(out)], record) == [] and len(hashed) == 1

@@ -9,6 +9,7 @@ written in one transaction at the end of a run.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from doit.tools import config_changed
 
 from accelbuild.build import worker
 from accelbuild.build.plan import Job
+from accelbuild.build.state import working_folder
 
 DB_NAME = "doit.sqlite3"
 
@@ -52,6 +54,7 @@ class TaskResult:
 
 @dataclass
 class RunOptions:
+    root: Path  # the project root: the state records paths relative to it
     state_dir: Path
     cache_dir: Path
     jobs: int = 1
@@ -145,16 +148,21 @@ def outputs_unedited(task: Task, values: dict[str, Any], outputs: list[str]) -> 
 
 
 def output_paths(job: Job) -> list[str]:
-    """The job's outputs as the state records them; a folder output keeps its trailing ``/``."""
-    return [str(p) + ("/" if name.endswith("/") else "") for name, p in job.outputs.items()]
+    """The job's outputs as the state records them (relative to the project root, the current folder
+    while doit runs); a folder output keeps its trailing ``/``."""
+    return [_relative(p) + ("/" if name.endswith("/") else "") for name, p in job.outputs.items()]
+
+
+def _relative(path: Path) -> str:
+    return os.path.relpath(path)
 
 
 def to_doit_task(job: Job, options: RunOptions) -> Task:
     return Task(
         job.name,
         actions=[(worker.execute, [job, str(options.cache_dir), options.force])],
-        file_dep=[str(p) for p in job.inputs.values()],
-        targets=[str(p) for p in job.required_outputs],
+        file_dep=[_relative(p) for p in job.inputs.values()],
+        targets=[_relative(p) for p in job.required_outputs],
         uptodate=[
             config_changed(job.param_digest),
             (outputs_unedited, [output_paths(job)], {}),
@@ -197,7 +205,8 @@ def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None)
     }
     log = RunLog(results, stream or sys.stderr)
     options.state_dir.mkdir(parents=True, exist_ok=True)
-    DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
+    with working_folder(options.root):
+        DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
     for job in jobs:  # tasks doit never reached (it stops at the first failure without --keep-going)
         if job.name not in log.reported:
             log.finish(job.name, "skipped", 0.0)
@@ -213,6 +222,11 @@ class Explanation:
 
 def explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     """Which jobs would run and why, without running anything (``status`` and ``--dry-run``)."""
+    with working_folder(options.root):
+        return _explain(jobs, options)
+
+
+def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     db_path = options.state_dir / DB_NAME
     tasks = {job.name: to_doit_task(job, options) for job in jobs}
     producers = {out: job.name for job in jobs for out in map(str, job.outputs.values())}
@@ -266,7 +280,7 @@ def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bo
 
 def _role(job: Job, path: str) -> str:
     for role, p in job.inputs.items():
-        if str(p) == path:
+        if _relative(p) == path:
             return role
     return "file"
 

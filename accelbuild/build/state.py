@@ -1,4 +1,10 @@
-"""The state dir: where doit's DB lives, guarded by a lock so concurrent runs wait instead of clashing."""
+"""The project root and its state dir: where doit's DB lives, guarded by a lock so concurrent runs wait
+instead of clashing.
+
+The project root is the nearest folder at or above the current one that holds ``.accelbuild/`` or
+``.git`` (else the current folder). The state dir defaults to ``<root>/.accelbuild`` and the state
+records paths relative to the root, so a pipeline built from a subfolder and then from the root is the
+same build, and a checkout moved elsewhere keeps its state."""
 
 from __future__ import annotations
 
@@ -14,8 +20,32 @@ log = logging.getLogger(__name__)
 LOCK_NAME = "lock"
 
 
-def default_state_dir() -> Path:
-    return Path(os.environ.get("ACCELBUILD_STATE_DIR") or ".accelbuild")
+STATE_NAME = ".accelbuild"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest folder at or above ``start`` (the current folder) holding ``.accelbuild/`` or ``.git``."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / STATE_NAME).is_dir() or (folder / ".git").exists():
+            return folder
+    return here
+
+
+def default_state_dir(root: Path | None = None) -> Path:
+    env = os.environ.get("ACCELBUILD_STATE_DIR")
+    return Path(env) if env else (root or project_root()) / STATE_NAME
+
+
+@contextlib.contextmanager
+def working_folder(folder: Path) -> Iterator[None]:
+    """Run with ``folder`` as the current folder (doit resolves the state's relative paths against it)."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def default_cache_dir(state_dir: Path) -> Path:

@@ -146,7 +146,8 @@ def _publish(produced: Path | None, final: Path, staging: Path) -> None:
 
 
 def output_record(paths: Iterable[Path]) -> dict[str, list]:
-    """``[size, mtime_ns, sha256]`` of each output that exists, by path, as the run leaves them.
+    """``[size, mtime_ns, sha256]`` of each output that exists, by path relative to the current folder
+    (the project root while doit runs), as the run leaves them.
 
     Kept in doit's values for the task, so the next run can tell an output edited by hand
     (``edited_outputs``) although doit itself only checks that targets exist.
@@ -157,7 +158,7 @@ def output_record(paths: Iterable[Path]) -> dict[str, list]:
             st = os.stat(path)
         except FileNotFoundError:  # an optional output this run did not write
             continue
-        record[str(path)] = [st.st_size, st.st_mtime_ns, file_sha256(path)]
+        record[os.path.relpath(path)] = [st.st_size, st.st_mtime_ns, file_sha256(path)]
     return record
 
 

@@ -137,8 +137,9 @@ class _Checker:
         if out_dir == self.base or out_dir in self.base.parents:
             self.error(("output", "dir"), "output.dir must be a folder of its own, not the YAML's folder or above it")
         elif out_dir.exists() and not out_dir.is_dir():
+            shown = out.get("dir", f"build/{name}")
             self.error(("output", "dir") if "dir" in out else ("name",) if "name" in data else (),
-                       f"output folder {out_dir} is a file; output.dir must name a folder")
+                       f"output folder {shown} is a file; output.dir must name a folder")
         bench = data["benchmark"]
         accuracy = bench["accuracy"]
         data_dir = None

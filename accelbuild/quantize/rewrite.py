@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 from accelbuild.errors import StageError
 from accelbuild.passes import graph as g
 from accelbuild.passes.opset import TARGET_OPSET, convert_opset, default_opset
-from accelbuild.quantize.precision import STORAGE
+from accelbuild.quantize.precision import storage_dtype
 from accelbuild.quantize.weights import WeightedLayer, dequantize, quantize, sqnr_db, weight_bytes
 
 
@@ -67,7 +67,7 @@ def quantized_model(model: onnx.ModelProto, quantized: list[QuantizedLayer]) -> 
     for q in quantized:
         layer = q.layer
         codes_name, scale_name = f"{layer.name}.weight_q{q.bits}", f"{layer.name}.weight_scale"
-        graph.initializer.append(numpy_helper.from_array(q.codes.astype(STORAGE[q.bits]), codes_name))
+        graph.initializer.append(numpy_helper.from_array(q.codes.astype(storage_dtype(q.bits)), codes_name))
         graph.initializer.append(numpy_helper.from_array(q.scales, scale_name))
         output = f"{layer.name}.weight_dequantized"
         dequantizers.append(helper.make_node("DequantizeLinear", [codes_name, scale_name], [output],

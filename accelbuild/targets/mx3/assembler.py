@@ -26,10 +26,12 @@ import onnx
 from onnx import numpy_helper
 
 from accelbuild import __version__
+from accelbuild.errors import StageError
+from accelbuild.frontends.onnx_model import serialize
+from accelbuild.quantize.precision import bits_of_onnx_type
 from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
 from accelbuild.targets.mx3.dfp.format import canonical_json
 from accelbuild.targets.mx3.dfp.weights import WeightsSection
-from accelbuild.frontends.onnx_model import serialize
 from accelbuild.targets.mx3.hardware import HardwareProfile
 
 HOST_JITTER = 0.05  # relative spread of host transfer times per frame (simcfg default)
@@ -51,7 +53,8 @@ def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwarePr
         layers_by_model.setdefault(row["model"], []).append(row)
     for source in models:
         model = onnx.load(str(source.quantized))
-        refs = _take_weights(model, weights)
+        planned = {row["name"]: row.get("bits") for row in layers_by_model.get(source.name, [])}
+        refs = _take_weights(model, weights, planned, source.name)
         blob = serialize(model)
         graph_ref = {"offset": len(graphs), "length": len(blob)}
         graphs += blob
@@ -89,17 +92,27 @@ def simcfg(frames: int, seed: int) -> dict[str, Any]:
     return {"frames_default": frames, "seed": seed, "host_jitter": HOST_JITTER}
 
 
-def _take_weights(model: onnx.ModelProto, weights: WeightsSection) -> dict[str, dict[str, Any]]:
-    """Move each DequantizeLinear's integer weights and scales into the weights section."""
+def _take_weights(model: onnx.ModelProto, weights: WeightsSection, planned: dict[str, int | None],
+                  model_name: str) -> dict[str, dict[str, Any]]:
+    """Move each DequantizeLinear's integer weights and scales into the weights section.
+
+    ``planned`` is each layer's precision as quantize.json chose it (through mapping.json); packing
+    other bits than the mapping sized the cores for is refused, not silently written.
+    """
     inits = {t.name: t for t in model.graph.initializer}
+    consumers = {i: n.name for n in model.graph.node for i in n.input}
     refs: dict[str, dict[str, Any]] = {}
     for node in model.graph.node:
         if node.op_type != "DequantizeLinear" or node.input[0] not in inits or node.input[1] not in inits:
             continue
         codes_tensor, scales_tensor = inits[node.input[0]], inits[node.input[1]]
-        bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.INT8: 8, onnx.TensorProto.INT16: 16}.get(codes_tensor.data_type)
+        bits = bits_of_onnx_type(codes_tensor.data_type)
         if bits is None:
             continue
+        layer = consumers.get(node.output[0])
+        if planned.get(layer, bits) != bits:
+            raise StageError(f"{model_name}: layer {layer!r} has {bits}-bit weights in quantized.onnx but "
+                             f"{planned[layer]} bits in quantize.json/mapping.json; rebuild with --force")
         codes = numpy_helper.to_array(codes_tensor).astype(np.int16)
         ref = weights.add(codes, bits)
         scales = numpy_helper.to_array(scales_tensor).astype(np.float32)

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from accelbuild.targets.mx3.dfp import Dfp, read_dfp
 from accelbuild.targets.mx3.dfp.weights import read_tensor
 from accelbuild.errors import InputFileError
-from accelbuild.quantize.precision import STORAGE
+from accelbuild.quantize.precision import storage_dtype
 
 
 
@@ -61,7 +61,7 @@ def _model(entry: dict[str, Any], graphs: bytes, weights: bytes, program: dict[s
     graph.ParseFromString(graphs[start:start + length])
     for name, weight_ref in entry["weights"].items():
         codes = read_tensor(weights, weight_ref)
-        graph.graph.initializer.append(numpy_helper.from_array(codes.astype(STORAGE[int(weight_ref["bits"])]), name))
+        graph.graph.initializer.append(numpy_helper.from_array(codes.astype(storage_dtype(int(weight_ref["bits"]))), name))
         for value in list(graph.graph.input):
             if value.name == name:
                 graph.graph.input.remove(value)
