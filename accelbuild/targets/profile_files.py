@@ -19,7 +19,7 @@ place is never served stale.
 
 from __future__ import annotations
 
-import copy
+from copy import deepcopy
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -82,15 +82,16 @@ def looks_like_path(chip_gen: str) -> bool:
     return chip_gen.endswith((".yaml", ".yml")) or "/" in chip_gen or "\\" in chip_gen
 
 
-def load_profile(path: Path, kind: ProfileKind, shown: str | None = None) -> dict[str, Any]:
+def load_profile(path: Path, kind: ProfileKind, shown: str | None = None, *, copy: bool = True) -> dict[str, Any]:
     """The profile at ``path`` with its ``inherits`` chain merged, validated against ``kind``'s schema.
 
     ``shown`` is how messages name the file (the user's spelling). Raises ``ConfigError`` (a
     ``ProfileError`` when there are several problems) or ``InputFileError`` (an ``inherits`` that
-    cannot be resolved). The result is the caller's own copy.
+    cannot be resolved). The result is the caller's own copy, unless ``copy=False``: then it is the
+    cached object itself, for callers that only read it (stage parameters, planned for every task).
     """
     merged, _ = _load(Path(path), (), shown or str(path), kind)
-    return copy.deepcopy(merged)
+    return deepcopy(merged) if copy else merged
 
 
 def _load(path: Path, chain: tuple[Path, ...], shown: str,

@@ -27,7 +27,7 @@ SPLITS = "splits/"
 
 
 def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
-    return load_profile(pipeline.target.profile_path, MX3_PROFILES)
+    return load_profile(pipeline.target.profile_path, MX3_PROFILES, copy=False)  # read only
 
 
 def _quantized_inputs(pipeline: PipelineSpec, with_records: bool) -> dict[str, Path]:
