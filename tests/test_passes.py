@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.frontends.input_shapes import apply_input_shapes, ResolvedInput
+from accelbuild.frontends.input_shapes import ResolvedInput, apply_input_shapes
 from accelbuild.passes import PASSES, run_passes
 from accelbuild.passes.activations import read_fused
 from accelbuild.passes.batchnorm import fold_batchnorm
@@ -166,7 +166,8 @@ def _if_reading_outer_values() -> onnx.ModelProto:
         return helper.make_graph([helper.make_node(op, ["xi", "c"], [f"{op}_out"])], op.lower(), [],
                                  [helper.make_tensor_value_info(f"{op}_out", TensorProto.FLOAT, [2])])
 
-    nodes = [helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.array([1, 2], np.float32))),
+    c = numpy_helper.from_array(np.array([1, 2], np.float32))
+    nodes = [helper.make_node("Constant", [], ["c"], name="c", value=c),
              helper.make_node("Identity", ["x"], ["xi"], name="xi"),
              helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch("Add"), else_branch=branch("Sub"))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),

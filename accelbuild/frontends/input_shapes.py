@@ -10,8 +10,8 @@ any other dimension left symbolic is an error naming the input and its dimension
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import onnx
 

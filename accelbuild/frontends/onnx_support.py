@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import onnx
 
@@ -76,7 +76,7 @@ def check_supported(model: onnx.ModelProto, path: Path) -> None:
 
 def rows() -> list[tuple[str, str]]:
     return [(check.subject, check.condition) for check in CHECKS] + [
-        ("any ai.onnx operator", "accepted at import when onnx's checker and shape inference accept it; "
-         "graph passes fold constants and BatchNorm, remove Identity/Dropout, split n-ary Sum/Max/Min "
-         "and standalone BatchNorm into binary ops"),
+        ("any ai.onnx operator", ("accepted at import when onnx's checker and shape inference accept it; "
+                                  "graph passes fold constants and BatchNorm, remove Identity/Dropout, split n-ary "
+                                  "Sum/Max/Min and standalone BatchNorm into binary ops")),
     ]

@@ -8,8 +8,9 @@ the import record. All passes here are lossless; a pass that approximates must s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import onnx
 

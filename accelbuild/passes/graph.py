@@ -9,7 +9,7 @@ value (``node_reads``), so a pass built on them never drops, reorders or renames
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import onnx

@@ -42,7 +42,8 @@ def convert_opset(model: onnx.ModelProto) -> list[str]:
     try:
         converted = version_converter.convert_version(model, TARGET_OPSET)
         onnx.checker.check_model(converted)
-    except Exception as exc:  # the converter raises bare RuntimeErrors and checker errors alike
+    # the converter raises bare RuntimeErrors and checker errors alike
+    except Exception as exc:  # noqa: BLE001
         reason = _reason(exc)
         if current < MIN_OPSET:
             raise OpsetUpgradeError(

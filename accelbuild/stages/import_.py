@@ -12,7 +12,6 @@ import onnx
 from accelbuild.build.worker import StageContext
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
-from accelbuild.frontends.onnx_support import check_supported
 from accelbuild.frontends.input_shapes import (
     MAX_TENSOR_ELEMENTS,
     apply_input_shapes,
@@ -21,6 +20,7 @@ from accelbuild.frontends.input_shapes import (
     resolve_input_shapes,
     show_dims,
 )
+from accelbuild.frontends.onnx_support import check_supported
 from accelbuild.passes import run_passes
 from accelbuild.passes.opset import OpsetUpgradeError
 from accelbuild.passes.verify import Feeds
