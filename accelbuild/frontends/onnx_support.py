@@ -59,7 +59,8 @@ CHECKS = (
           f"{TARGET_OPSET} with onnx's version converter, verified in onnxruntime (below {MIN_OPSET} the upgrade "
           "must succeed, else the model is refused); newer opsets are kept as they are", _opset_problems),
     Check("(model inputs and outputs)", "tensors: sequence, optional, map and sparse values are refused at the "
-          "model's edges (inside the graph they are fine)", _value_problems),
+          "model's edges (inside the graph they are fine); an input whose shape the model fixes with a zero-size "
+          "dimension is refused as an empty tensor", _value_problems),
     Check("(every operator)", "operators of the default ai.onnx domain (or functions defined in the model); "
           "ai.onnx.ml and vendor domains such as com.microsoft are not accelerator operators", _domain_problems),
 )
