@@ -29,7 +29,7 @@ class Reference:
 
         self.random = not inputs
         self.feeds = list(inputs or []) or accuracy.random_inputs(model, 1, seed)
-        self.outputs, self.problem = _run(model, self.feeds)
+        self.outputs, self.problem = _run(model, self.feeds, "a random sample" if self.random else "the given inputs")
 
     @property
     def usable(self) -> bool:
@@ -77,14 +77,17 @@ def _relative_error(a: Any, b: Any) -> float | None:
     return float(np.max(diff)) / scale
 
 
-def _run(model: onnx.ModelProto, feeds: list[Feeds]) -> tuple[list[list[Any]] | None, str]:
-    """(outputs per sample, "") or (None, why onnxruntime could not run the model)."""
+def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -> tuple[list[list[Any]] | None, str]:
+    """(outputs per sample, "") or (None, what onnxruntime could not do: load the model, or run it on ``what``)."""
     from accelbuild.quantize import measure
 
     try:
         session = measure.session(model)
-        names = {i.name for i in session.get_inputs()}
+    except measure.ModelRunError as exc:
+        return None, str(exc)  # "onnxruntime cannot load the model (...)"
+    names = {i.name for i in session.get_inputs()}
+    try:
         return [session.run(None, {k: v for k, v in sample.items() if k in names}) for sample in feeds], ""
     except Exception as exc:  # noqa: BLE001  onnxruntime raises many exception types
         text = str(exc).strip().splitlines()
-        return None, (text[0] if text else exc.__class__.__name__)[:300]
+        return None, f"onnxruntime cannot run the model on {what} ({(text[0] if text else type(exc).__name__)[:300]})"
