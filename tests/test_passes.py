@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.frontends.input_shapes import apply_input_shapes, ResolvedInput
+from accelbuild.frontends.input_shapes import ResolvedInput, apply_input_shapes
 from accelbuild.passes import PASSES, run_passes
 from accelbuild.passes.activations import read_fused
 from accelbuild.passes.batchnorm import fold_batchnorm
@@ -158,3 +158,152 @@ def test_a_pass_that_changes_the_outputs_is_skipped() -> None:
     record = run_passes(model, passes=(Pass("fold_batchnorm", fold_batchnorm), Pass("breaks", breaks)), verify=True)
     assert [r.get("skipped", False) for r in record] == [False, True]
     assert [n.op_type for n in model.graph.node] == ["Conv", "Relu"]
+
+
+def _if_reading_outer_values() -> onnx.ModelProto:
+    """``c`` (a Constant) and ``xi`` (an Identity of x) are read only inside the If branches."""
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["xi", "c"], [f"{op}_out"])], op.lower(), [],
+                                 [helper.make_tensor_value_info(f"{op}_out", TensorProto.FLOAT, [2])])
+
+    c = numpy_helper.from_array(np.array([1, 2], np.float32))
+    nodes = [helper.make_node("Constant", [], ["c"], name="c", value=c),
+             helper.make_node("Identity", ["x"], ["xi"], name="xi"),
+             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch("Add"), else_branch=branch("Sub"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                                           helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_values_read_only_inside_subgraphs_are_used() -> None:
+    from accelbuild.passes import graph as g
+
+    model = _if_reading_outer_values()
+    node_if = model.graph.node[2]
+    assert g.node_reads(node_if) == ["cond", "c", "xi"]
+    assert [n.name for n in g.consumers(model.graph)["c"]] == ["if"]
+    assert g.sole_consumer(model.graph, "xi") is node_if
+    reordered = [model.graph.node[i] for i in (2, 1, 0)]  # the If first: it must move after what it reads
+    del model.graph.node[:]
+    model.graph.node.extend(reordered)
+    assert [n.name for n in g.topological_order(model.graph)] == ["xi", "c", "if"]
+    assert g.prune(model.graph) == 0
+
+
+def test_passes_keep_values_that_an_if_body_reads() -> None:
+    model = _if_reading_outer_values()
+    feeds = [{"x": np.array([5, 7], np.float32), "cond": np.array(flag)} for flag in (True, False)]
+    want = [_run(model, f)[0] for f in feeds]
+    record = run_passes(model, verify=True, inputs=feeds[:1])
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node] == ["If"]  # Constant folded, Identity removed
+    assert record[-1]["pass"] == "verify"
+    for f, w in zip(feeds, want):
+        np.testing.assert_array_equal(_run(model, f)[0], w)
+
+
+def test_renaming_stops_where_a_subgraph_defines_the_name() -> None:
+    from accelbuild.passes import graph as g
+
+    inner = helper.make_graph([helper.make_node("Relu", ["c"], ["xi"]), helper.make_node("Neg", ["xi"], ["o"])],
+                              "body", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2])])
+    shadowing = helper.make_node("If", ["cond"], ["z"], then_branch=inner, else_branch=inner)
+    model = _if_reading_outer_values()
+    model.graph.node.append(shadowing)
+    g.replace_uses(model.graph, "xi", "x")
+    then_reads = [list(n.input) for n in model.graph.node[2].attribute[0].g.node]
+    shadow_reads = [list(n.input) for n in model.graph.node[3].attribute[0].g.node]
+    assert then_reads == [["x", "c"]]
+    assert shadow_reads == [["c"], ["xi"]]
+
+
+def test_sequence_and_optional_outputs_are_compared() -> None:
+    from accelbuild.passes import verify
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("SplitToSequence", ["r"], ["seq"], axis=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    reference = verify.Reference(model)
+    assert reference.usable and reference.random
+    assert reference.max_relative_error(model) == 0.0
+    changed = onnx.ModelProto()
+    changed.CopyFrom(model)
+    changed.graph.node[0].op_type = "Neg"
+    assert reference.max_relative_error(changed) > verify.TOLERANCE
+    assert verify._relative_error(None, None) == 0.0
+    assert verify._relative_error(None, [np.zeros(2)]) is None
+
+
+def test_verification_runs_on_the_inputs_given() -> None:
+    """Random indices run out of range here; the given representative inputs verify the passes."""
+    data = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "data")
+    nodes = [helper.make_node("Gather", ["data", "i"], ["g"], axis=1), helper.make_node("Identity", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [data])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"i": np.array([3, 3, 3, 3], np.int64)}  # seeded random draws include 3: out of range for 3 columns
+    from accelbuild.passes import verify
+
+    assert not verify.Reference(model, inputs=[feeds]).usable
+    good = [{"i": np.array([0, 2, 1, 0], np.int64)}]
+    record = run_passes(model, verify=True, inputs=good)
+    assert record[-1]["pass"] == "verify"
+
+
+def _upsample_opset9() -> onnx.ModelProto:
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    graph = helper.make_graph([helper.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])], [scales])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=4)
+
+
+def test_old_opsets_are_upgraded_and_verified() -> None:
+    model = _upsample_opset9()
+    x = np.random.default_rng(0).random((1, 2, 3, 3), dtype=np.float32)
+    want = _run(model, {"x": x})
+    record = run_passes(model, verify=True)
+    assert record[0]["notes"] == [f"opset 9 -> {TARGET_OPSET}"]
+    assert [n.op_type for n in model.graph.node] == ["Resize"]
+    np.testing.assert_array_equal(_run(model, {"x": x})[0], want[0])
+
+
+def test_an_old_opset_the_converter_cannot_upgrade_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbuild.passes import opset
+
+    def fails(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+        raise RuntimeError("/src/adapter.h:12: adapt: Assertion `false` failed: no adapter for Upsample")
+
+    monkeypatch.setattr(opset.version_converter, "convert_version", fails)
+    with pytest.raises(opset.OpsetUpgradeError, match=r"^opset 9 could not be upgraded to 21 with onnx's version "
+                       r"converter \(no adapter for Upsample\); export the model with opset 11 or newer$"):
+        convert_opset(_upsample_opset9())
+
+
+def test_an_upgrade_that_changes_the_outputs_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbuild.passes import opset
+
+    real = opset.version_converter.convert_version
+
+    def wrong(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+        converted = real(model, target)
+        (resize,) = [n for n in converted.graph.node if n.op_type == "Resize"]
+        (mode,) = [a for a in resize.attribute if a.name == "mode"]
+        mode.s = b"linear"  # nearest -> linear: other values
+        return converted
+
+    monkeypatch.setattr(opset.version_converter, "convert_version", wrong)
+    with pytest.raises(opset.OpsetUpgradeError, match="changed the model's outputs"):
+        run_passes(_upsample_opset9(), verify=True)
+
+
+def test_newer_opsets_are_kept() -> None:
+    """Converting 22+ down would run older shape inference, which disagrees on ceil_mode pooling."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])
+    pool = helper.make_node("MaxPool", ["x"], ["y"], ceil_mode=1, kernel_shape=[1, 1], strides=[2, 2])
+    graph = helper.make_graph([pool], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+    assert convert_opset(model) == []
+    assert model.opset_import[0].version == 22

@@ -10,15 +10,16 @@ any other dimension left symbolic is an error naming the input and its dimension
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import onnx
 
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.config.spec import InputShapes
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
-from accelbuild.passes.graph import real_inputs
+from accelbuild.passes.graph import readers, real_inputs
 
 if TYPE_CHECKING:
     from accelbuild.stages.context import Locator
@@ -136,6 +137,8 @@ def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: obje
             raise ConfigError(locate(*at), f"input {name!r} of model {spec.model!r} has no shape "
                               "in the model; give it in input_shapes")
         fixed = [1 if i == 0 and len(dims) >= 2 and not isinstance(d, int) else d for i, d in enumerate(dims)]
+        if any(d == 0 for d in fixed):
+            raise ConfigError(locate(*at), _empty_input_message(model, name, spec.model, dims))
         if any(not isinstance(d, int) or d <= 0 for d in fixed):
             example = "[H, W, C]" if len(dims) == 4 else show_dims(["n"] * (len(dims) - 1))
             raise ConfigError(
@@ -176,6 +179,19 @@ def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: obje
         f"shape {user} does not fit input {name!r} of model {spec.model!r}, whose fixed dimensions "
         f"are {show_dims(dims)} (shapes are channel-last without batch)",
     )
+
+
+def _empty_input_message(model: onnx.ModelProto, name: str, model_name: str, dims: list[Dim]) -> str:
+    """Why an input with a static zero-size dimension is refused (no input_shapes value can fix it)."""
+    message = (f"input {name!r} of model {model_name!r} is an empty tensor: the model fixes its shape to "
+               f"{show_dims(dims)}, so it holds no values; accelbuild imports inputs that carry data")
+    users = readers(model.graph, name)
+    if not users:
+        return message + " (and no node reads it: remove it from the model)"
+    if all(n.op_type == "CastLike" and list(n.input).index(name) == 1 for n in users):
+        nodes = ", ".join(repr(n.name or n.output[0]) for n in users)
+        message += f" (it only gives CastLike {nodes} an element type: export a Cast to that type instead)"
+    return message
 
 
 def _fits(shape: list[int], dims: list[Dim]) -> bool:

@@ -8,19 +8,21 @@ the import record. All passes here are lossless; a pass that approximates must s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import onnx
 
 from accelbuild.errors import StageError
+from accelbuild.passes import opset
 from accelbuild.passes import verify as verify_mod
 from accelbuild.passes.activations import mark_fused_activations
 from accelbuild.passes.batchnorm import fold_batchnorm
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
-from accelbuild.passes.opset import convert_opset
+from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
 
 MAX_NOTES = 50
 
@@ -46,22 +48,26 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES,
-               verify: bool = False) -> list[dict[str, Any]]:
+def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify: bool = False,
+               inputs: list[verify_mod.Feeds] | None = None) -> list[dict[str, Any]]:
     """Run ``passes`` in order; returns a record of what each changed.
 
-    With ``verify``, the result is run against the input model in onnxruntime; if the outputs differ,
+    With ``verify``, the result is run against the input model in onnxruntime, on ``inputs`` (the
+    model's representative inputs) when given, else on one seeded random sample; if the outputs differ,
     the passes are replayed one at a time and any pass that changes the outputs is skipped (and said so
     in the record), so a pass tripped up by an unusual graph costs optimisation, never correctness.
+    Raises ``OpsetUpgradeError`` when the model ends below ``opset.MIN_OPSET`` (its upgrade failed or was
+    skipped for changing the outputs).
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
     record = [_run_one(model, graph_pass) for graph_pass in passes]
     if not verify:
         return record
-    check = verify_mod.Reference(reference)
+    check = verify_mod.Reference(reference, inputs=inputs)
     if not check.usable:
-        log.warning("the model does not run in onnxruntime with these input shapes; graph passes not verified")
+        log.warning("graph passes not verified: %s%s", check.problem,
+                    "; representative inputs would let import verify them" if check.random else "")
         return record
     error = check.max_relative_error(model)
     if error is not None and error <= verify_mod.TOLERANCE:
@@ -80,6 +86,9 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES,
             entry = {**entry, "skipped": True, "notes": ["skipped: it changed the model's outputs"]}
             log.warning("graph pass %s skipped: it changed the model's outputs", graph_pass.name)
         record.append(entry)
+    if opset.default_opset(model) < opset.MIN_OPSET:
+        raise OpsetUpgradeError(f"opset {opset.default_opset(model)} could not be upgraded: onnx's version converter "
+                           f"changed the model's outputs; export the model with opset {opset.MIN_OPSET} or newer")
     return record
 
 

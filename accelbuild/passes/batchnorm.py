@@ -65,7 +65,7 @@ def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray,
 
 def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto) -> str:
     """Reuse ``name`` if only ``owner`` reads it, else a fresh name (shared weights stay intact)."""
-    readers = [n for n in graph.node if name in n.input]
+    readers = g.readers(graph, name)  # a subgraph reading the weight keeps its own copy
     if readers == [owner] or not readers:
         return name
     fresh, k = f"{name}.{owner.name}", 1

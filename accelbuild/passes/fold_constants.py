@@ -5,6 +5,8 @@ Gather/Concat/Range/... chains hanging off them then have only constant inputs. 
 node (with onnx's reference evaluator, in one batch per round), store the results as initializers and
 drop the nodes; ``Constant`` nodes become initializers the same way. Rounds repeat with fresh shape
 inference until nothing changes. Folding is exact: it runs the same operators on the same values.
+Nodes with subgraphs are never folded, and a folded value that only a subgraph reads stays (the graph
+helpers count subgraph reads as uses).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray:
 
 
 def _can_fold(model: onnx.ModelProto, node: onnx.NodeProto, known: set[str]) -> bool:
-    if node.op_type in _NEVER_FOLD or node.domain not in ("", "ai.onnx"):
+    if node.op_type in _NEVER_FOLD or node.domain not in ("", "ai.onnx") or g.subgraphs(node):
         return False
     if not all(name in known for name in node.input):
         return False

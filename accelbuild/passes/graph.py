@@ -1,14 +1,58 @@
 """Small helpers over an ONNX graph that the passes share: who produces and consumes a tensor,
-constants, renaming, ordering and pruning."""
+constants, renaming, ordering and pruning.
+
+Control-flow nodes (If, Loop, Scan, SequenceMap) carry subgraphs that may read values of the enclosing
+graph by name without listing them as inputs. Every helper here counts such a read as a use of the
+value (``node_reads``), so a pass built on them never drops, reorders or renames a value a body needs.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs held in a node's attributes (If branches, Loop/Scan bodies, ...)."""
+    found: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            found.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            found.extend(attr.graphs)
+    return found
+
+
+def defined_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a graph defines itself: its inputs, initializers and node outputs."""
+    names = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    names |= {t.values.name for t in graph.sparse_initializer}
+    names |= {out for node in graph.node for out in node.output if out}
+    return names
+
+
+def outer_reads(graph: onnx.GraphProto) -> set[str]:
+    """Names a (sub)graph reads from the scopes around it, through any depth of nesting."""
+    used = {v.name for v in graph.output}
+    for node in graph.node:
+        used.update(name for name in node.input if name)
+        for sub in subgraphs(node):
+            used |= outer_reads(sub)
+    return used - defined_names(graph)
+
+
+def node_reads(node: onnx.NodeProto) -> list[str]:
+    """Every value a node reads: its inputs, then what its subgraphs read from the enclosing graph."""
+    names = [name for name in node.input if name]
+    bodies = subgraphs(node)
+    if bodies:
+        implicit = set().union(*(outer_reads(sub) for sub in bodies))
+        names.extend(sorted(implicit - set(names)))
+    return names
 
 
 def producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
@@ -18,9 +62,8 @@ def producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
 def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     found: dict[str, list[onnx.NodeProto]] = defaultdict(list)
     for node in graph.node:
-        for name in node.input:
-            if name:
-                found[name].append(node)
+        for name in dict.fromkeys(node_reads(node)):
+            found[name].append(node)
     return found
 
 
@@ -67,16 +110,33 @@ def sole_consumer(graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
     """The only node reading ``tensor``, if exactly one does and it is not a graph output."""
     if tensor in graph_output_names(graph):
         return None
-    readers = [n for n in graph.node if tensor in n.input]
-    return readers[0] if len(readers) == 1 else None
+    found = readers(graph, tensor)
+    return found[0] if len(found) == 1 else None
+
+
+def readers(graph: onnx.GraphProto, tensor: str) -> list[onnx.NodeProto]:
+    """Nodes that read ``tensor``, as an input or from inside a subgraph."""
+    return [n for n in graph.node if tensor in node_reads(n)]
 
 
 def replace_uses(graph: onnx.GraphProto, old: str, new: str) -> None:
-    """Make every node that reads ``old`` read ``new`` instead."""
+    """Make every node that reads ``old`` read ``new`` instead, inside subgraphs too."""
     for node in graph.node:
         for i, name in enumerate(node.input):
             if name == old:
                 node.input[i] = new
+        for sub in subgraphs(node):
+            _rename_outer(sub, old, new)
+
+
+def _rename_outer(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Rename reads of the outer value ``old`` in a subgraph, unless the subgraph defines its own ``old``."""
+    if old in defined_names(graph):
+        return
+    replace_uses(graph, old, new)
+    for value in graph.output:
+        if value.name == old:
+            value.name = new
 
 
 def remove_nodes(graph: onnx.GraphProto, doomed: Iterable[onnx.NodeProto]) -> None:
@@ -87,31 +147,41 @@ def remove_nodes(graph: onnx.GraphProto, doomed: Iterable[onnx.NodeProto]) -> No
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Nodes in an order where every input is produced before it is read (stable for ties)."""
+    """Nodes in an order where every value is produced before it is read (stable for ties).
+
+    A value a subgraph reads from this graph counts; a name this graph does not define at all is taken
+    to come from an enclosing graph (``graph`` may itself be a subgraph).
+    """
+    reads = [node_reads(n) for n in graph.node]
+    defined = defined_names(graph)
     available = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
-    pending = list(graph.node)
+    available |= {name for names in reads for name in names if name not in defined}
+    pending = list(zip(graph.node, reads))
     ordered: list[onnx.NodeProto] = []
     while pending:
-        ready = [n for n in pending if all(i in available for i in n.input)]
+        ready = [(n, r) for n, r in pending if all(i in available for i in r)]
         if not ready:
-            names = ", ".join(n.name or n.op_type for n in pending[:5])
-            raise ValueError(f"graph has a cycle or reads undefined tensors near: {names}")
-        ready_ids = {id(n) for n in ready}
-        pending = [n for n in pending if id(n) not in ready_ids]
-        for node in ready:
+            names = ", ".join(n.name or n.op_type for n, _ in pending[:5])
+            raise ValueError(f"graph has a cycle near: {names}")
+        ready_ids = {id(n) for n, _ in ready}
+        pending = [(n, r) for n, r in pending if id(n) not in ready_ids]
+        for node, _ in ready:
             ordered.append(node)
             available.update(node.output)
     return ordered
 
 
 def prune(graph: onnx.GraphProto) -> int:
-    """Drop nodes and initializers that no graph output depends on; returns how many went."""
+    """Drop nodes and initializers that no graph output depends on; returns how many went.
+
+    Values read inside a kept node's subgraphs are needed like its inputs.
+    """
     needed = set(graph_output_names(graph))
     live: list[onnx.NodeProto] = []
     for node in reversed(topological_order(graph)):
         if any(out in needed for out in node.output):
             live.append(node)
-            needed.update(i for i in node.input if i)
+            needed.update(node_reads(node))
     removed = len(graph.node) - len(live)
     live.reverse()
     del graph.node[:]

@@ -2,25 +2,34 @@
 
 Passes are meant to be lossless, but they lean on onnx's shape inference and reference evaluator,
 which real exporters sometimes trip up (a scalar losing its rank, a shape inferred differently from
-what onnxruntime computes). One seeded sample through both models catches that.
+what onnxruntime computes). One sample through both models catches that: the caller's representative
+inputs when it has them, else one seeded random sample.
+
+Outputs are compared whatever their kind: tensors by value, sequences element by element, an empty
+optional (None) only with another empty one.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import onnx
 
 TOLERANCE = 1e-3  # relative to the output's largest magnitude: folding and BN reorder float rounding
 
+Feeds = dict[str, np.ndarray]
+
 
 class Reference:
-    """The input model's outputs on one seeded sample, to compare processed models against."""
+    """The input model's outputs on one sample, to compare processed models against."""
 
-    def __init__(self, model: onnx.ModelProto, seed: int = 0) -> None:
+    def __init__(self, model: onnx.ModelProto, seed: int = 0, inputs: list[Feeds] | None = None) -> None:
         from accelbuild import accuracy
 
-        self.feeds = accuracy.random_inputs(model, 1, seed)
-        self.outputs = _run(model, self.feeds)
+        self.random = not inputs
+        self.feeds = list(inputs or []) or accuracy.random_inputs(model, 1, seed)
+        self.outputs, self.problem = _run(model, self.feeds, "a random sample" if self.random else "the given inputs")
 
     @property
     def usable(self) -> bool:
@@ -28,25 +37,57 @@ class Reference:
 
     def max_relative_error(self, candidate: onnx.ModelProto) -> float | None:
         """Largest relative output difference; None if the candidate fails to run or changes shapes."""
-        got = _run(candidate, self.feeds)
-        if got is None or self.outputs is None:
+        got, _ = _run(candidate, self.feeds)
+        if got is None or self.outputs is None or len(got) != len(self.outputs):
             return None
         worst = 0.0
-        for a, b in zip(self.outputs, got):
-            if a.shape != b.shape:
-                return None
-            if a.size == 0 or not np.issubdtype(a.dtype, np.number):
-                continue
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            scale = float(np.max(np.abs(a64))) or 1.0
-            worst = max(worst, float(np.max(np.abs(a64 - b64))) / scale)
+        for want_sample, got_sample in zip(self.outputs, got):
+            for a, b in zip(want_sample, got_sample):
+                error = _relative_error(a, b)
+                if error is None:
+                    return None
+                worst = max(worst, error)
         return worst
 
 
-def _run(model: onnx.ModelProto, feeds: list) -> list[np.ndarray] | None:
+def _relative_error(a: Any, b: Any) -> float | None:
+    """Relative difference of two outputs of any kind; None where their structure differs."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else None
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or len(a) != len(b):
+            return None
+        errors = [_relative_error(x, y) for x, y in zip(a, b)]
+        return None if any(e is None for e in errors) else max(errors, default=0.0)  # type: ignore[type-var]
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return None
+    if a.size == 0:
+        return 0.0
+    if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
+        return 0.0 if np.array_equal(a, b) else None
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if not np.array_equal(np.isnan(a64), np.isnan(b64)):
+        return float("inf")
+    a64, b64 = np.where(np.isnan(a64), 0.0, a64), np.where(np.isnan(b64), 0.0, b64)  # NaN where NaN was
+    scale = float(np.max(np.abs(a64[np.isfinite(a64)]), initial=0.0)) or 1.0
+    same_inf = np.isinf(a64) & (a64 == b64)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are the same infinity: masked
+        diff = np.where(same_inf, 0.0, np.abs(a64 - b64))
+    return float(np.max(diff)) / scale
+
+
+def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -> tuple[list[list[Any]] | None, str]:
+    """(outputs per sample, "") or (None, what onnxruntime could not do: load the model, or run it on ``what``)."""
     from accelbuild.quantize import measure
 
     try:
-        return measure.run_all(measure.session(model), feeds)[0]
-    except Exception:  # onnxruntime reports graph errors as many exception types
-        return None
+        session = measure.session(model)
+    except measure.ModelRunError as exc:
+        return None, str(exc)  # "onnxruntime cannot load the model (...)"
+    names = {i.name for i in session.get_inputs()}
+    try:
+        return [session.run(None, {k: v for k, v in sample.items() if k in names}) for sample in feeds], ""
+    except Exception as exc:  # noqa: BLE001  onnxruntime raises many exception types
+        text = str(exc).strip().splitlines()
+        return None, f"onnxruntime cannot run the model on {what} ({(text[0] if text else type(exc).__name__)[:300]})"
