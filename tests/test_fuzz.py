@@ -246,9 +246,13 @@ def from_schema(draw: st.DrawFn, pointer: tuple = (), key: str = "", depth: int 
     kind = schema.get("type", "object" if "properties" in schema else None)
     kind = draw(st.sampled_from(kind)) if isinstance(kind, list) else kind
     if kind == "object":
-        props = schema.get("properties", {})
+        props = {k: _pointer(schema) + ("properties", k) for k in schema.get("properties", {})}
+        for rule in schema.get("allOf", []):  # a union keyed on a value: draw the keys of one branch too
+            branch = schema_check.resolve_ref(rule["then"], PIPELINE_SCHEMA)
+            props.update({k: _pointer(branch) + ("properties", k) for k in branch.get("properties", {})
+                          if k not in props})
         chosen = [k for k in props if k in schema.get("required", ()) or draw(st.booleans())]
-        items = [(k, draw(from_schema(_pointer(schema) + ("properties", k), k, depth + 1))) for k in chosen]
+        items = [(k, draw(from_schema(props[k], k, depth + 1))) for k in chosen]
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):  # a map such as bits: {layer: 8}
             items += [(name, draw(from_schema(_pointer(schema) + ("additionalProperties",), "", depth + 1)))
@@ -259,6 +263,8 @@ def from_schema(draw: st.DrawFn, pointer: tuple = (), key: str = "", depth: int 
             items.append((stray, draw(nodes)))  # a stray (maybe misspelt) key
         order = draw(st.permutations(range(len(items))))
         return Mapping(tuple(items[i] for i in order))
+    if kind == "array" and "items" not in schema:  # a list of anything (matrix values)
+        return Sequence(tuple(draw(st.lists(nodes, min_size=1, max_size=3))))
     if kind == "array":
         least = 0 if draw(RARELY) else schema.get("minItems", 0)
         item = from_schema(_pointer(schema) + ("items",), key, depth + 1)

@@ -68,6 +68,7 @@ class RunLog:
 
     results: dict[str, TaskResult]
     stream: TextIO = field(default_factory=lambda: sys.stderr)
+    width: int = 32  # of the task-name column: the longest name of the run
     started: dict[str, float] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
 
@@ -81,7 +82,7 @@ class RunLog:
         result.seconds = round(seconds, 3)
         result.message = message
         result.user_error = user_error
-        self.stream.write(f"{name:<32} {status:<10} {result.seconds:7.2f}s\n")
+        self.stream.write(f"{result.name:<{self.width}} {status:<10} {result.seconds:7.2f}s\n")
         if message:
             self.stream.write(message.rstrip("\n") + "\n")
         self.stream.flush()
@@ -159,7 +160,7 @@ def _relative(path: Path) -> str:
 
 def to_doit_task(job: Job, options: RunOptions) -> Task:
     return Task(
-        job.name,
+        job.task_id,
         actions=[(worker.execute, [job, str(options.cache_dir), options.force])],
         file_dep=[_relative(p) for p in job.inputs.values()],
         targets=[_relative(p) for p in job.required_outputs],
@@ -201,16 +202,16 @@ class JobLoader(TaskLoader2):
 def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None) -> list[TaskResult]:
     """Run the jobs through doit; every job gets a result (``skipped`` if it never started)."""
     results = {
-        job.name: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
+        job.task_id: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
     }
-    log = RunLog(results, stream or sys.stderr)
+    log = RunLog(results, stream or sys.stderr, width=max([32, *(len(job.name) for job in jobs)]))
     options.state_dir.mkdir(parents=True, exist_ok=True)
     with working_folder(options.root):
         DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
     for job in jobs:  # tasks doit never reached (it stops at the first failure without --keep-going)
-        if job.name not in log.reported:
-            log.finish(job.name, "skipped", 0.0)
-    return [results[job.name] for job in jobs]
+        if job.task_id not in log.reported:
+            log.finish(job.task_id, "skipped", 0.0)
+    return [results[job.task_id] for job in jobs]
 
 
 @dataclass
@@ -228,7 +229,7 @@ def explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
 
 def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     db_path = options.state_dir / DB_NAME
-    tasks = {job.name: to_doit_task(job, options) for job in jobs}
+    tasks = {job.task_id: to_doit_task(job, options) for job in jobs}
     producers = {out: job.name for job in jobs for out in map(str, job.outputs.values())}
     explanations: list[Explanation] = []
     will_run: set[str] = set()
@@ -251,9 +252,9 @@ def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
 def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bool) -> list[str]:
     if force:
         return ["--force"]
-    if dep is None or not dep._in(job.name):
+    if dep is None or not dep._in(job.task_id):
         return ["never built (no record in the state dir)"]
-    task = tasks[job.name]
+    task = tasks[job.task_id]
     status = dep.get_status(task, tasks, get_log=True)
     if status.status == "up-to-date":
         return []
@@ -262,9 +263,9 @@ def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bo
         if kind == "uptodate_false":
             for check, args, _ in detail:
                 if check is outputs_unedited:
-                    reasons.extend(_output_edits(args[0], dep.get_values(job.name)))
+                    reasons.extend(_output_edits(args[0], dep.get_values(job.task_id)))
                 else:
-                    reasons.extend(_parameter_changes(job, dep.get_values(job.name)))
+                    reasons.extend(_parameter_changes(job, dep.get_values(job.task_id)))
         elif kind == "changed_file_dep":
             reasons.extend(f"input {_role(job, d)} changed: {d}" for d in detail)
         elif kind == "missing_target":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,11 @@ class Job:
     jobs: int = 1
 
     @property
+    def task_id(self) -> str:
+        """The name doit knows the task by (doit refuses '=' in names; matrix variants have them)."""
+        return self.name.replace("%", "%25").replace("=", "%3D")
+
+    @property
     def required_outputs(self) -> list[Path]:
         return [p for n, p in self.outputs.items() if n not in self.optional_outputs]
 
@@ -43,15 +48,32 @@ def task_name(pipeline: PipelineSpec, stage: str, model: ModelSpec | None) -> st
 
 
 def plan(pipelines: list[PipelineSpec], until: str | None = None) -> list[Job]:
-    """The jobs of all pipelines in dependency order, stopping after stage ``until`` if given."""
+    """The jobs of all pipelines in dependency order, stopping after stage ``until`` if given.
+
+    The variants of one matrix share every task whose stage, parameters, code and inputs coincide: the
+    first variant's task builds it and the others read its outputs (a bits sweep imports once).
+    """
     last = STAGE_ORDER.index(until) if until else len(STAGE_ORDER) - 1
-    jobs = []
+    jobs: list[Job] = []
+    shared: dict[tuple[Any, ...], Job] = {}  # (matrix file, stage, model, digest, inputs) -> first job
+    moved: dict[Path, Path] = {}  # an output of a skipped variant task -> the shared task's output
     for pipeline in pipelines:
         for stage in stages_of(pipeline):
             if STAGE_ORDER.index(stage.name) > last:
                 continue
             for model in pipeline.models if stage.per_model else [None]:
-                jobs.append(_job(pipeline, stage, model))
+                job = _job(pipeline, stage, model)
+                if pipeline.variant is None:
+                    jobs.append(job)
+                    continue
+                job = replace(job, inputs={role: moved.get(p, p) for role, p in job.inputs.items()})
+                key = (pipeline.yaml_path, job.stage, job.model_name, job.param_digest,
+                       tuple(sorted((role, str(p)) for role, p in job.inputs.items())))
+                first = shared.setdefault(key, job)
+                if first is job:
+                    jobs.append(job)
+                else:
+                    moved.update({job.outputs[name]: first.outputs[name] for name in job.outputs})
     return jobs
 
 

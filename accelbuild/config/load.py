@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from accelbuild.config import schema_check
+from accelbuild.config import compose, schema_check
 from accelbuild.config.spec import (
     BenchmarkSpec,
     ClosedLoopSpec,
@@ -37,12 +37,13 @@ MODEL_FORMATS = {
 
 
 def load_pipelines(paths: Iterable[str]) -> list[PipelineSpec]:
-    """Load several pipeline files; also checks that names and output folders do not collide."""
+    """Load several pipeline files (a matrix file gives one spec per variant); also checks that names
+    and output folders do not collide."""
     specs: list[PipelineSpec] = []
     errors: list[ConfigError] = []
     for path in paths:
         try:
-            specs.append(load_pipeline(path))
+            specs.extend(load_file(path))
         except ConfigErrors as exc:
             errors.extend(exc.errors)
         except ConfigError as exc:
@@ -54,23 +55,102 @@ def load_pipelines(paths: Iterable[str]) -> list[PipelineSpec]:
 
 
 def load_pipeline(path: str) -> PipelineSpec:
-    """Load and check one pipeline file (``path`` as the user typed it; it is shown in messages)."""
+    """Load and check one pipeline file without a matrix (``path`` as the user typed it)."""
+    specs = load_file(path)
+    if len(specs) != 1:
+        raise ConfigError(path, f"this file has a matrix of {len(specs)} variants; expected one pipeline")
+    return specs[0]
+
+
+def load_file(path: str) -> list[PipelineSpec]:
+    """Load and check one pipeline file: one spec, or one per ``matrix`` variant. ``extends`` chains are
+    merged first; every message points into the file that holds the value."""
     doc = load_yaml(Path(path), shown=path)
     if doc.data is None:
         raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 1'")
     if not isinstance(doc.data, dict):
         where = doc.where(())
         raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 1'", doc.snippet(where))
+    if "extends" not in doc.data and "matrix" not in doc.data:
+        return [_spec(doc, Path(path), None)]
+    node, docs = compose.load_chain(Path(path), path)
+    variants = compose.expand_matrix(node, docs, path, matrix_key_path)
+    if variants is None:
+        return [_spec(compose.compose(node, docs, path), Path(path), None)]
+    specs, errors = [], []
+    for variant in variants:
+        try:
+            specs.append(_spec(variant.document, Path(path), variant.name))
+        except ConfigErrors as exc:
+            errors.extend(e for e in exc.errors if str(e) not in {str(x) for x in errors})
+    if errors:
+        raise ConfigErrors(errors)
+    return specs
+
+
+def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
     errors = schema_check.validate(doc, SCHEMA)
     if errors:
         raise ConfigErrors(errors)
     root = schema_check.load_schema(SCHEMA)
     data = schema_check.apply_defaults(_plain_copy(doc.data), root, root)
-    checker = _Checker(doc, Path(path).resolve().parent)
-    spec = checker.build(data, Path(path))
+    checker = _Checker(doc, yaml_path.resolve().parent)
+    spec = checker.build(data, yaml_path, variant)
     if checker.errors:
-        raise ConfigErrors(sorted(checker.errors, key=lambda e: (e.where.line, e.where.col)))
+        raise ConfigErrors(sorted(checker.errors, key=lambda e: (str(e.where.file), e.where.line, e.where.col)))
     return spec
+
+
+def matrix_key_path(dotted: str, where: Where, doc: Any) -> tuple[str | int, ...]:
+    """The data path a matrix key names (``models.det.quantize.weight_bits`` -> ("models", 0, ...)),
+    checked against the schema; a key that names no field is an error at the key."""
+    root = schema_check.load_schema(SCHEMA)
+    schema: dict[str, Any] = root
+    data: Any = doc.data
+    path: list[str | int] = []
+    parts = dotted.split(".")
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if path == ["models"]:
+            models = data if isinstance(data, list) else []
+            names = [compose._model_key(compose._annotate(m, "", ())) for m in models]
+            if part not in names:
+                raise ConfigError(where, f"matrix key {dotted!r}: no model named {part!r} "
+                                         f"(models: {', '.join(n for n in names if n)})"
+                                         f"{schema_check.did_you_mean(part, [n for n in names if n])}",
+                                  doc.snippet(where))
+            index = names.index(part)
+            path.append(index)
+            data = models[index]
+            schema = schema_check.resolve_ref(schema.get("items", {}), root)
+            i += 1
+            continue
+        properties = _properties_of(schema, data, root)
+        if part not in properties:
+            raise ConfigError(where, f"matrix key {dotted!r} names no field: no key {part!r} in "
+                                     f"{'.'.join(map(str, path)) or 'the pipeline'}"
+                                     f"{schema_check.did_you_mean(part, list(properties))}", doc.snippet(where))
+        path.append(part)
+        schema = schema_check.resolve_ref(properties[part], root)
+        data = data.get(part) if isinstance(data, dict) else None
+        i += 1
+    if path[:1] == ["models"] and len(path) < 3:
+        raise ConfigError(where, f"matrix key {dotted!r} must name a field of a model, e.g. "
+                                 f"models.{parts[1] if len(parts) > 1 else 'NAME'}.quantize.weight_bits",
+                          doc.snippet(where))
+    if path[0] in ("matrix", "extends", "name", "accelbuild"):
+        raise ConfigError(where, f"matrix key {dotted!r}: {path[0]} cannot vary in a matrix", doc.snippet(where))
+    return tuple(path)
+
+
+def _properties_of(schema: dict[str, Any], data: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """The keys a mapping may hold: its own properties, plus those of its union branch (target.family)."""
+    properties = dict(schema.get("properties", {}))
+    for rule in schema.get("allOf", []):
+        if "if" in rule and schema_check.matches(rule["if"], data if isinstance(data, dict) else {}, root):
+            properties.update(schema_check.resolve_ref(rule.get("then", {}), root).get("properties", {}))
+    return properties
 
 
 def _plain_copy(value: Any) -> Any:
@@ -104,7 +184,7 @@ def _cross_pipeline_errors(specs: list[PipelineSpec]) -> list[ConfigError]:
 class _Checker:
     """Builds the spec from schema-valid data, collecting the errors the schema cannot express."""
 
-    def __init__(self, doc: YamlDocument, base: Path) -> None:
+    def __init__(self, doc: Any, base: Path) -> None:
         self.doc = doc
         self.base = base
         self.errors: list[ConfigError] = []
@@ -115,7 +195,7 @@ class _Checker:
 
     def existing(self, path: tuple[Any, ...], value: str, *, folder: bool = False) -> Path:
         """Resolve a user path against the YAML's folder; report it when it does not exist."""
-        resolved = Path(os.path.normpath(self.base / value))
+        resolved = Path(os.path.normpath(self.folder_of(path) / value))
         kind = "folder" if folder else "file"
         if not resolved.exists():
             self.error(path, f"{kind} not found: {value} (looked for {resolved})")
@@ -125,19 +205,27 @@ class _Checker:
             self.error(path, f"expected a file, but {value} is not a regular file")
         return resolved
 
-    def build(self, data: dict[str, Any], yaml_path: Path) -> PipelineSpec:
-        name = data.get("name") or _safe_stem(yaml_path)
+    def folder_of(self, path: tuple[Any, ...]) -> Path:
+        """The folder relative paths at ``path`` resolve against: that of the file that wrote the value."""
+        if isinstance(self.doc, compose.ComposedDocument):
+            return Path(os.path.abspath(self.doc.folder_of(path)))
+        return self.base
+
+    def build(self, data: dict[str, Any], yaml_path: Path, variant: str | None = None) -> PipelineSpec:
+        base_name = data.get("name") or _safe_stem(yaml_path)
+        name = f"{base_name}[{variant}]" if variant else base_name
         family = get_target(data["target"]["family"])
         target = family.target_spec(data["target"], self)
         models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
         self.unique_model_names(models)
         closed_loop = self.closed_loop(data["closed_loop"], len(models))
         out = data["output"]
-        out_dir = Path(os.path.normpath(self.base / out.get("dir", f"build/{name}")))
-        if out_dir == self.base or out_dir in self.base.parents:
+        out_base = self.folder_of(("output", "dir")) if "dir" in out else self.base
+        out_dir = Path(os.path.normpath(out_base / out.get("dir", f"build/{base_name}")))
+        if out_dir == out_base or out_dir in out_base.parents:
             self.error(("output", "dir"), "output.dir must be a folder of its own, not the YAML's folder or above it")
         elif out_dir.exists() and not out_dir.is_dir():
-            shown = out.get("dir", f"build/{name}")
+            shown = out.get("dir", f"build/{base_name}")
             self.error(("output", "dir") if "dir" in out else ("name",) if "name" in data else (),
                        f"output folder {shown} is a file; output.dir must name a folder")
         bench = data["benchmark"]
@@ -153,8 +241,12 @@ class _Checker:
             benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
                                     accuracy.get("data")),
             closed_loop=closed_loop,
-            output=OutputSpec(out_dir, out.get("dfp_name", f"{name}.dfp"), out["sim_dfp"]),
+            output=OutputSpec(out_dir / variant if variant else out_dir, out.get("dfp_name", f"{base_name}.dfp"),
+                              out["sim_dfp"]),
             source=self.doc,
+            checks=dict(data.get("checks", {})),
+            variant=variant,
+            base_name=base_name,
         )
         family.check_pipeline(spec, self)
         return spec
@@ -240,7 +332,7 @@ class _Checker:
         for model in models:
             if model.name in seen:
                 at = ("models", model.index, "name")
-                if at not in self.doc.value_pos:
+                if not self.doc.has_value(at):
                     at = ("models", model.index)
                 self.error(
                     at,

@@ -95,6 +95,7 @@ _PATTERN_WORDS = {
     "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$": f"a name uses {_NAME_WORDS}",
     "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\.dfp$": f"a file name ending in .dfp, using {_NAME_WORDS}",
     "^[1-9][0-9]{0,4}$": "a clock in MHz is a whole number such as 600",
+    "^[A-Za-z_][A-Za-z0-9_.-]*$": "a dotted key such as target.num_chips or models.det.quantize.weight_bits",
     "^[A-Z][A-Za-z0-9]*$": "an ONNX op type is spelt like Conv or MaxPool (a capital letter, then letters and digits)",
 }
 
@@ -274,6 +275,11 @@ def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> A
     elif isinstance(data, list) and isinstance(schema.get("items"), dict):
         return [apply_defaults(item, schema["items"], root) for item in data]
     return data
+
+
+def matches(schema: dict[str, Any], data: Any, root: dict[str, Any]) -> bool:
+    """Whether ``data`` is valid against a sub-schema of ``root`` (an ``if`` of a union)."""
+    return _validator_for(schema, root).is_valid(data)
 
 
 def _validator_for(schema: dict[str, Any], root: dict[str, Any]) -> Any:

@@ -107,7 +107,10 @@ class PipelineSpec:
     benchmark: BenchmarkSpec
     closed_loop: ClosedLoopSpec
     output: OutputSpec
-    source: YamlDocument
+    source: Any  # YamlDocument, or a ComposedDocument for extends/matrix
+    checks: dict[str, float] = field(default_factory=dict)
+    variant: str | None = None  # the matrix variant ("num_chips=2,weight_bits=4"), None without a matrix
+    base_name: str = ""  # the pipeline's name without its variant
 
     def where(self, *path: str | int, key: bool = False) -> Where:
         """Position in the YAML of the value (or key) at ``path``, e.g. ``where("models", 0, "crop")``."""

@@ -54,6 +54,9 @@ class YamlDocument:
             probe = probe[:-1]
         return Where(self.file, *self.value_pos.get((), (1, 1)))
 
+    def has_value(self, path: Path_) -> bool:
+        return tuple(path) in self.value_pos
+
     def snippet(self, where: Where) -> str:
         """The source line at ``where`` with a caret under the column, for error output."""
         if self._lines is None:  # split once: a file with thousands of errors asks for thousands of snippets
