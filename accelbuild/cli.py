@@ -9,12 +9,13 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
 from accelbuild import __version__
 from accelbuild.build.stages import STAGE_ORDER as STAGES
-from accelbuild.errors import AccelbuildError, UserError, render_user_error
+from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
 
 
 log = logging.getLogger("accelbuild")
@@ -26,7 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Declarative, incremental builds of neural networks for dataflow edge accelerators.",
     )
     parser.add_argument("--version", action="version", version=f"accelbuild {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details (anywhere on the line)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="only failures, warnings and the summary line (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     state = argparse.ArgumentParser(add_help=False)
@@ -52,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[state], help="which tasks would run, and why")
     status.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     status.add_argument("--json", action="store_true", help="print JSON to stdout")
+    status.add_argument("--check", action="store_true",
+                        help="exit 1 when any task would run (restored from the cache counts as not running)")
 
     clean = sub.add_parser("clean", parents=[state], help="remove build outputs")
     clean.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
@@ -67,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print JSON to stdout")
 
     sub.add_parser("schema", help="print the pipeline JSON Schema")
+
+    compare = sub.add_parser("compare", help="figures of two builds (or every variant of a matrix) side by side")
+    compare.add_argument("builds", nargs="+", metavar="FOLDER|PIPELINE.yaml",
+                         help="two output folders, two pipelines, or one matrix pipeline")
+    compare.add_argument("--json", action="store_true", help="print JSON to stdout")
     return parser
 
 
@@ -106,11 +116,14 @@ def _load(paths: list[str]):
 def cmd_run(args: argparse.Namespace) -> int:
     from accelbuild.build import api
 
+    _refuse_model_files(args.pipelines, "run")
     pipelines = _load(args.pipelines)
     options = _options(args)
     if args.dry_run:
         return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
-    summary = api.run(pipelines, options, args.until)
+    started = time.monotonic()
+    summary = api.run(pipelines, options, args.until, quiet=args.quiet)
+    sys.stderr.write(summary.line(time.monotonic() - started) + "\n")
     if args.show_mapping:
         _show_mappings(pipelines, sys.stderr if args.json else sys.stdout)
     if args.json:
@@ -139,25 +152,50 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from accelbuild.build import api
 
-    return _print_explanations(api.explain(_load(args.pipelines), _options(args)), args.json, dry_run=False)
+    _refuse_model_files(args.pipelines, "status")
+    explanations = api.explain(_load(args.pipelines), _options(args))
+    _print_explanations(explanations, args.json, dry_run=False)
+    runs = [e for e in explanations if e.would_run and not e.cached]
+    return 1 if args.check and runs else 0
+
+
+def _status_word(e, dry_run: bool) -> str:
+    if dry_run:
+        return "skipped"
+    return "cached" if e.cached else ("outdated" if e.would_run else "up-to-date")
 
 
 def _print_explanations(explanations, as_json: bool, dry_run: bool) -> int:
     if as_json:
-        tasks = [
-            {"name": e.name, "status": "skipped" if dry_run else ("outdated" if e.would_run else "up-to-date"),
-             "would_run": e.would_run, "reasons": e.reasons}
-            for e in explanations
-        ]
+        tasks = [{"name": e.name, "status": _status_word(e, dry_run), "would_run": e.would_run and not e.cached,
+                  "cached": e.cached, "reasons": e.reasons} for e in explanations]
         print(json.dumps({"ok": True, "dry_run": dry_run, "tasks": tasks}, indent=2))
         return 0
     for e in explanations:
         if e.would_run:
-            print(f"would run   {e.name}")
+            print(f"cached      {e.name}  (restored from the artifact cache)" if e.cached else f"would run   {e.name}")
             for reason in e.reasons:
                 print(f"              {reason}")
         else:
             print(f"up-to-date  {e.name}")
+    return 0
+
+
+def _refuse_model_files(paths: list[str], command: str) -> None:
+    """``run model.onnx``: say a pipeline YAML was expected (and how to get one)."""
+    from accelbuild.config.load import MODEL_FORMATS
+
+    for path in paths:
+        if Path(path).suffix.lower() in MODEL_FORMATS:
+            raise InputFileError(path, f"a model file; `accelbuild {command}` takes pipeline YAML files "
+                                       f"(write one with `accelbuild init {path}`)")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from accelbuild.build import compare
+
+    sides = compare.sides_of(args.builds)
+    sys.stdout.write(compare.dumps(sides) + "\n" if args.json else compare.text(sides))
     return 0
 
 
@@ -219,6 +257,7 @@ COMMANDS = {
     "inspect": cmd_inspect,
     "bench": cmd_bench,
     "schema": cmd_schema,
+    "compare": cmd_compare,
 }
 
 
@@ -230,18 +269,34 @@ class _Formatter(logging.Formatter):
         return f"accelbuild: {level}{record.getMessage()}"
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(verbose: bool, quiet: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
-    logging.getLogger("accelbuild").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("accelbuild").setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+
+
+def _verbosity(argv: list[str]) -> tuple[list[str], bool, bool]:
+    """-v/--verbose and -q/--quiet anywhere on the line (before a ``--``), taken out of ``argv``."""
+    rest, verbose, quiet, literal = [], False, False, False
+    for arg in argv:
+        if not literal and arg in ("-v", "--verbose"):
+            verbose = True
+        elif not literal and arg in ("-q", "--quiet"):
+            quiet = True
+        else:
+            literal = literal or arg == "--"
+            rest.append(arg)
+    return rest, verbose, quiet
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    rest, verbose, quiet = _verbosity(list(sys.argv[1:] if argv is None else argv))
+    args = _parser().parse_args(rest)
+    args.verbose, args.quiet = verbose, quiet and not verbose
+    _setup_logging(args.verbose, args.quiet)
     try:
         return COMMANDS[args.command](args)
     except UserError as exc:

@@ -69,9 +69,10 @@ def test_stderr_has_one_line_per_task(project: Path) -> None:
     write(project / "p.yaml", GOOD)
     result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "import", cwd=project)
     assert result.code == 0 and result.stdout == ""
-    lines = result.stderr.splitlines()
+    *lines, summary = result.stderr.splitlines()
     assert [line.split()[:2] for line in lines] == [["demo:det:import", "ran"], ["demo:mlp:import", "ran"]]
     assert all(float(line.split()[2].rstrip("s")) >= 0 for line in lines)
+    assert summary.startswith("accelbuild: 2 tasks: 2 ran, 0 failed in ") and summary.endswith(" s")
 
 
 def test_dry_run_and_status_run_nothing(project: Path) -> None:

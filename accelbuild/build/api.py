@@ -3,23 +3,48 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from accelbuild.build import doit_backend, plan, worker
+from accelbuild.build import metrics as metrics_
 from accelbuild.build.doit_backend import Explanation, RunOptions, TaskResult
 from accelbuild.build.state import locked
 from accelbuild.config.spec import PipelineSpec
 
 
 @dataclass
+class PipelineOutcome:
+    """One pipeline after a run: its figures, where its artifacts are, and its checks."""
+
+    name: str
+    variant: str | None
+    family: str
+    metrics: dict[str, Any] | None
+    artifacts: dict[str, Path]
+    checks: list[metrics_.CheckResult] = field(default_factory=list)
+
+    @property
+    def checks_ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "variant": self.variant, "family": self.family, "metrics": self.metrics,
+                "checks": [c.as_json() for c in self.checks],
+                "artifacts": {k: str(v) for k, v in sorted(self.artifacts.items()) if v.exists()}}
+
+
+@dataclass
 class RunSummary:
     results: list[TaskResult]
+    pipelines: list[PipelineOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(r.status in ("ran", "up-to-date", "cached") for r in self.results)
+        return all(r.status in ("ran", "up-to-date", "cached") for r in self.results) and \
+            all(p.checks_ok for p in self.pipelines)
 
     @property
     def exit_code(self) -> int:
@@ -31,14 +56,43 @@ class RunSummary:
         return 1
 
     def as_json(self) -> dict:
-        return {"ok": self.ok, "tasks": [r.as_json() for r in self.results]}
+        return {"ok": self.ok, "tasks": [r.as_json() for r in self.results],
+                "pipelines": [p.as_json() for p in self.pipelines]}
+
+    def line(self, seconds: float) -> str:
+        """The closing line: how many tasks did what, checks, and the time."""
+        counts = {status: sum(r.status == status for r in self.results)
+                  for status in ("ran", "cached", "up-to-date", "failed", "skipped")}
+        parts = [f"{n} {status}" for status, n in counts.items() if n or status in ("ran", "failed")]
+        failed_checks = sum(not c.ok for p in self.pipelines for c in p.checks)
+        if any(p.checks for p in self.pipelines):
+            parts.append(f"{failed_checks} check(s) failed" if failed_checks else "checks passed")
+        return f"accelbuild: {len(self.results)} tasks: {', '.join(parts)} in {seconds:.1f} s"
 
 
 def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None,
-        stream: TextIO | None = None) -> RunSummary:
-    jobs = plan.plan(pipelines, until)
+        stream: TextIO | None = None, quiet: bool = False) -> RunSummary:
+    built = plan.build_plan(pipelines, until)
     with locked(options.state_dir):
-        return RunSummary(doit_backend.run_jobs(jobs, options, stream))
+        results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
+    benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}
+    outcomes = [outcome(p, built.artifacts[p.name], p.name in benchmarked) for p in pipelines]
+    out = stream or sys.stderr
+    for item in outcomes:
+        if item.checks and not item.checks_ok:
+            out.write(metrics_.check_table(item.name, item.checks) + "\n")
+    return RunSummary(results, outcomes)
+
+
+def outcome(pipeline: PipelineSpec, artifacts: dict[str, Path], benchmarked: bool = True) -> PipelineOutcome:
+    """A pipeline's figures from its artifacts (only when its benchmark is current), and its checks
+    evaluated on them."""
+    records = {m.name: artifacts[f"{m.name}/quantize.json"] for m in pipeline.models
+               if f"{m.name}/quantize.json" in artifacts}
+    figures = metrics_.read_metrics(artifacts["benchmark.json"], records) \
+        if benchmarked and "benchmark.json" in artifacts else None
+    checks = metrics_.evaluate(pipeline.checks, figures) if figures is not None and pipeline.checks else []
+    return PipelineOutcome(pipeline.name, pipeline.variant, pipeline.target.family, figures, artifacts, checks)
 
 
 def explain(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None) -> list[Explanation]:

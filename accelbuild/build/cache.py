@@ -59,6 +59,21 @@ class ArtifactCache:
             listing[name] = {"sha256": sha, "size": path.stat().st_size}
         write_json_atomic(self._entry_path(key), {"format": ENTRY_FORMAT, "key": key, "files": listing})
 
+    def listing(self, key: str) -> dict[str, str] | None:
+        """The SHA-256 of each file of ``key`` if its entry and objects are present (sizes checked, not
+        contents: a cheap look for ``status``; a restore still verifies every byte)."""
+        try:
+            entry = json.loads(self._entry_path(key).read_text(encoding="utf-8"))
+            files = entry["files"]
+            listing = {}
+            for name, meta in files.items():
+                if self._object_path(meta["sha256"]).stat().st_size != meta["size"]:
+                    return None
+                listing[name] = meta["sha256"]
+            return listing
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
     def lookup(self, key: str) -> dict[str, Path] | None:
         """The verified objects of ``key`` by file name, or None on a miss or a damaged entry."""
         entry_path = self._entry_path(key)

@@ -24,8 +24,10 @@ from doit.task import Task
 from doit.tools import config_changed
 
 from accelbuild.build import worker
+from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.plan import Job
 from accelbuild.build.state import working_folder
+from accelbuild.util.files import file_sha256
 
 DB_NAME = "doit.sqlite3"
 
@@ -69,6 +71,7 @@ class RunLog:
     results: dict[str, TaskResult]
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     width: int = 32  # of the task-name column: the longest name of the run
+    quiet: bool = False  # only failed tasks get a line
     started: dict[str, float] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
 
@@ -82,6 +85,8 @@ class RunLog:
         result.seconds = round(seconds, 3)
         result.message = message
         result.user_error = user_error
+        if self.quiet and status != "failed":
+            return
         self.stream.write(f"{result.name:<{self.width}} {status:<10} {result.seconds:7.2f}s\n")
         if message:
             self.stream.write(message.rstrip("\n") + "\n")
@@ -199,12 +204,13 @@ class JobLoader(TaskLoader2):
         return [to_doit_task(job, self.options) for job in self.jobs]
 
 
-def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None) -> list[TaskResult]:
+def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None,
+             quiet: bool = False) -> list[TaskResult]:
     """Run the jobs through doit; every job gets a result (``skipped`` if it never started)."""
     results = {
         job.task_id: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
     }
-    log = RunLog(results, stream or sys.stderr, width=max([32, *(len(job.name) for job in jobs)]))
+    log = RunLog(results, stream or sys.stderr, width=max([32, *(len(job.name) for job in jobs)]), quiet=quiet)
     options.state_dir.mkdir(parents=True, exist_ok=True)
     with working_folder(options.root):
         DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
@@ -217,8 +223,9 @@ def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None)
 @dataclass
 class Explanation:
     name: str
-    would_run: bool
+    would_run: bool  # out of date: runs, or is restored from the cache when ``cached``
     reasons: list[str]
+    cached: bool = False  # the artifact cache holds its outputs for its current inputs: restored, not run
 
 
 def explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
@@ -232,7 +239,9 @@ def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     tasks = {job.task_id: to_doit_task(job, options) for job in jobs}
     producers = {out: job.name for job in jobs for out in map(str, job.outputs.values())}
     explanations: list[Explanation] = []
-    will_run: set[str] = set()
+    will_run: set[str] = set()  # out of date and not in the cache: their outputs are unknown
+    restored: dict[str, str] = {}  # output path -> SHA-256 it will have once restored from the cache
+    cache = ArtifactCache(options.cache_dir)
     dep = Dependency(SqliteDB, str(db_path), checker_cls=MD5Checker) if db_path.exists() else None
     try:
         for job in jobs:
@@ -240,13 +249,40 @@ def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
             upstream = sorted({producers[p] for p in map(str, job.inputs.values()) if producers.get(p) in will_run})
             if not reasons and upstream:
                 reasons = [f"runs if {', '.join(upstream)} changes its outputs"]
-            if reasons:
+            listing = None if not reasons or options.force else _cached_outputs(job, cache, restored, will_run,
+                                                                                producers)
+            if listing is not None:
+                restored.update({str(job.outputs[name]): sha for name, sha in listing.items() if name in job.outputs})
+            elif reasons:
                 will_run.add(job.name)
-            explanations.append(Explanation(job.name, bool(reasons), reasons))
+            explanations.append(Explanation(job.name, bool(reasons), reasons, cached=listing is not None))
     finally:
         if dep is not None:
             dep.backend._conn.close()  # read-only use: never write the DB back
     return explanations
+
+
+def _cached_outputs(job: Job, cache: ArtifactCache, restored: dict[str, str], will_run: set[str],
+                    producers: dict[str, str]) -> dict[str, str] | None:
+    """The cache entry's files (name -> SHA-256) if the job would be restored, else None.
+
+    Inputs that upstream restores would bring are taken at the digest the cache records, so a fresh
+    checkout with a restored cache is seen as wholly cached, not as "never built"."""
+    def digest(path: Path) -> str | None:
+        if str(path) in restored:
+            return restored[str(path)]
+        if producers.get(str(path)) in will_run or not path.is_file():
+            return None
+        return file_sha256(path)
+
+    def exists(path: Path) -> bool:
+        return str(path) in restored or path.exists()
+
+    try:
+        digests = worker.input_digests(job, digest, exists)
+    except OSError:
+        return None
+    return None if digests is None else cache.listing(worker.key_of(job, digests))
 
 
 def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bool) -> list[str]:

@@ -47,14 +47,27 @@ def task_name(pipeline: PipelineSpec, stage: str, model: ModelSpec | None) -> st
     return f"{pipeline.name}:{model.name}:{stage}" if model else f"{pipeline.name}:{stage}"
 
 
+@dataclass
+class Plan:
+    jobs: list[Job]
+    # pipeline name -> artifact ("det/quantize.json", "benchmark.json", ...) -> where it is built
+    artifacts: dict[str, dict[str, Path]]
+
+
 def plan(pipelines: list[PipelineSpec], until: str | None = None) -> list[Job]:
-    """The jobs of all pipelines in dependency order, stopping after stage ``until`` if given.
+    """The jobs of all pipelines in dependency order, stopping after stage ``until`` if given."""
+    return build_plan(pipelines, until).jobs
+
+
+def build_plan(pipelines: list[PipelineSpec], until: str | None = None) -> Plan:
+    """The jobs, and where each pipeline's artifacts are built.
 
     The variants of one matrix share every task whose stage, parameters, code and inputs coincide: the
     first variant's task builds it and the others read its outputs (a bits sweep imports once).
     """
     last = STAGE_ORDER.index(until) if until else len(STAGE_ORDER) - 1
     jobs: list[Job] = []
+    artifacts: dict[str, dict[str, Path]] = {p.name: {} for p in pipelines}
     shared: dict[tuple[Any, ...], Job] = {}  # (matrix file, stage, model, digest, inputs) -> first job
     moved: dict[Path, Path] = {}  # an output of a skipped variant task -> the shared task's output
     for pipeline in pipelines:
@@ -63,18 +76,21 @@ def plan(pipelines: list[PipelineSpec], until: str | None = None) -> list[Job]:
                 continue
             for model in pipeline.models if stage.per_model else [None]:
                 job = _job(pipeline, stage, model)
-                if pipeline.variant is None:
-                    jobs.append(job)
-                    continue
-                job = replace(job, inputs={role: moved.get(p, p) for role, p in job.inputs.items()})
-                key = (pipeline.yaml_path, job.stage, job.model_name, job.param_digest,
-                       tuple(sorted((role, str(p)) for role, p in job.inputs.items())))
-                first = shared.setdefault(key, job)
-                if first is job:
-                    jobs.append(job)
+                if pipeline.variant is not None:
+                    job = replace(job, inputs={role: moved.get(p, p) for role, p in job.inputs.items()})
+                    key = (pipeline.yaml_path, job.stage, job.model_name, job.param_digest,
+                           tuple(sorted((role, str(p)) for role, p in job.inputs.items())))
+                    first = shared.setdefault(key, job)
+                    if first is not job:
+                        moved.update({job.outputs[name]: first.outputs[name] for name in job.outputs})
+                        job = first
+                    else:
+                        jobs.append(job)
                 else:
-                    moved.update({job.outputs[name]: first.outputs[name] for name in job.outputs})
-    return jobs
+                    jobs.append(job)
+                prefix = f"{model.name}/" if model else ""
+                artifacts[pipeline.name].update({prefix + name: path for name, path in job.outputs.items()})
+    return Plan(jobs, artifacts)
 
 
 def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None) -> Job:

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
     A restore goes through the staging folder too, so a kill mid-copy leaves nothing in the build dir
     but a staging folder, which the next build that touches this folder sweeps (restored or not).
     """
-    key = cache_key(job.stage, job.param_digest, _input_digests(job), __version__)
+    key = key_of(job, _input_digests(job))
     folder = next(iter(job.outputs.values())).parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_stale_staging(folder)
@@ -230,11 +230,29 @@ def _process_alive(pid: int) -> bool:
 
 
 def _input_digests(job: Job) -> dict[str, str]:
-    digests = {role: file_sha256(path) for role, path in job.inputs.items()}
-    module = importlib.import_module(job.module)
-    extra = getattr(module, "extra_inputs", None)
-    if extra is not None:  # files a stage finds only by reading its inputs (ONNX external data)
-        for role, path in extra(job.inputs).items():
-            digests[role] = file_sha256(path)
+    digests = input_digests(job, file_sha256, Path.exists)
+    assert digests is not None
     return digests
+
+
+def input_digests(job: Job, digest: Callable[[Path], str | None],
+                  exists: Callable[[Path], bool]) -> dict[str, str] | None:
+    """SHA-256 of every input by role, including the files a stage finds only by reading its inputs
+    (ONNX external data, optional pre/post sections); None when ``digest`` knows one not."""
+    paths = dict(job.inputs)
+    extra = getattr(importlib.import_module(job.module), "extra_inputs", None)
+    if extra is not None:
+        paths.update(extra(job.inputs, exists))
+    digests = {}
+    for role, path in paths.items():
+        value = digest(path)
+        if value is None:
+            return None
+        digests[role] = value
+    return digests
+
+
+def key_of(job: Job, digests: dict[str, str]) -> str:
+    """The job's artifact-cache key."""
+    return cache_key(job.stage, job.param_digest, digests, __version__)
 

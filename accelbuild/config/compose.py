@@ -127,16 +127,16 @@ def load_chain(path: Path, shown: str) -> tuple[Node, dict[str, YamlDocument]]:
     docs: dict[str, YamlDocument] = {}
     chain: list[Path] = []
     layers: list[Node] = []
-    current, current_shown, named_at = path, shown, None
+    current, current_shown, named_at, written = path, shown, None, shown
     while True:
         resolved = current.resolve()
         if resolved in chain:
             assert named_at is not None
-            raise ConfigError(named_at, f"extends {current_shown!r} is a cycle: it leads back to {docs_first(docs)}",
+            raise ConfigError(named_at, f"extends {written!r} is a cycle: it leads back to {docs_first(docs)}",
                               docs[named_at.file].snippet(named_at))
         if len(chain) >= MAX_EXTENDS_DEPTH:
             raise ConfigError(named_at or shown, f"extends chain is deeper than {MAX_EXTENDS_DEPTH} files")
-        doc = _load_extended(current, current_shown, named_at, docs)
+        doc = _load_extended(current, current_shown, named_at, written, docs)
         docs[doc.file] = doc
         chain.append(resolved)
         if not isinstance(doc.data, dict):
@@ -149,6 +149,7 @@ def load_chain(path: Path, shown: str) -> tuple[Node, dict[str, YamlDocument]]:
         named_at = doc.where(("extends",))
         if not isinstance(parent, str) or not parent:
             raise ConfigError(named_at, "extends must be the path of a pipeline YAML file", doc.snippet(named_at))
+        written = parent
         current = Path(os.path.normpath(current.parent / parent))
         current_shown = os.path.normpath(os.path.join(os.path.dirname(current_shown), parent))
     node = layers[-1]
@@ -161,11 +162,12 @@ def docs_first(docs: dict[str, YamlDocument]) -> str:
     return next(iter(docs))
 
 
-def _load_extended(path: Path, shown: str, named_at: Where | None, docs: dict[str, YamlDocument]) -> YamlDocument:
+def _load_extended(path: Path, shown: str, named_at: Where | None, written: str,
+                   docs: dict[str, YamlDocument]) -> YamlDocument:
     if named_at is None:
         return load_yaml(path, shown)
     if not path.is_file():
-        raise ConfigError(named_at, f"extends {shown!r}: no such file", docs[named_at.file].snippet(named_at))
+        raise ConfigError(named_at, f"extends {written!r}: no such file", docs[named_at.file].snippet(named_at))
     return load_yaml(path, shown)
 
 

@@ -249,6 +249,11 @@ class _Checker:
             base_name=base_name,
         )
         family.check_pipeline(spec, self)
+        for check in spec.checks:
+            if check not in family.checks:
+                self.error(("checks", check), f"check {check} does not apply to family {spec.target.family}: "
+                                              f"its builds have no such figure (checks here: "
+                                              f"{', '.join(sorted(family.checks))})", key=True)
         return spec
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:

@@ -205,7 +205,7 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
             continue
         seen.add((str(where), message))
         errors.append(ConfigError(where, message, doc.snippet(where)))
-    errors.sort(key=lambda e: (e.where.line, e.where.col))
+    errors.sort(key=lambda e: (e.where.file, e.where.line, e.where.col))
     return errors
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -30,7 +31,7 @@ from accelbuild.util.files import write_json_atomic
 log = logging.getLogger(__name__)
 
 
-def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
     """External data files of an ONNX model: part of the import's cache key."""
     path = inputs["model"]
     if path.suffix.lower() != ".onnx":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,10 @@ from accelbuild.util.files import write_json_atomic
 log = logging.getLogger(__name__)
 
 
-def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
     """The pre-processing section, when the crop stage wrote one: it shapes the accuracy inputs."""
     pre = inputs["ai"].with_name("pre.onnx")
-    return {"pre": pre} if pre.exists() else {}
+    return {"pre": pre} if exists(pre) else {}
 
 
 def run(ctx: StageContext) -> None:

@@ -27,6 +27,7 @@ class Target(Protocol):
     family: str
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
+    checks: frozenset[str]  # the ``checks`` whose figure this family's benchmark.json carries
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:
         """The typed ``target`` spec from schema-valid data; problems go to ``checker.error``."""

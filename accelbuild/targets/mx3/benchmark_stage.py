@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -21,14 +22,14 @@ log = logging.getLogger(__name__)
 RECORDED_FRAMES = 12  # frames whose events the report's timeline and bandwidth charts show
 
 
-def extra_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
     """Host sections the crop stage wrote: they are timed, so their contents are inputs too."""
     found = {}
     for role, path in inputs.items():
         if role.endswith("/ai.onnx"):
             for section in ("pre.onnx", "post.onnx"):
                 candidate = path.with_name(section)
-                if candidate.exists():
+                if exists(candidate):
                     found[role.replace("ai.onnx", section)] = candidate
     return found
 

@@ -122,6 +122,7 @@ _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbui
 class Mx3Target:
     family = "mx3"
     code = _CODE
+    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_chips"})
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,

@@ -1,0 +1,140 @@
+"""``accelbuild compare``: the figures of two builds (or every variant of a matrix) side by side.
+
+A side is an output folder (its benchmark.json and <model>/quantize.json), or a pipeline YAML (one
+build, or one per matrix variant, found through the plan, so variants sharing tasks are read where
+those tasks built). Deltas are against the first side; "best" says which side wins each row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbuild.build.metrics import number, read_metrics
+from accelbuild.errors import UserError
+
+# row -> True when higher is better
+SENSE = {"fps": True, "latency_ms": False, "num_chips": False, "host_layers": False, "weight_bytes": False,
+         "cosine": True}
+
+
+class CompareError(UserError):
+    def __init__(self, message: str) -> None:
+        super().__init__(f"compare: {message}")
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    metrics: dict[str, Any]
+
+
+def folder_side(folder: Path, label: str) -> Side:
+    bench = folder / "benchmark.json"
+    if not bench.is_file():
+        raise CompareError(f"{label}: not a build output folder (no benchmark.json)")
+    records = {p.parent.name: p for p in folder.glob("*/quantize.json")}
+    metrics = read_metrics(bench, records)
+    if metrics is None:
+        raise CompareError(f"{label}: benchmark.json is not readable")
+    return Side(label, metrics)
+
+
+def pipeline_sides(path: str) -> list[Side]:
+    from accelbuild.build.api import outcome
+    from accelbuild.build.plan import build_plan
+    from accelbuild.config.load import load_file
+
+    specs = load_file(path)
+    built = build_plan(specs)
+    sides = []
+    for spec in specs:
+        item = outcome(spec, built.artifacts[spec.name])
+        if item.metrics is None:
+            raise CompareError(f"{spec.name} is not built yet (no benchmark.json): run `accelbuild run {path}`")
+        sides.append(Side(spec.variant or spec.name, item.metrics))
+    return sides
+
+
+def sides_of(arguments: list[str]) -> list[Side]:
+    sides: list[Side] = []
+    for arg in arguments:
+        path = Path(arg)
+        if path.is_dir():
+            sides.append(folder_side(path, arg))
+        elif path.suffix in (".yaml", ".yml"):
+            sides.extend(pipeline_sides(arg))
+        else:
+            raise CompareError(f"{arg}: expected a build output folder or a pipeline YAML")
+    if len(sides) < 2:
+        raise CompareError("nothing to compare: give two output folders, two pipelines, or a matrix pipeline")
+    names = [sorted(m["name"] for m in side.metrics["models"]) for side in sides]
+    for side, models in zip(sides[1:], names[1:]):
+        if models != names[0]:
+            raise CompareError(f"{sides[0].label} has models {', '.join(names[0])} but {side.label} has "
+                               f"{', '.join(models)}; compare builds of the same models")
+    return sides
+
+
+def rows(sides: list[Side]) -> list[tuple[str, str, list[float | None]]]:
+    """(row label, sense key, one value per side)."""
+    out: list[tuple[str, str, list[float | None]]] = []
+    multi = len(sides[0].metrics["models"]) > 1
+    out.append(("fps (sum over models)" if multi else "fps", "fps", [s.metrics.get("fps") for s in sides]))
+    out.append(("latency_ms (slowest model)" if multi else "latency_ms", "latency_ms",
+                [s.metrics.get("latency_ms") for s in sides]))
+    for key in ("num_chips", "host_layers"):
+        if any(key in s.metrics for s in sides):
+            out.append((key, key, [s.metrics.get(key) for s in sides]))
+    out.append(("weight_bytes", "weight_bytes", [s.metrics.get("weight_bytes") for s in sides]))
+    for name in sorted(m["name"] for m in sides[0].metrics["models"]):
+        per = [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides]
+        if multi:
+            out.append((f"{name} fps", "fps", [m.get("fps") for m in per]))
+            out.append((f"{name} latency_ms", "latency_ms", [m.get("latency_ms") for m in per]))
+        out.append((f"{name} cosine", "cosine", [m.get("cosine") for m in per]))
+    return out
+
+
+def best(sense: str, values: list[float | None]) -> str | None:
+    known = [(v, i) for i, v in enumerate(values) if isinstance(v, (int, float))]
+    if len(known) < 2 or len({v for v, _ in known}) == 1:
+        return "=" if len(known) >= 2 else None
+    pick = max(known) if SENSE[sense] else min(known)
+    return str(pick[1])
+
+
+def as_json(sides: list[Side]) -> dict[str, Any]:
+    result = []
+    for label, sense, values in rows(sides):
+        base = values[0]
+        deltas = [None if not isinstance(v, (int, float)) or not isinstance(base, (int, float)) else
+                  round(v - base, 6) for v in values]
+        winner = best(sense, values)
+        result.append({"row": label, "values": values, "delta_vs_first": deltas,
+                       "best": None if winner in (None, "=") else sides[int(winner)].label,
+                       "higher_is_better": SENSE[sense]})
+    return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
+            "rows": result}
+
+
+def text(sides: list[Side]) -> str:
+    header = ["", *(s.label for s in sides), "delta" if len(sides) == 2 else "delta vs first (last)", "best"]
+    table = [header]
+    for label, sense, values in rows(sides):
+        shown = ["n/a" if v is None else number(v) for v in values]
+        base, last = values[0], values[-1]
+        delta = "" if not isinstance(base, (int, float)) or not isinstance(last, (int, float)) else \
+            (("+" if last - base > 0 else "") + number(last - base) +
+             (f" ({(last - base) / base:+.1%})" if base else ""))
+        winner = best(sense, values)
+        table.append([label, *shown, delta, "" if winner is None else ("=" if winner == "=" else
+                                                                         sides[int(winner)].label)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table) + "\n"
+
+
+def dumps(sides: list[Side]) -> str:
+    return json.dumps(as_json(sides), indent=2)
