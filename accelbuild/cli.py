@@ -77,7 +77,30 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("builds", nargs="+", metavar="FOLDER|PIPELINE.yaml",
                          help="two output folders, two pipelines, or one matrix pipeline")
     compare.add_argument("--json", action="store_true", help="print JSON to stdout")
+
+    tensors = sub.add_parser("tensors", help="list a model's inputs, outputs and candidate crop tensors")
+    tensors.add_argument("model", metavar="MODEL")
+    tensors.add_argument("--json", action="store_true", help="print JSON to stdout")
+    tensors.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
+                         help="shape of a dynamic input, channel-last without batch (repeatable)")
+
+    init = sub.add_parser("init", help="write a starter pipeline for a model file")
+    init.add_argument("model", metavar="MODEL")
+    init.add_argument("-o", "--output", metavar="P.yaml", help="where to write it (default: MODEL's stem + .yaml)")
+    init.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
+                      help="shape of a dynamic input, channel-last without batch (repeatable)")
     return parser
+
+
+def _input_shape(text: str) -> tuple[str, list[int]]:
+    name, sep, dims = text.partition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not sep or not name or not shape or any(d < 1 or d > 65536 for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=H,W,C (whole numbers 1..65536), got {text!r}")
+    return name, shape
 
 
 def _positive_int(text: str) -> int:
@@ -143,7 +166,11 @@ def _show_mappings(pipelines, stream) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    for pipeline in _load(args.pipelines):
+    from accelbuild.build.preflight import check_models
+
+    pipelines = _load(args.pipelines)
+    check_models(pipelines)
+    for pipeline in pipelines:
         models = ", ".join(m.name for m in pipeline.models)
         print(f"{pipeline.source.file}: ok (pipeline {pipeline.name}; models: {models})")
     return 0
@@ -189,6 +216,28 @@ def _refuse_model_files(paths: list[str], command: str) -> None:
         if Path(path).suffix.lower() in MODEL_FORMATS:
             raise InputFileError(path, f"a model file; `accelbuild {command}` takes pipeline YAML files "
                                        f"(write one with `accelbuild init {path}`)")
+
+
+def cmd_tensors(args: argparse.Namespace) -> int:
+    from accelbuild.build import model_info
+
+    info = model_info.read_model(Path(args.model), dict(args.input_shape))
+    sys.stdout.write(json.dumps(info.as_json(), indent=2) + "\n" if args.json else model_info.describe(info))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from accelbuild.build import model_info
+    from accelbuild.util.files import write_bytes_atomic
+
+    model = Path(args.model)
+    out = Path(args.output) if args.output else Path(f"{model.stem}.yaml")
+    if out.exists():
+        raise InputFileError(out, "already exists; give another name with -o (init never overwrites)")
+    info = model_info.read_model(model, dict(args.input_shape))
+    write_bytes_atomic(out, model_info.starter_pipeline(info, out).encode("utf-8"))
+    print(f"wrote {out}: {len(info.inputs)} input(s); suggested crop points are commented in it")
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -258,6 +307,8 @@ COMMANDS = {
     "bench": cmd_bench,
     "schema": cmd_schema,
     "compare": cmd_compare,
+    "tensors": cmd_tensors,
+    "init": cmd_init,
 }
 
 

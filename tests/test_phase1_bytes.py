@@ -61,8 +61,7 @@ def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path) -> None:
     result = run_cli("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
                      "--state-dir", "state", cwd=tmp_path, timeout=300)
     failed = {t["name"] for t in result.json()["tasks"] if t["status"] == "failed"}
-    # examples/valid/05 is a valid config whose bits_file names a layer the crop removed: it fails at run
-    assert failed == {"05_files_crop_and_bits:cls:quantize"}, result.stderr
+    assert failed == set(), result.stderr
     digests = _digests([tmp_path / "examples" / "valid" / "build", tmp_path / "pipelines" / "build"], tmp_path)
     if os.environ.get("ACCELBUILD_RECORD"):
         RECORD.parent.mkdir(exist_ok=True)

@@ -80,6 +80,12 @@ def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
                               f"{', '.join(map(str, allowed))} bits)")
 
 
+def check_overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]:
+    """The per-layer bits of ``bits`` / ``bits_file``, each naming a weighted layer (else a user error)."""
+    _check_precision(ctx, ctx.params)
+    return _overrides(ctx, layers)
+
+
 def _overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]:
     names = [layer.name for layer in layers]
     q: QuantizeParams = ctx.params
@@ -94,9 +100,10 @@ def _overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]
         shown = q.bits_file
         table = _read_bits_file(ctx.inputs["bits_file"], shown, q.precision.weight_bits)
         for name in table:
-            if name not in names:
-                raise InputFileError(shown, f"no weighted layer named {name!r} in model {q.model!r}"
-                                            f"{did_you_mean(name, names)}")
+            if name not in names:  # at the YAML line that names the file: that is where the fix starts
+                raise ConfigError(ctx.locate("quantize", "bits_file"),
+                                  f"{shown}: no weighted layer named {name!r} in model {q.model!r}"
+                                  f"{did_you_mean(name, names)}")
         return table
     return {}
 

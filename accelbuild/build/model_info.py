@@ -1,0 +1,170 @@
+"""``accelbuild tensors MODEL`` and ``accelbuild init MODEL``: a model's inputs, outputs and candidate
+crop points, read through the import stage itself (so the names are those a pipeline's crop must use).
+
+Candidate crop tensors are the single tensors the imported graph can be cut at: after some node in
+topological order, exactly one computed tensor is still needed later. The auto-crop suggestion is the
+crop stage's own prediction (``crop: {auto: true}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from accelbuild.errors import ConfigError, InputFileError
+
+MAX_CANDIDATES = 40
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: list[int | str | None]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: Path
+    inputs: list[dict[str, Any]]  # import.json's inputs: name, shape (model layout, batch 1), layout
+    outputs: list[TensorInfo]
+    candidates: list[TensorInfo]
+    auto_inputs: list[str]
+    auto_outputs: list[str]
+    auto_reasons: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": str(self.path), "inputs": self.inputs,
+                "outputs": [{"name": t.name, "shape": t.shape} for t in self.outputs],
+                "candidate_crop_tensors": [{"name": t.name, "shape": t.shape} for t in self.candidates],
+                "auto_crop": {"inputs": self.auto_inputs, "outputs": self.auto_outputs, "reasons": self.auto_reasons}}
+
+
+def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> ModelInfo:
+    """Import ``path`` in a temporary folder and describe it. ``input_shapes`` (channel-last, no batch,
+    as in a pipeline) fixes dynamic dimensions; other inputs take the model's own shapes."""
+    from accelbuild.build.plan import plan
+    from accelbuild.config.load import MODEL_FORMATS, load_pipeline
+    from accelbuild.passes import auto_crop
+    from accelbuild.stages import import_
+    from accelbuild.stages.context import StageContext
+
+    if path.suffix.lower() not in MODEL_FORMATS:
+        raise InputFileError(path, f"not a model file (expected {', '.join(MODEL_FORMATS)})")
+    if not path.is_file():
+        raise InputFileError(path, "no such file")
+    with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp:
+        yaml_path = Path(tmp) / "model.yaml"
+        shapes = json.dumps({name: list(shape) for name, shape in (input_shapes or {}).items()} or "auto")
+        yaml_path.write_text(f"accelbuild: 1\nname: model\nmodels:\n  - name: model\n"
+                             f"    path: {json.dumps(str(path.absolute()))}\n    input_shapes: {shapes}\n")
+        try:
+            job = plan([load_pipeline(str(yaml_path))], until="import")[0]
+            outputs = {name: Path(tmp) / name for name in job.outputs}
+            import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
+        except ConfigError as exc:  # said about the temporary pipeline: say it about the model
+            message = exc.message.replace("give its shape in input_shapes", "give --input-shape NAME=H,W,C")
+            raise InputFileError(path, message.replace(" of model 'model'", "")) from None
+        model = onnx.load(str(outputs["imported.onnx"]))
+        record = json.loads(outputs["import.json"].read_text())
+    shapes = _shapes(model)
+    prediction = auto_crop.predict(model)
+    return ModelInfo(path, record["inputs"], [TensorInfo(o.name, shapes.get(o.name, [])) for o in model.graph.output],
+                     [TensorInfo(t, shapes.get(t, [])) for t in cut_points(model)][:MAX_CANDIDATES],
+                     prediction.inputs, prediction.outputs, prediction.reasons)
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
+    found = {}
+    for value in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        found[value.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in dims]
+    return found
+
+
+def cut_points(model: onnx.ModelProto) -> list[str]:
+    """Computed tensors that are, after their producer, the only value the rest of the graph needs."""
+    graph = model.graph
+    constants = {t.name for t in graph.initializer}
+    last_use: dict[str, int] = {}
+    for index, node in enumerate(graph.node):
+        for name in node.input:
+            last_use[name] = index
+    end = len(graph.node)
+    for output in graph.output:
+        last_use[output.name] = end
+    live: set[str] = set()
+    points = []
+    for index, node in enumerate(graph.node):
+        live |= {o for o in node.output if o and last_use.get(o, -1) > index}
+        live = {t for t in live if last_use.get(t, -1) > index}
+        needed_inputs = {v.name for v in graph.input if v.name not in constants and last_use.get(v.name, -1) > index}
+        if len(live) == 1 and not needed_inputs and index < end - 1:
+            points.append(next(iter(live)))
+    return list(dict.fromkeys(points))
+
+
+def describe(info: ModelInfo) -> str:
+    def shape(t: list[Any]) -> str:
+        return "[" + ", ".join("?" if d is None else str(d) for d in t) + "]"
+
+    lines = [f"{info.path}"]
+    lines.append("inputs:")
+    lines += [f"  {i['name']}  {shape(i['shape'])}  ({i['layout']})" for i in info.inputs]
+    lines.append("outputs:")
+    lines += [f"  {t.name}  {shape(t.shape)}" for t in info.outputs]
+    lines.append(f"candidate crop tensors (single-tensor cuts, first {MAX_CANDIDATES}):")
+    lines += [f"  {t.name}  {shape(t.shape)}" for t in info.candidates] or ["  (none)"]
+    lines.append("auto crop suggestion (crop: {auto: true}):")
+    lines.append(f"  inputs:  {', '.join(info.auto_inputs)}")
+    lines.append(f"  outputs: {', '.join(info.auto_outputs)}")
+    lines += [f"  - {reason}" for reason in info.auto_reasons]
+    return "\n".join(lines) + "\n"
+
+
+def channel_last(entry: dict[str, Any]) -> list[int]:
+    """``input_shapes`` form of an imported input: (H, W, C) for images, the rest without the batch."""
+    shape = entry["shape"]
+    if entry["layout"] == "NCHW":
+        return [shape[2], shape[3], shape[1]]
+    return list(shape[1:])
+
+
+def starter_pipeline(info: ModelInfo, yaml_path: Path) -> str:
+    """A pipeline YAML for the model: its inputs and shapes, crop points suggested as comments."""
+    stem = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in info.path.stem).lstrip("._-") or "model"
+    relative = os.path.relpath(info.path.absolute(), yaml_path.absolute().parent)
+    shapes = "\n".join(f"      {json.dumps(i['name'])}: {json.dumps(channel_last(i))}" for i in info.inputs)
+    crop_in = json.dumps(info.auto_inputs)
+    crop_out = json.dumps(info.auto_outputs)
+    reasons = "".join(f"    #   ({reason})\n" for reason in info.auto_reasons)
+    return (
+        f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
+        "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
+        "accelbuild: 1\n"
+        f"name: {stem}\n"
+        "target:\n"
+        "  family: mx3\n"
+        "  chip_gen: mx3\n"
+        "  num_chips: min               # the fewest chips the model fits on\n"
+        "  effort: normal\n"
+        "models:\n"
+        f"  - name: {stem}\n"
+        f"    path: {json.dumps(relative)}\n"
+        "    input_shapes:                # channel-last (H, W, C), no batch\n"
+        f"{shapes}\n"
+        "    # Suggested crop points (accelbuild's auto crop); `accelbuild tensors MODEL` lists others.\n"
+        "    # crop:\n"
+        f"    #   inputs: {crop_in}\n"
+        f"    #   outputs: {crop_out}\n"
+        f"{reasons}"
+        "    quantize:\n"
+        "      weight_bits: 8\n"
+        "benchmark:\n"
+        "  frames: 200\n"
+    )

@@ -1,0 +1,54 @@
+"""accelbuild tensors / init, and validate opening the models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_cli, write
+
+
+def test_tensors_lists_inputs_outputs_cut_points_and_the_auto_crop(project: Path) -> None:
+    result = run_cli("tensors", "models/tinydet.onnx", "--input-shape", "images=64,64,3", "--json", cwd=project)
+    assert result.code == 0, result.stderr
+    info = result.json()
+    assert info["inputs"] == [{"name": "images", "shape": [1, 3, 64, 64], "layout": "NCHW"}]
+    assert [o["name"] for o in info["outputs"]] == ["output0"]
+    names = [t["name"] for t in info["candidate_crop_tensors"]]
+    assert "stem.act.mul" in names and "decode.concat" in names
+    assert info["auto_crop"]["outputs"] == ["head.p5", "head.p4", "head.p3"]
+
+
+def test_tensors_on_a_dynamic_model_asks_for_the_shape(project: Path) -> None:
+    result = run_cli("tensors", "models/tinydet.onnx", cwd=project)
+    assert result.code == 2
+    assert result.stderr.startswith("models/tinydet.onnx: input 'images' has dynamic dimensions "
+                                    "[batch, 3, height, width]; give --input-shape NAME=H,W,C")
+    bad = run_cli("tensors", "models/tinydet.onnx", "--input-shape", "images=64,x", cwd=project)
+    assert bad.code == 2 and "expected NAME=H,W,C" in bad.stderr
+
+
+def test_init_writes_a_pipeline_that_builds_and_never_overwrites(project: Path) -> None:
+    result = run_cli("init", "models/nhwc.onnx", "-o", "conf/nhwc.yaml", "--input-shape", "input_1=16,16,3", cwd=project)
+    assert result.code == 0, result.stderr
+    text = (project / "conf/nhwc.yaml").read_text()
+    assert 'path: "../models/nhwc.onnx"' in text and "# crop:" in text
+    assert run_cli("run", "conf/nhwc.yaml", "-q", cwd=project).code == 0
+    again = run_cli("init", "models/nhwc.onnx", "-o", "conf/nhwc.yaml", "--input-shape", "input_1=16,16,3", cwd=project)
+    assert again.code == 2 and again.stderr.startswith("conf/nhwc.yaml: already exists")
+
+
+def test_validate_opens_the_models(project: Path) -> None:
+    write(project / "p.yaml", "accelbuild: 1\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
+                              "    input_shapes: {image: [64, 64, 3]}\n"
+                              "  - name: cls\n    path: models/tinycls.onnx\n    crop: {outputs: [logitz]}\n"
+                              "  - name: mlp\n    path: models/mlp.onnx\n    quantize: {bits: {fc9: 16}}\n")
+    result = run_cli("validate", "p.yaml", cwd=project)
+    assert result.code == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("p.yaml:")]
+    assert lines == [
+        "p.yaml:5:20: model 'det' has no input named 'image'; did you mean 'images'? "
+        "(its inputs: images)",
+        "p.yaml:8:11: no tensor or node named 'logitz' in model 'cls'; did you mean 'logits'?",
+        "p.yaml:11:22: no weighted layer named 'fc9' in model 'mlp'; did you mean 'fc1'?",
+    ]
+    assert not (project / "build").exists() and not (project / ".accelbuild").exists()
