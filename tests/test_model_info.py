@@ -49,6 +49,6 @@ def test_validate_opens_the_models(project: Path) -> None:
         "p.yaml:5:20: model 'det' has no input named 'image'; did you mean 'images'? "
         "(its inputs: images)",
         "p.yaml:8:22: no tensor or node named 'logitz' in model 'cls'; did you mean 'logits'?",
-        "p.yaml:11:22: no weighted layer named 'fc9' in model 'mlp'; did you mean 'fc1'?",
+        "p.yaml:11:23: no weighted layer named 'fc9' in model 'mlp'; did you mean 'fc1'?",
     ]
     assert not (project / "build").exists() and not (project / ".accelbuild").exists()
