@@ -84,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     tensors.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
                          help="shape of a dynamic input, channel-last without batch (repeatable)")
 
+    cache = sub.add_parser("cache", help="the artifact cache: info, gc")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
+    cache_sub.add_parser("info", parents=[state], help="entries, objects and size of the cache")
+    gc = cache_sub.add_parser("gc", parents=[state], help="evict least recently used entries")
+    gc.add_argument("--max-size", type=_size, metavar="SIZE", help="keep at most this much (500M, 2G, ...)")
+    gc.add_argument("--older-than", type=_days, metavar="DAYS", help="evict entries unused for this many days")
+
     init = sub.add_parser("init", help="write a starter pipeline for a model file")
     init.add_argument("model", metavar="MODEL")
     init.add_argument("-o", "--output", metavar="P.yaml", help="where to write it (default: MODEL's stem + .yaml)")
@@ -240,6 +247,54 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from accelbuild.build.cache import ArtifactCache
+
+    options = _options(args)
+    cache = ArtifactCache(options.cache_dir)
+    if args.cache_command == "info":
+        usage = cache.usage()
+        print(f"{options.cache_dir}: {usage.entries} entries, {usage.objects} objects, {_size_text(usage.bytes)}")
+        return 0
+    if args.max_size is None and args.older_than is None:
+        raise InputFileError("cache gc", "give --max-size SIZE and/or --older-than DAYS")
+    result = cache.gc(args.max_size, None if args.older_than is None else args.older_than * 86400)
+    print(f"removed {result.entries_removed} entries and {result.objects_removed} objects; "
+          f"{result.left.entries} entries, {_size_text(result.left.bytes)} left")
+    return 0
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+             "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}
+    number = text.strip().upper().rstrip("BIKMGT") or "x"
+    unit = text.strip().upper()[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in units or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 500M or 2G, got {text!r}")
+    return int(value * units[unit])
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}")
+    return value
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from accelbuild.build import compare
 
@@ -307,6 +362,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "schema": cmd_schema,
     "compare": cmd_compare,
+    "cache": cmd_cache,
     "tensors": cmd_tensors,
     "init": cmd_init,
 }

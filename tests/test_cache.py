@@ -1,6 +1,8 @@
+import os
 from pathlib import Path
 
 from accelbuild.build.cache import ArtifactCache, cache_key
+from conftest import run_cli
 
 
 def _files(folder: Path, **contents: bytes) -> dict[str, Path]:
@@ -65,3 +67,45 @@ def test_identical_contents_are_stored_once(tmp_path: Path) -> None:
     cache.store("a" * 64, _files(tmp_path / "w1", x=b"same"))
     cache.store("b" * 64, _files(tmp_path / "w2", y=b"same"))
     assert len([p for p in (tmp_path / "cache/objects").rglob("*") if p.is_file()]) == 1
+
+
+def _entry(cache: ArtifactCache, tmp: Path, key: str, payload: bytes) -> None:
+    source = tmp / f"{key}.bin"
+    source.write_bytes(payload)
+    cache.store(key, {"out.bin": source})
+
+
+def test_gc_evicts_the_least_recently_used_and_their_objects(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "c")
+    for i, key in enumerate(["aa01", "bb02", "cc03"]):
+        _entry(cache, tmp_path, key, bytes([i]) * 1000)
+        entry = cache._entry_path(key)
+        os.utime(entry, (1_000_000 + i, 1_000_000 + i))
+    assert cache.lookup("aa01") is not None  # a read is a use: aa01 is now the most recent
+    usage = cache.usage()
+    assert (usage.entries, usage.objects) == (3, 3) and usage.bytes > 3000
+    result = cache.gc(max_size=usage.bytes - 1)
+    assert result.entries_removed == 1 and result.objects_removed == 1
+    assert cache.lookup("bb02") is None and cache.lookup("aa01") is not None and cache.lookup("cc03") is not None
+    old = cache.gc(older_than_seconds=10, now=1_000_002 + 5)  # cc03 last used at 1_000_002: kept
+    assert old.entries_removed == 0
+    assert cache.gc(older_than_seconds=0).left.entries == 0 and cache.usage().objects == 0
+
+
+def test_gc_keeps_objects_shared_with_a_kept_entry(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "c")
+    _entry(cache, tmp_path, "aa01", b"same bytes")
+    _entry(cache, tmp_path, "bb02", b"same bytes")
+    os.utime(cache._entry_path("aa01"), (1, 1))
+    assert cache.usage().objects == 1  # content-addressed: one object for both entries
+    cache.gc(max_size=cache.usage().bytes - 1)
+    assert cache.lookup("bb02") is not None
+
+
+def test_gc_and_info_on_an_empty_cache(project: Path) -> None:
+    info = run_cli("cache", "info", "--cache-dir", "nothing", cwd=project)
+    assert info.code == 0 and info.stdout.endswith("nothing: 0 entries, 0 objects, 0 bytes\n")
+    gc = run_cli("cache", "gc", "--max-size", "1M", "--cache-dir", "nothing", cwd=project)
+    assert gc.code == 0 and gc.stdout == "removed 0 entries and 0 objects; 0 entries, 0 bytes left\n"
+    assert run_cli("cache", "gc", cwd=project).code == 2
+    assert run_cli("cache", "gc", "--max-size", "lots", cwd=project).code == 2

@@ -18,6 +18,9 @@ import json
 import logging
 import os
 from pathlib import Path
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Mapping
 
 from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
@@ -25,6 +28,41 @@ from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_j
 log = logging.getLogger(__name__)
 
 ENTRY_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    entries: int
+    objects: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class GcResult:
+    entries_removed: int
+    objects_removed: int
+    left: CacheUsage
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a read-only cache is still a cache
 
 
 def cache_key(stage: str, param_digest: str, input_digests: Mapping[str, str], version: str) -> str:
@@ -101,6 +139,7 @@ class ArtifactCache:
                 self._drop(obj)
                 return None
             found[name] = obj
+        _touch(entry_path)  # last use, for `cache gc`'s least-recently-used order
         return found
 
     def restore(self, key: str, targets: Mapping[str, Path]) -> bool:
@@ -121,6 +160,54 @@ class ArtifactCache:
             elif destination.exists():
                 destination.unlink()
         return True
+
+    def usage(self) -> CacheUsage:
+        """Entries, objects and bytes on disk."""
+        entries = list(self._entries())
+        objects = [p for p in (self.root / "objects").glob("*/*") if p.is_file()]
+        size = sum(_size(p) for p in entries) + sum(_size(p) for p in objects)
+        return CacheUsage(len(entries), len(objects), size)
+
+    def gc(self, max_size: int | None = None, older_than_seconds: float | None = None,
+           now: float | None = None) -> GcResult:
+        """Evict entries unused for ``older_than_seconds``, then the least recently used until the cache
+        holds at most ``max_size`` bytes; objects no remaining entry names go with them."""
+        now = time.time() if now is None else now
+        entries = sorted(self._entries(), key=lambda p: (_mtime(p), p.name))  # least recently used first
+        keep: list[Path] = []
+        removed = 0
+        for entry in entries:
+            if older_than_seconds is not None and now - _mtime(entry) > older_than_seconds:
+                self._drop(entry)
+                removed += 1
+            else:
+                keep.append(entry)
+        referenced = {entry: self._objects_of(entry) for entry in keep}
+        sizes = {obj: _size(obj) for objs in referenced.values() for obj in objs}
+        total = sum(sizes.values()) + sum(_size(e) for e in keep)
+        while max_size is not None and keep and total > max_size:
+            entry = keep.pop(0)
+            still = {obj for e in keep for obj in referenced[e]}
+            total -= _size(entry) + sum(sizes[obj] for obj in referenced.pop(entry) if obj not in still)
+            self._drop(entry)
+            removed += 1
+        live = {obj for objs in referenced.values() for obj in objs}
+        freed_objects = 0
+        for obj in (self.root / "objects").glob("*/*"):
+            if obj.is_file() and obj not in live:
+                self._drop(obj)
+                freed_objects += 1
+        return GcResult(removed, freed_objects, self.usage())
+
+    def _entries(self) -> Iterator[Path]:
+        return (p for p in (self.root / "entries").glob("*/*.json") if p.is_file())
+
+    def _objects_of(self, entry: Path) -> set[Path]:
+        try:
+            files = json.loads(entry.read_text(encoding="utf-8"))["files"]
+            return {self._object_path(str(meta["sha256"])) for meta in files.values()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return set()
 
     @staticmethod
     def _drop(path: Path) -> None:
