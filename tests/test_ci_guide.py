@@ -1,0 +1,82 @@
+"""The CI guide's steps, run locally the way a CI runner runs them: a fresh clone of a project repo, the
+artifact cache restored, then every ``accelbuild`` step of examples/ci/github-actions.yml in order.
+
+Every task must come from the cache, the checks must be evaluated, and the exit codes must be the
+documented ones (0; 1 once a check fails)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, run_cli
+
+WORKFLOW = REPO / "examples" / "ci" / "github-actions.yml"
+
+
+def accelbuild_steps(workflow: Path) -> list[str]:
+    """The ``run:`` lines of the workflow that call accelbuild, in order."""
+    jobs = yaml.safe_load(workflow.read_text())["jobs"]
+    steps = [step["run"] for job in jobs.values() for step in job["steps"] if "run" in step]
+    return [line for line in steps if line.startswith("accelbuild ")]
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@localhost", "GIT_COMMITTER_NAME": "ci",
+                        "GIT_COMMITTER_EMAIL": "ci@localhost", "HOME": str(cwd), "PATH": "/usr/bin:/bin"})
+
+
+def _run_step(line: str, cwd: Path):
+    """One workflow line: its accelbuild arguments (the glob expanded as a shell would), stdout redirect."""
+    args: list[str] = []
+    for word in shlex.split(line.split(">")[0])[1:]:
+        matches = sorted(cwd.glob(word)) if "*" in word else []
+        if matches:
+            args.extend(str(p.relative_to(cwd)) for p in matches)
+        else:
+            args.append(word)
+    return run_cli(*args, cwd=cwd, timeout=300)
+
+
+def test_the_ci_guide_from_a_fresh_clone_with_a_restored_cache(tmp_path: Path) -> None:
+    steps = accelbuild_steps(WORKFLOW)
+    assert [s.split()[1] for s in steps] == ["validate", "status", "run", "cache"]
+    origin = tmp_path / "origin"
+    shutil.copytree(REPO / "examples" / "models", origin / "models")
+    (origin / "pipelines").mkdir()
+    for name in ("tinydet.yaml", "sweep.yaml"):
+        text = (REPO / "pipelines" / name).read_text().replace("../examples/models/", "../models/")
+        (origin / "pipelines" / name).write_text(text)
+    _git("init", "-q", cwd=origin)
+    _git("add", "-A", cwd=origin)
+    _git("commit", "-q", "-m", "pipelines", cwd=origin)
+
+    first = tmp_path / "runner1"  # an earlier CI run fills the cache
+    _git("clone", "-q", str(origin), str(first), cwd=tmp_path)
+    results = [_run_step(step, first) for step in steps]
+    assert [r.code for r in results] == [0, 0, 0, 0], [r.stderr for r in results]
+
+    fresh = tmp_path / "runner2"  # a new runner: a fresh clone and the restored cache, nothing else
+    _git("clone", "-q", str(origin), str(fresh), cwd=tmp_path)
+    shutil.copytree(first / ".accelbuild" / "cache", fresh / ".accelbuild" / "cache")
+    validate, status, run, gc = [_run_step(step, fresh) for step in steps]
+    assert validate.code == 0 and status.code == 0
+    assert status.stdout and all(line.startswith(("cached ", "              ")) for line in status.stdout.splitlines())
+    assert run.code == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert {t["status"] for t in summary["tasks"]} == {"cached"}
+    checked = [p for p in summary["pipelines"] if p["checks"]]
+    assert len(checked) == 6 and all(c["ok"] for p in checked for c in p["checks"])  # the sweep's checks
+    assert gc.code == 0
+
+    sweep = fresh / "pipelines" / "sweep.yaml"
+    sweep.write_text(sweep.read_text().replace("min_cosine: 0.98", "min_cosine: 0.99999"))
+    failed = _run_step(steps[2], fresh)
+    assert failed.code == 1 and "FAILED" in failed.stderr
+    assert {t["status"] for t in json.loads(failed.stdout)["tasks"]} == {"up-to-date"}
