@@ -4,6 +4,7 @@ compare, run --json per-pipeline figures, and the command line's ergonomics."""
 from __future__ import annotations
 
 import collections
+import io
 import json
 import shutil
 from pathlib import Path
@@ -154,3 +155,27 @@ def test_status_json_marks_cached_tasks(project: Path) -> None:
     tasks = {t["name"]: t for t in json.loads(status.stdout)["tasks"]}
     assert tasks["p:det:import"]["cached"] is True and tasks["p:det:import"]["would_run"] is False
     assert tasks["p:det:crop"]["would_run"] is True
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_names_long_tasks_on_a_terminal_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbuild.build import api, doit_backend
+    from accelbuild.build.doit_backend import RunOptions
+    from accelbuild.config.load import load_pipelines
+
+    write(project / "p.yaml", SMALL)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(doit_backend, "PROGRESS_AFTER_SECONDS", 0.0)
+    options = RunOptions(root=project, state_dir=project / "s", cache_dir=project / "c")
+    terminal = _Terminal()
+    assert api.run(load_pipelines(["p.yaml"]), options, until="crop", stream=terminal).ok
+    assert "running: p:det:import" in terminal.getvalue() and "p:det:crop" in terminal.getvalue()
+    plain = io.StringIO()
+    options.force = True
+    assert api.run(load_pipelines(["p.yaml"]), options, until="crop", stream=plain).ok
+    assert "running" not in plain.getvalue() and "\x1b" not in plain.getvalue()
+    assert [line.split()[1] for line in plain.getvalue().splitlines()] == ["ran", "ran"]

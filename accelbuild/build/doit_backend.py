@@ -9,6 +9,7 @@ written in one transaction at the end of a run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -64,6 +65,32 @@ class RunOptions:
     keep_going: bool = False
 
 
+PROGRESS_AFTER_SECONDS = 2.0  # a task running longer than this is named on the terminal's progress line
+
+
+class Progress:
+    """On a terminal, a transient line naming the tasks that have run for a couple of seconds (with their
+    elapsed time); finished-task lines print above it. Nothing at all when the stream is not a TTY."""
+
+    def __init__(self, stream: TextIO, started: dict[str, float], names: dict[str, str]) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.started = started
+        self.names = names
+        self.console = Console(file=stream, force_terminal=True, highlight=False)
+        self.live = Live(self, console=self.console, refresh_per_second=2, transient=True)
+
+    def __rich__(self) -> str:
+        now = time.monotonic()
+        running = [f"{self.names.get(task, task)} {now - t0:.0f} s" for task, t0 in list(self.started.items())
+                   if now - t0 >= PROGRESS_AFTER_SECONDS]
+        return f"running: {', '.join(running)}" if running else ""
+
+    def print(self, text: str) -> None:
+        self.console.print(text, markup=False, soft_wrap=True, end="")
+
+
 @dataclass
 class RunLog:
     """Collects results as doit reports them, and prints one line per finished task."""
@@ -72,6 +99,7 @@ class RunLog:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     width: int = 32  # of the task-name column: the longest name of the run
     quiet: bool = False  # only failed tasks get a line
+    progress: Progress | None = None  # on a terminal only
     started: dict[str, float] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
 
@@ -85,12 +113,17 @@ class RunLog:
         result.seconds = round(seconds, 3)
         result.message = message
         result.user_error = user_error
+        self.started.pop(name, None)
         if self.quiet and status != "failed":
             return
-        self.stream.write(f"{result.name:<{self.width}} {status:<10} {result.seconds:7.2f}s\n")
+        text = f"{result.name:<{self.width}} {status:<10} {result.seconds:7.2f}s\n"
         if message:
-            self.stream.write(message.rstrip("\n") + "\n")
-        self.stream.flush()
+            text += message.rstrip("\n") + "\n"
+        if self.progress is not None:
+            self.progress.print(text)
+        else:
+            self.stream.write(text)
+            self.stream.flush()
 
 
 def _reporter_for(log: RunLog) -> type:
@@ -110,6 +143,8 @@ def _reporter_for(log: RunLog) -> type:
 
         def execute_task(self, task: Task) -> None:
             self.log.started[task.name] = time.monotonic()
+            if self.log.progress is not None:
+                self.log.progress.live.refresh()
 
         def add_success(self, task: Task) -> None:
             values = task.values or {}
@@ -210,14 +245,24 @@ def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None,
     results = {
         job.task_id: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
     }
-    log = RunLog(results, stream or sys.stderr, width=max([32, *(len(job.name) for job in jobs)]), quiet=quiet)
+    out = stream or sys.stderr
+    log = RunLog(results, out, width=max([32, *(len(job.name) for job in jobs)]), quiet=quiet)
+    if _is_terminal(out):
+        log.progress = Progress(out, log.started, {job.task_id: job.name for job in jobs})
     options.state_dir.mkdir(parents=True, exist_ok=True)
-    with working_folder(options.root):
+    with working_folder(options.root), (log.progress.live if log.progress else contextlib.nullcontext()):
         DoitMain(JobLoader(jobs, options, log), config_filenames=()).run(["run"])
     for job in jobs:  # tasks doit never reached (it stops at the first failure without --keep-going)
         if job.task_id not in log.reported:
             log.finish(job.task_id, "skipped", 0.0)
     return [results[job.task_id] for job in jobs]
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 @dataclass
