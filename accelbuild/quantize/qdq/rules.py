@@ -1,0 +1,80 @@
+"""Which operators run as integer operators, which of their inputs carry data, and the rules integer
+engines follow around them (TIDL, SiMa, Horizon, TFLite/Vela-class engines alike).
+
+- ``DATA_INPUTS``: the operators quantized, and the input positions that carry activations (None: all
+  of them); other inputs (shapes, axes, scales of a Resize, Clip bounds) stay as they are. Operators
+  not listed stay float: no QuantizeLinear/DequantizeLinear around their own outputs.
+- ``PASS_THROUGH``: operators whose output values are a selection of the input's values; the output
+  keeps the input's scale and zero point (the integer engine moves codes, it does not requantize).
+- Fused activations: Conv/ConvTranspose/Gemm/MatMul whose only reader is Relu or a Clip with constant
+  bounds: the engine applies the activation to its accumulator, so the pair has one output
+  quantization (the activation's) and no QDQ between them.
+- ``CONSTANT_OPERANDS``: elementwise operators whose constant float operands are quantized per tensor
+  (the engine stores them as integers); weights of weighted layers are quantized per channel.
+- Concat: when asked (the profile's choice), every input and the output share one scale and zero
+  point, so the engine concatenates codes without requantizing.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from accelbuild.passes import graph as g
+
+ALL = None
+DATA_INPUTS: dict[str, tuple[int, ...] | None] = {
+    # weighted layers: input 0 is the activation (MatMul of two activations quantizes both)
+    "Conv": (0,), "ConvTranspose": (0,), "Gemm": (0,), "MatMul": (0, 1),
+    # elementwise arithmetic and activations
+    "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1), "Sum": ALL, "Max": ALL, "Min": ALL,
+    "Relu": (0,), "Clip": (0,), "LeakyRelu": (0,), "PRelu": (0,), "Sigmoid": (0,), "HardSigmoid": (0,),
+    "HardSwish": (0,), "Tanh": (0,), "Softmax": (0,), "Elu": (0,), "Mish": (0,), "Softplus": (0,),
+    # pooling, normalisation-free reductions, resampling, padding
+    "AveragePool": (0,), "GlobalAveragePool": (0,), "ReduceMean": (0,), "ReduceSum": (0,),
+    "Resize": (0,), "Pad": (0,), "Concat": ALL,
+    # data movement (see PASS_THROUGH)
+    "MaxPool": (0,), "GlobalMaxPool": (0,), "ReduceMax": (0,), "ReduceMin": (0,), "Reshape": (0,),
+    "Transpose": (0,), "Flatten": (0,), "Squeeze": (0,), "Unsqueeze": (0,), "Identity": (0,), "Slice": (0,),
+    "Split": (0,), "Gather": (0,), "DepthToSpace": (0,), "SpaceToDepth": (0,), "Expand": (0,), "Tile": (0,),
+}
+PASS_THROUGH = {"Pad", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Reshape", "Transpose", "Flatten",
+                "Squeeze", "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace",
+                "SpaceToDepth", "Expand", "Tile"}
+WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
+FUSED_ACTIVATIONS = {"Relu", "Clip"}
+CONSTANT_OPERANDS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "PRelu", "Concat"}
+
+
+def data_positions(node: onnx.NodeProto) -> list[int]:
+    """Input positions of ``node`` that carry activations (empty for an operator that stays float)."""
+    if node.op_type not in DATA_INPUTS:
+        return []
+    wanted = DATA_INPUTS[node.op_type]
+    positions = range(len(node.input)) if wanted is ALL else [i for i in wanted if i < len(node.input)]
+    return [i for i in positions if node.input[i]]
+
+
+def passes_scale_through(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+    """The output keeps the input's quantization: data movement, max-pooling, nearest resampling."""
+    if node.op_type == "Resize":
+        return g.attribute(node, "mode", b"nearest") in (b"nearest", "nearest")
+    if node.op_type == "Pad":  # copies of the input, or zeros (exact on every grid); not other constants
+        mode = g.attribute(node, "mode", b"constant")
+        value = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+        return mode not in (b"constant", "constant") or not value or _is_zero(graph, value)
+    return node.op_type in PASS_THROUGH
+
+
+def fusible_activation(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+    """Relu, or Clip whose bounds are constants (ReLU6 and friends)."""
+    if node.op_type == "Relu":
+        return True
+    if node.op_type != "Clip":
+        return False
+    bounds = [name for name in node.input[1:] if name]
+    return all(g.constant(graph, name) is not None for name in bounds)
+
+
+def _is_zero(graph: onnx.GraphProto, name: str) -> bool:
+    value = g.constant(graph, name)
+    return value is not None and value.size == 1 and float(value.reshape(-1)[0]) == 0.0
