@@ -50,7 +50,7 @@ Feeds = dict[str, np.ndarray]
 @dataclass(frozen=True)
 class QdqConfig:
     """How to quantize. ``bits`` maps node names to 8 or 16 (the layer's weights and its output
-    activation); ``float_nodes`` names nodes left float (host layers); ``share_concat_scales`` gives a
+    activation; a graph input's name sets that input's quantization); ``float_nodes`` names nodes left float (host layers); ``share_concat_scales`` gives a
     Concat's inputs and output one scale; ``unsigned_nonnegative`` (symmetric only) puts never-negative
     tensors on the unsigned grid; ``percentile`` is used by the percentile method."""
 
@@ -86,6 +86,7 @@ class Calibrated:
     stats: dict[str, TensorStats]
     frames: int
     config: QdqConfig
+    weight_cache: dict[tuple[str, int, float], IntegerWeights] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -143,9 +144,13 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
     for wp in plan.weights:
         layer = wp.layer
         layer_bits = overrides.get(layer.name, config.weight_bits)
-        bias = g.constant(graph, wp.bias) if wp.bias else None
-        ints = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits,
-                               groups[plan.group_of[wp.activation]].scale, bias, layer.name)
+        input_scale = groups[plan.group_of[wp.activation]].scale
+        key = (layer.name, layer_bits, input_scale)
+        if key not in calibrated.weight_cache:  # precision searches rebuild with the same weights often
+            bias = g.constant(graph, wp.bias) if wp.bias else None
+            calibrated.weight_cache[key] = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits,
+                                                           input_scale, bias, layer.name)
+        ints = calibrated.weight_cache[key]
         weights[layer.name] = ints
         layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
                               "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
@@ -196,8 +201,10 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
 
 
 def _check_names(model: onnx.ModelProto, config: QdqConfig, bits: Mapping[str, int] | None = None) -> None:
-    names = {n.name for n in model.graph.node}
-    for what, given in (("bits", bits if bits is not None else config.bits), ("float_nodes", config.float_nodes)):
+    nodes = {n.name for n in model.graph.node}
+    inputs = {v.name for v in g.real_inputs(model.graph)}
+    for what, given, names in (("bits", bits if bits is not None else config.bits, nodes | inputs),
+                               ("float_nodes", config.float_nodes, nodes)):
         unknown = sorted(set(given) - names)
         if unknown:
             raise ValueError(f"{what}: no node named {', '.join(map(repr, unknown))} in the model")

@@ -174,13 +174,14 @@ def _groups(qdq: list[str], parent: dict[str, str], derived: set[str]) -> tuple[
 
 def _assign_layers(graph: onnx.GraphProto, groups: dict[int, Group], group_of: dict[str, int],
                    fused: dict[str, str]) -> None:
-    """Per-layer bits name the node producing a tensor; a fused activation's output also answers to
-    the weighted layer before it."""
+    """Per-layer bits name the node producing a tensor (a graph input: the input's own name); a fused
+    activation's output also answers to the weighted layer before it."""
     producers = g.producers(graph)
     activation_of = {act: producers[t].name for t, act in fused.items()}
     for t, gid in group_of.items():
         producer = producers.get(t)
         if producer is None:
+            groups[gid].layers.add(t)
             continue
         groups[gid].layers.add(producer.name)
         if producer.name in activation_of:
