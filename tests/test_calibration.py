@@ -122,3 +122,9 @@ def test_bad_values_and_methods() -> None:
         choose_range(stats_of(normal(100)), "kl", 8, True)  # type: ignore[arg-type]
     assert choose_range(TensorStats(), "entropy", 8, True) == (0.0, 0.0)
     assert choose_range(stats_of(np.zeros(10, np.float32)), "mse", 8, True) == (0.0, 0.0)
+
+
+def test_entropy_never_clips_into_the_bulk_of_a_distribution_far_from_zero() -> None:
+    logits = (np.random.default_rng(8).standard_normal(200_000) - 10.0).astype(np.float32)  # class logits
+    low, high = choose_range(stats_of(logits), "entropy", 8, symmetric=False)
+    assert low <= float(np.quantile(logits, 0.01)) and high == 0.0

@@ -261,3 +261,17 @@ def test_int32_bias_overflow_raises_the_weight_scale() -> None:
     assert np.all(np.abs(ints.bias_codes.astype(np.int64)) <= INT32_MAX)
     np.testing.assert_allclose(ints.bias_codes * ints.bias_scales, bias, rtol=1e-6)
     assert ints.scales[0] > ints.scales[1]
+
+
+def test_bounded_activations_keep_their_own_range() -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sigmoid"),
+             helper.make_node("Tanh", ["c"], ["t"], name="tanh"),
+             helper.make_node("Softmax", ["c"], ["y"], name="softmax", axis=1)]
+    model = _model(nodes, [_init("w", [4, 3, 1, 1], 0.01)], [_vi("x", [1, 3, 8, 8])],
+                   [_vi("s", [1, 4, 8, 8]), _vi("t", [1, 4, 8, 8]), _vi("y", [1, 4, 8, 8])])
+    result = quantize_qdq(model, frames(3), QdqConfig(symmetric=True))  # tiny weights: outputs near 0.5, 0, 0.25
+    assert (result.params["s"].low, result.params["s"].high, result.params["s"].dtype) == (0.0, 1.0, np.uint8)
+    assert (result.params["t"].low, result.params["t"].high) == (-1.0, 1.0)
+    assert result.params["y"].high == 1.0 and result.tensors["y"]["method"] == "fixed"
+    assert result.params["c"].high < 0.5  # calibrated

@@ -10,11 +10,14 @@ with the number of frames. The used part of the histogram always spans at least 
 Methods (``choose_range``), every range includes zero and lies within [min, max]:
 
 - ``minmax``: [min, max].
-- ``percentile``: symmetric: [-t, t] with t the ``percentile`` of |x|; asymmetric: both tails, each
-  cutting ``(100 - percentile) / 2`` percent of the values. Quantiles interpolate inside a bin.
-- ``entropy``: TensorRT's KL-divergence calibration on the |x| histogram: the threshold whose clipped
-  and requantized distribution (``2^(bits-1)`` levels, ``2^bits`` for tensors quantized one-sided) is
-  closest to the reference; up to ``MAX_CANDIDATES`` evenly spaced thresholds are tried.
+- ``percentile``: [-t, t] clamped to [min, max], t the ``percentile`` of |x| (as TensorRT and
+  onnxruntime define it); the quantile interpolates inside a bin.
+- ``entropy``: TensorRT's KL-divergence calibration on the |x| histogram without exact zeros: the
+  threshold whose clipped and requantized distribution (``2^(bits-1)`` levels, ``2^bits`` for tensors
+  quantized one-sided) is closest to the reference; up to ``MAX_CANDIDATES`` evenly spaced thresholds
+  are tried, none clipping more than ``MAX_ENTROPY_CLIPPED`` of the values (KL against the clipped reference
+  cannot see the loss when the clip cuts into the bulk of a distribution far from zero, such as the
+  all-negative class logits of a detector, and would choose such a clip).
 - ``mse``: the clip range with the least expected squared error (uniform rounding noise ``step^2/12``
   inside the range, squared distance outside it) over ``MSE_RATIOS`` candidate shrink factors of the
   largest magnitude; asymmetric ranges refine each end in turn.
@@ -38,7 +41,8 @@ Method = Literal["minmax", "percentile", "entropy", "mse"]
 METHODS: tuple[str, ...] = ("minmax", "percentile", "entropy", "mse")
 ACTIVATION_BITS = (8, 16)
 DEFAULT_BINS = 2048
-MAX_CANDIDATES = 256
+MAX_CANDIDATES = 128
+MAX_ENTROPY_CLIPPED = 0.01  # fraction of the (non-zero) values an entropy threshold may clip
 MIN_EXPONENT = -100  # narrowest bin 2^-100: float32 scaling by its inverse cannot overflow
 MSE_RATIOS = 2.0 ** (-np.arange(0, 161) / 16.0)  # 1 down to 2^-10, 16 steps per octave
 
@@ -215,7 +219,7 @@ def choose_range(stats: TensorStats, method: Method, bits: int, symmetric: bool,
     if method == "percentile":
         if not 0.0 < percentile <= 100.0:
             raise ValueError(f"percentile must be in (0, 100], not {percentile}")
-        return _percentile_range(stats, low, high, percentile, symmetric)
+        return _percentile_range(stats, low, high, percentile)
     one_sided = low >= 0.0 and (not symmetric or unsigned_nonnegative)
     if method == "entropy":
         levels = 1 << (bits if one_sided or not symmetric else bits - 1)
@@ -238,17 +242,9 @@ def _quantile(counts: np.ndarray, edges_low: float, width: float, q: float) -> f
     return edges_low + (k + float(np.clip(inside, 0.0, 1.0))) * width
 
 
-def _percentile_range(stats: TensorStats, low: float, high: float, percentile: float,
-                      symmetric: bool) -> tuple[float, float]:
-    width = stats.width
-    if symmetric:
-        t = _quantile(stats.abs_histogram(), 0.0, width, percentile / 100.0)
-        return max(low, -t), min(high, t)
-    cut = (100.0 - percentile) / 200.0
-    start = -stats.bins * width
-    lo = _quantile(stats.counts, start, width, cut)
-    hi = _quantile(stats.counts, start, width, 1.0 - cut)
-    return max(low, min(lo, 0.0)), min(high, max(hi, 0.0))
+def _percentile_range(stats: TensorStats, low: float, high: float, percentile: float) -> tuple[float, float]:
+    t = _quantile(stats.abs_histogram(), 0.0, stats.width, percentile / 100.0)
+    return max(low, -t), min(high, t)
 
 
 def _entropy_threshold(hist: np.ndarray, width: float, levels: int) -> float:
@@ -256,11 +252,12 @@ def _entropy_threshold(hist: np.ndarray, width: float, levels: int) -> float:
     used = int(np.flatnonzero(hist)[-1]) + 1 if hist.any() else 0
     if used <= levels:
         return used * width  # every bin gets its own level: nothing to gain from clipping
-    step = max(1, (used - levels) // MAX_CANDIDATES)
-    candidates = list(range(levels, used, step)) + [used]
+    tail = np.cumsum(hist[::-1])[::-1] / hist.sum()  # tail[i]: fraction of values in bins >= i
+    first = max(levels, int(np.argmax(tail <= MAX_ENTROPY_CLIPPED)))
+    step = max(1, -(-(used - first) // MAX_CANDIDATES))
+    candidates = list(range(first, used, step)) + [used]
     divergences = [_kl_after_requantization(hist, i, levels) for i in candidates]
-    best = candidates[int(np.argmin(divergences))]  # first minimum: ties keep the smaller clip
-    return best * width
+    return candidates[int(np.argmin(divergences))] * width  # first minimum: ties keep the smaller clip
 
 
 def _kl_after_requantization(hist: np.ndarray, i: int, levels: int) -> float:

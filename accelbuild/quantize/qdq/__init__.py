@@ -173,6 +173,8 @@ def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]
     group = plan.groups[gid]
     requested = [overrides[name] for name in sorted(group.layers) if name in overrides]
     bits = max(requested) if requested else config.activation_bits
+    if group.fixed is not None:
+        return quant_params(*group.fixed, bits, config.symmetric, config.unsigned_nonnegative)
     parts = [calibrated.stats[s] for s in group.sources]
     for name in group.constants:  # a shared Concat's constant inputs must fit the shared range too
         extra = TensorStats(config.bins, histogram=parts[0].counts is not None)
@@ -192,7 +194,8 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
         record: dict[str, Any] = {
             "range": [float(np.float32(p.low)), float(np.float32(p.high))],
             "scale": p.scale, "zero_point": p.zero_point, "bits": p.bits, "dtype": p.dtype.name,
-            "symmetric": config.symmetric, "method": config.method, "frames": calibrated.frames,
+            "symmetric": config.symmetric, "method": config.method if group.fixed is None else "fixed",
+            "frames": calibrated.frames if group.fixed is None else 0,
         }
         if len(group.members) > 1:
             record["shared_with"] = [m for m in group.members if m != tensor]

@@ -33,6 +33,7 @@ class Group:
     sources: list[str]
     constants: list[str] = field(default_factory=list)  # initializers quantized with this group's params
     layers: set[str] = field(default_factory=set)       # node names whose per-layer bits apply
+    fixed: tuple[float, float] | None = None            # a bounded activation's own range: not measured
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class Plan:
     graph_inputs: set[str]
 
     def sources(self) -> list[str]:
-        return sorted({s for group in self.groups.values() for s in group.sources})
+        """The tensors whose values calibration measures."""
+        return sorted({s for group in self.groups.values() if group.fixed is None for s in group.sources})
 
 
 def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
@@ -96,6 +98,7 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
     groups, group_of = _groups(qdq, parent, derived)
     _assign_layers(graph, groups, group_of, fused)
     constants = _constants(graph, quantized, data, group_of, share_concat_scales, groups)
+    _fix_bounded(graph, groups)
     weights = _weights(model, quantized_names, group_of)
     return Plan([n.name for n in quantized], groups, group_of, fused, weights, constants, inputs & set(qdq))
 
@@ -186,6 +189,15 @@ def _assign_layers(graph: onnx.GraphProto, groups: dict[int, Group], group_of: d
         groups[gid].layers.add(producer.name)
         if producer.name in activation_of:
             groups[gid].layers.add(activation_of[producer.name])
+
+
+def _fix_bounded(graph: onnx.GraphProto, groups: dict[int, Group]) -> None:
+    """A group whose measured tensors are all outputs of bounded activations takes their range."""
+    producers = g.producers(graph)
+    for group in groups.values():
+        ranges = {rules.FIXED_RANGES.get(producers[t].op_type) if t in producers else None for t in group.sources}
+        if len(ranges) == 1 and None not in ranges and not group.constants:
+            group.fixed = ranges.pop()
 
 
 def _constants(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], data: set[str],

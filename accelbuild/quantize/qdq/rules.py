@@ -11,6 +11,8 @@ engines follow around them (TIDL, SiMa, Horizon, TFLite/Vela-class engines alike
   quantization (the activation's) and no QDQ between them.
 - ``CONSTANT_OPERANDS``: elementwise operators whose constant float operands are quantized per tensor
   (the engine stores them as integers); weights of weighted layers are quantized per channel.
+- ``FIXED_RANGES``: bounded activations (Sigmoid, HardSigmoid, Softmax: [0, 1]; Tanh: [-1, 1]) are
+  quantized over the function's whole range instead of a calibrated one.
 - Concat: when asked (the profile's choice), every input and the output share one scale and zero
   point, so the engine concatenates codes without requantizing.
 """
@@ -42,6 +44,10 @@ PASS_THROUGH = {"Pad", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Re
                 "SpaceToDepth", "Expand", "Tile"}
 WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 FUSED_ACTIVATIONS = {"Relu", "Clip"}
+# Bounded activations: the engine's output range is the function's own (TFLite fixes Logistic and Softmax
+# outputs to scale 1/256, Tanh to 1/128), not calibrated: clipping a probability would change decisions.
+FIXED_RANGES: dict[str, tuple[float, float]] = {"Sigmoid": (0.0, 1.0), "HardSigmoid": (0.0, 1.0),
+                                                "Softmax": (0.0, 1.0), "Tanh": (-1.0, 1.0)}
 CONSTANT_OPERANDS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "PRelu", "Concat"}
 
 
