@@ -103,13 +103,13 @@ def test_weight_only_measure_on_a_real_graph() -> None:
 
 
 def test_qdq_measure_raises_weights_and_activations_together() -> None:
-    model = models.static_mlp()  # x -> Gemm+Relu (fc1) -> MatMul -> Add -> Sigmoid -> y
+    model = models.static_mlp()  # x -> Gemm+Relu (fc1) -> MatMul+Add (fc2, bias fused) -> Sigmoid -> y
     rng = np.random.default_rng(1)
     samples = [{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)]
     calibrated = calibrate(model, samples, QdqConfig(method="minmax"))  # measured on the same: no clipping
     cosine_of = qdq_cosine(calibrated, samples)
     candidates = {c.name: c for c in qdq_candidates(calibrated)}
-    assert set(candidates) == {"fc1", "fc2.matmul", "fc2.add", "sigmoid", "x"}  # x: the graph input
+    assert set(candidates) == {"fc1", "fc2.matmul", "sigmoid", "x"}  # x: the graph input
     assert candidates["fc1"].extra_bytes == 16 * 32 and candidates["sigmoid"].extra_bytes == 0
     start = cosine_of({name: 8 for name in candidates})
     target = 1.0 - (1.0 - start) / 10

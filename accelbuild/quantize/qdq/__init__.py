@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -148,8 +148,11 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
         key = (layer.name, layer_bits, input_scale)
         if key not in calibrated.weight_cache:  # precision searches rebuild with the same weights often
             bias = g.constant(graph, wp.bias) if wp.bias else None
-            calibrated.weight_cache[key] = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits,
-                                                           input_scale, bias, layer.name)
+            ints = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits, input_scale,
+                                   None if bias is None else bias.reshape(-1), layer.name)
+            if bias is not None and ints.bias_codes is not None:  # a MatMul's Add may hold [1, N]
+                ints = replace(ints, bias_codes=ints.bias_codes.reshape(bias.shape))
+            calibrated.weight_cache[key] = ints
         ints = calibrated.weight_cache[key]
         weights[layer.name] = ints
         layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
@@ -173,16 +176,14 @@ def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]
     group = plan.groups[gid]
     requested = [overrides[name] for name in sorted(group.layers) if name in overrides]
     bits = max(requested) if requested else config.activation_bits
-    if group.fixed is not None:
-        return quant_params(*group.fixed, bits, config.symmetric, config.unsigned_nonnegative)
     parts = [calibrated.stats[s] for s in group.sources]
     for name in group.constants:  # a shared Concat's constant inputs must fit the shared range too
         extra = TensorStats(config.bins, histogram=parts[0].counts is not None)
         extra.add(g.constant(calibrated.model.graph, name))
         parts.append(extra)
     stats = parts[0] if len(parts) == 1 else TensorStats.merged(parts)
-    low, high = choose_range(stats, config.method, bits, config.symmetric, config.percentile,
-                             config.unsigned_nonnegative)
+    method = "minmax" if group.bounded else config.method
+    low, high = choose_range(stats, method, bits, config.symmetric, config.percentile, config.unsigned_nonnegative)
     return quant_params(low, high, bits, config.symmetric, config.unsigned_nonnegative)
 
 
@@ -194,8 +195,8 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
         record: dict[str, Any] = {
             "range": [float(np.float32(p.low)), float(np.float32(p.high))],
             "scale": p.scale, "zero_point": p.zero_point, "bits": p.bits, "dtype": p.dtype.name,
-            "symmetric": config.symmetric, "method": config.method if group.fixed is None else "fixed",
-            "frames": calibrated.frames if group.fixed is None else 0,
+            "symmetric": config.symmetric, "method": "minmax" if group.bounded else config.method,
+            "frames": calibrated.frames,
         }
         if len(group.members) > 1:
             record["shared_with"] = [m for m in group.members if m != tensor]

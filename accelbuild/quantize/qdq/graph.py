@@ -63,8 +63,10 @@ def write_qdq(model: onnx.ModelProto, plan: Plan, numbers: Numbers) -> onnx.Mode
         node.input[layer.input_index] = _dequantized_initializer(
             graph, names, before, layer.name, f"{layer.name}/weight", ints.codes, ints.scales, layer.axis)
         if weight_plan.bias is not None and ints.bias_codes is not None:
-            node.input[2] = _dequantized_initializer(
-                graph, names, before, layer.name, f"{layer.name}/bias", ints.bias_codes, ints.bias_scales, 0)
+            reader = nodes[weight_plan.bias_node]
+            reader.input[weight_plan.bias_index] = _dequantized_initializer(
+                graph, names, before, reader.name, f"{layer.name}/bias", ints.bias_codes, ints.bias_scales,
+                ints.bias_codes.ndim - 1)
     for const in plan.constants:
         codes, params = numbers.constants[(const.node, const.index)]
         base = f"{const.node}/input{const.index}"

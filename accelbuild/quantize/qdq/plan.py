@@ -33,7 +33,7 @@ class Group:
     sources: list[str]
     constants: list[str] = field(default_factory=list)  # initializers quantized with this group's params
     layers: set[str] = field(default_factory=set)       # node names whose per-layer bits apply
-    fixed: tuple[float, float] | None = None            # a bounded activation's own range: not measured
+    bounded: bool = False                               # only bounded activations: observed range, no clip
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class WeightPlan:
     layer: WeightedLayer
     activation: str            # the quantized input whose scale times the weight scale is the bias scale
     bias: str | None           # float bias initializer turned into int32, if any
+    bias_node: str = ""        # the node reading the bias: the layer itself, or a MatMul's Add
+    bias_index: int = 2
 
 
 @dataclass(frozen=True)
@@ -56,14 +58,15 @@ class Plan:
     quantized_nodes: list[str]
     groups: dict[int, Group]
     group_of: dict[str, int]   # every QDQ tensor -> its group
-    fused: dict[str, str]      # weighted layer output -> the activation node applied on the accumulator
+    fused: dict[str, str]      # accumulator tensors without QDQ -> the bias Add or activation applied to them
     weights: list[WeightPlan]
     constants: list[ConstantPlan]
     graph_inputs: set[str]
+    layer_norms: list[list[str]] = field(default_factory=list)  # decomposed LayerNorms, left float
 
     def sources(self) -> list[str]:
         """The tensors whose values calibration measures."""
-        return sorted({s for group in self.groups.values() if group.fixed is None for s in group.sources})
+        return sorted({s for group in self.groups.values() for s in group.sources})
 
 
 def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
@@ -76,10 +79,13 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
     outputs = g.graph_output_names(graph)
     inputs = {v.name for v in g.real_inputs(graph) if types.get(v.name) == FLOAT}
     data = _data_tensors(order, types, inputs)
-    quantized = [n for n in order if n.name not in float_nodes
+    norms = rules.layer_norms(graph)
+    floating = set(float_nodes) | {name for norm in norms for name in norm}
+    quantized = [n for n in order if n.name not in floating
                  and any(n.input[i] in data for i in rules.data_positions(n))]
     quantized_names = {n.name for n in quantized}
-    fused = _fused_outputs(graph, quantized, quantized_names, consumers, outputs)
+    layers = {layer.name: layer for layer in weighted_layers(model)}
+    fused, biases = _fused_outputs(graph, quantized, quantized_names, consumers, outputs, layers)
 
     qdq: list[str] = []
     for node in quantized:
@@ -97,10 +103,11 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
             derived.update(o for o in node.output if o in parent)
     groups, group_of = _groups(qdq, parent, derived)
     _assign_layers(graph, groups, group_of, fused)
-    constants = _constants(graph, quantized, data, group_of, share_concat_scales, groups)
-    _fix_bounded(graph, groups)
-    weights = _weights(model, quantized_names, group_of)
-    return Plan([n.name for n in quantized], groups, group_of, fused, weights, constants, inputs & set(qdq))
+    skip = {(node, index) for node, index, _ in biases.values()}
+    constants = _constants(graph, quantized, data, group_of, share_concat_scales, groups, skip)
+    _mark_bounded(graph, groups)
+    weights = _weights(model, layers, quantized_names, group_of, biases)
+    return Plan([n.name for n in quantized], groups, group_of, fused, weights, constants, inputs & set(qdq), norms)
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -121,16 +128,34 @@ def _data_tensors(order: list[onnx.NodeProto], types: dict[str, int], inputs: se
 
 
 def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], names: set[str],
-                   consumers: dict[str, list[onnx.NodeProto]], outputs: set[str]) -> dict[str, str]:
-    fused = {}
+                   consumers: dict[str, list[onnx.NodeProto]], outputs: set[str],
+                   layers: dict[str, WeightedLayer]) -> tuple[dict[str, str], dict[str, tuple[str, int, str]]]:
+    """Accumulator tensors that get no QDQ: a MatMul's output read only by its bias Add, and a weighted
+    layer's (or its bias Add's) output read only by a fusible activation. Also returns the MatMul
+    biases: layer name -> (Add node, input position, initializer)."""
+    fused: dict[str, str] = {}
+    biases: dict[str, tuple[str, int, str]] = {}
+
+    def sole_reader(tensor: str) -> onnx.NodeProto | None:
+        readers = consumers.get(tensor, [])
+        ok = len(readers) == 1 and readers[0].name in names and tensor not in outputs
+        return readers[0] if ok else None
+
     for node in quantized:
-        if node.op_type not in rules.WEIGHTED or not node.output or node.output[0] in outputs:
+        if node.op_type not in rules.WEIGHTED or not node.output:
             continue
-        readers = consumers.get(node.output[0], [])
-        if len(readers) == 1 and readers[0].name in names and rules.fusible_activation(graph, readers[0]) \
-                and readers[0].input[0] == node.output[0]:
-            fused[node.output[0]] = readers[0].name
-    return fused
+        tensor = node.output[0]
+        layer = layers.get(node.name)
+        reader = sole_reader(tensor)
+        if node.op_type == "MatMul" and layer is not None and reader is not None and len(layer.shape) == 2:
+            index = rules.bias_add(graph, reader, tensor, layer.shape[layer.axis])
+            if index is not None:
+                fused[tensor] = reader.name
+                biases[node.name] = (reader.name, index, reader.input[index])
+                tensor, reader = reader.output[0], sole_reader(reader.output[0])
+        if reader is not None and rules.fusible_activation(graph, reader) and reader.input[0] == tensor:
+            fused[tensor] = reader.name
+    return fused, biases
 
 
 def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: bool) -> list[str]:
@@ -180,34 +205,39 @@ def _assign_layers(graph: onnx.GraphProto, groups: dict[int, Group], group_of: d
     """Per-layer bits name the node producing a tensor (a graph input: the input's own name); a fused
     activation's output also answers to the weighted layer before it."""
     producers = g.producers(graph)
-    activation_of = {act: producers[t].name for t, act in fused.items()}
+    layer_of: dict[str, str] = {}  # bias Add or activation -> the weighted layer it is fused into
+    for tensor, reader in fused.items():  # in graph order: a chain MatMul -> Add -> Relu resolves
+        producer = producers[tensor].name
+        layer_of[reader] = layer_of.get(producer, producer)
     for t, gid in group_of.items():
         producer = producers.get(t)
         if producer is None:
             groups[gid].layers.add(t)
             continue
         groups[gid].layers.add(producer.name)
-        if producer.name in activation_of:
-            groups[gid].layers.add(activation_of[producer.name])
+        if producer.name in layer_of:
+            groups[gid].layers.add(layer_of[producer.name])
 
 
-def _fix_bounded(graph: onnx.GraphProto, groups: dict[int, Group]) -> None:
-    """A group whose measured tensors are all outputs of bounded activations takes their range."""
+def _mark_bounded(graph: onnx.GraphProto, groups: dict[int, Group]) -> None:
+    """Groups whose measured tensors are all outputs of bounded activations."""
     producers = g.producers(graph)
     for group in groups.values():
-        ranges = {rules.FIXED_RANGES.get(producers[t].op_type) if t in producers else None for t in group.sources}
-        if len(ranges) == 1 and None not in ranges and not group.constants:
-            group.fixed = ranges.pop()
+        group.bounded = not group.constants and all(
+            t in producers and producers[t].op_type in rules.BOUNDED for t in group.sources)
 
 
 def _constants(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], data: set[str],
-               group_of: dict[str, int], share_concat: bool, groups: dict[int, Group]) -> list[ConstantPlan]:
+               group_of: dict[str, int], share_concat: bool, groups: dict[int, Group],
+               skip: set[tuple[str, int]]) -> list[ConstantPlan]:
     inits = g.initializers(graph)
     found = []
     for node in quantized:
         if node.op_type not in rules.CONSTANT_OPERANDS:
             continue
         for i in rules.data_positions(node):
+            if (node.name, i) in skip:
+                continue
             tensor = inits.get(node.input[i])
             if tensor is None or tensor.data_type != FLOAT or node.input[i] in data:
                 continue
@@ -219,15 +249,20 @@ def _constants(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], data: se
     return found
 
 
-def _weights(model: onnx.ModelProto, quantized: set[str], group_of: Mapping[str, int]) -> list[WeightPlan]:
+def _weights(model: onnx.ModelProto, layers: dict[str, WeightedLayer], quantized: set[str],
+             group_of: Mapping[str, int], biases: dict[str, tuple[str, int, str]]) -> list[WeightPlan]:
     graph = model.graph
     nodes = {n.name: n for n in graph.node}
     plans = []
-    for layer in weighted_layers(model):
+    for layer in layers.values():
         node = nodes[layer.name]
         if layer.name not in quantized or node.input[0] not in group_of:
             continue
-        plans.append(WeightPlan(layer, node.input[0], _bias(graph, node, layer)))
+        if layer.name in biases:
+            add, index, tensor = biases[layer.name]
+            plans.append(WeightPlan(layer, node.input[0], tensor, add, index))
+        else:
+            plans.append(WeightPlan(layer, node.input[0], _bias(graph, node, layer), layer.name, 2))
     return plans
 
 

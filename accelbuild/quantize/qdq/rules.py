@@ -11,14 +11,21 @@ engines follow around them (TIDL, SiMa, Horizon, TFLite/Vela-class engines alike
   quantization (the activation's) and no QDQ between them.
 - ``CONSTANT_OPERANDS``: elementwise operators whose constant float operands are quantized per tensor
   (the engine stores them as integers); weights of weighted layers are quantized per channel.
-- ``FIXED_RANGES``: bounded activations (Sigmoid, HardSigmoid, Softmax: [0, 1]; Tanh: [-1, 1]) are
-  quantized over the function's whole range instead of a calibrated one.
+- ``BOUNDED``: outputs of bounded activations (Sigmoid, HardSigmoid, Softmax, Tanh) take their observed
+  range (min..max) whatever the calibration method: they have no outliers, and clipping the largest
+  probabilities would change decisions taken on them.
+- A MatMul with constant weights whose only reader adds a constant vector (one value per output
+  channel): the Add is the layer's bias, added to the accumulator as int32 (as for Conv and Gemm).
+- Decomposed LayerNormalization (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, and the optional
+  Mul and Add of the affine part) is one operator of the engine, computed at its internal precision:
+  its nodes stay float, its input and output are quantized by their neighbours.
 - Concat: when asked (the profile's choice), every input and the output share one scale and zero
   point, so the engine concatenates codes without requantizing.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from accelbuild.passes import graph as g
@@ -44,10 +51,8 @@ PASS_THROUGH = {"Pad", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Re
                 "SpaceToDepth", "Expand", "Tile"}
 WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 FUSED_ACTIVATIONS = {"Relu", "Clip"}
-# Bounded activations: the engine's output range is the function's own (TFLite fixes Logistic and Softmax
-# outputs to scale 1/256, Tanh to 1/128), not calibrated: clipping a probability would change decisions.
-FIXED_RANGES: dict[str, tuple[float, float]] = {"Sigmoid": (0.0, 1.0), "HardSigmoid": (0.0, 1.0),
-                                                "Softmax": (0.0, 1.0), "Tanh": (-1.0, 1.0)}
+# Bounded activations have no outliers to clip; clipping a probability would change decisions.
+BOUNDED = {"Sigmoid", "HardSigmoid", "Softmax", "Tanh"}
 CONSTANT_OPERANDS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "PRelu", "Concat"}
 
 
@@ -84,3 +89,65 @@ def fusible_activation(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
 def _is_zero(graph: onnx.GraphProto, name: str) -> bool:
     value = g.constant(graph, name)
     return value is not None and value.size == 1 and float(value.reshape(-1)[0]) == 0.0
+
+
+def bias_add(graph: onnx.GraphProto, add: onnx.NodeProto, tensor: str, channels: int) -> int | None:
+    """The input position of ``add`` holding a constant float vector of ``channels`` values (one per
+    output channel of the layer producing ``tensor``), if ``add`` adds a bias to ``tensor``."""
+    if add.op_type != "Add" or len(add.input) != 2 or tensor not in add.input:
+        return None
+    index = 1 - list(add.input).index(tensor)
+    value = g.constant(graph, add.input[index])
+    if value is None or value.dtype != np.float32 or value.size != channels or value.shape[-1:] != (channels,):
+        return None
+    return index
+
+
+def layer_norms(graph: onnx.GraphProto) -> list[list[str]]:
+    """Node names of every decomposed LayerNormalization, each in graph order."""
+    readers = g.consumers(graph)
+    found = [_layer_norm_at(graph, readers, node) for node in graph.node if node.op_type == "ReduceMean"]
+    return [[n.name for n in chain] for chain in found if chain]
+
+
+def _layer_norm_at(graph: onnx.GraphProto, readers: dict[str, list[onnx.NodeProto]],
+                   mean: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """ReduceMean(x) -> Sub(x, mean) -> Pow(., 2) | Mul(., .) -> ReduceMean -> Add(eps) -> Sqrt ->
+    Div(centred, root) [-> Mul(gamma) [-> Add(beta)]], starting at ``mean``."""
+    x = mean.input[0]
+    sub = _reader(readers, mean.output[0], "Sub", [x, mean.output[0]])
+    if sub is None:
+        return None
+    centred = sub.output[0]
+    square = _reader(readers, centred, "Mul", [centred, centred]) or next(
+        (n for n in readers.get(centred, []) if n.op_type == "Pow" and _is_two(graph, n.input[1])), None)
+    variance = square and _sole(readers, square.output[0], "ReduceMean")
+    eps = variance and _sole(readers, variance.output[0], "Add")
+    root = eps and _sole(readers, eps.output[0], "Sqrt")
+    div = root and _reader(readers, root.output[0], "Div", [centred, root.output[0]])
+    if not div:
+        return None
+    chain = [mean, sub, square, variance, eps, root, div]
+    scale = _sole(readers, div.output[0], "Mul")
+    if scale is not None and any(g.constant(graph, i) is not None for i in scale.input):
+        chain.append(scale)
+        shift = _sole(readers, scale.output[0], "Add")
+        if shift is not None and any(g.constant(graph, i) is not None for i in shift.input):
+            chain.append(shift)
+    return chain
+
+
+def _reader(readers: dict[str, list[onnx.NodeProto]], tensor: str, op: str,
+            inputs: list[str]) -> onnx.NodeProto | None:
+    """The node of type ``op`` reading ``tensor`` with exactly these inputs."""
+    return next((n for n in readers.get(tensor, []) if n.op_type == op and list(n.input) == inputs), None)
+
+
+def _sole(readers: dict[str, list[onnx.NodeProto]], tensor: str, op: str) -> onnx.NodeProto | None:
+    found = readers.get(tensor, [])
+    return found[0] if len(found) == 1 and found[0].op_type == op else None
+
+
+def _is_two(graph: onnx.GraphProto, name: str) -> bool:
+    value = g.constant(graph, name)
+    return value is not None and value.size == 1 and float(value.reshape(-1)[0]) == 2.0
