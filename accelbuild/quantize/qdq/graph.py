@@ -106,11 +106,13 @@ def _params_initializers(graph: onnx.GraphProto, names: _Names, base: str, param
 def _dequantized_initializer(graph: onnx.GraphProto, names: _Names, before: dict[str, list[onnx.NodeProto]],
                              node: str, base: str, codes: np.ndarray, scales: np.ndarray, axis: int) -> str:
     q_name, s_name = names.fresh(f"{base}_quantized"), names.fresh(f"{base}_scale")
+    z_name = names.fresh(f"{base}_zero_point")  # explicit: some onnxruntime fusions assume uint8 when absent
     graph.initializer.append(numpy_helper.from_array(codes, q_name))
     graph.initializer.append(numpy_helper.from_array(scales.astype(np.float32), s_name))
+    graph.initializer.append(numpy_helper.from_array(np.zeros(scales.shape, dtype=codes.dtype), z_name))
     output = names.fresh(f"{base}_dequantized")
     before.setdefault(node, []).append(helper.make_node(
-        "DequantizeLinear", [q_name, s_name], [output], name=names.fresh(f"{base}/dequantize"), axis=axis))
+        "DequantizeLinear", [q_name, s_name, z_name], [output], name=names.fresh(f"{base}/dequantize"), axis=axis))
     return output
 
 

@@ -6,7 +6,7 @@ Data tensors are the float tensors computed from the model's float inputs throug
 shape arithmetic (Shape -> Cast -> Mul ...) is therefore never quantized. A node is quantized when its
 operator is in ``rules.DATA_INPUTS``, it is not listed to stay float, and one of its data positions
 reads a data tensor. A tensor gets QDQ when a quantized node reads it at a data position or a quantized
-node produces it, except the output of a weighted layer fused with its activation.
+node produces it, except the output of a layer fused with its activation or its bias Add.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def _data_tensors(order: list[onnx.NodeProto], types: dict[str, int], inputs: se
 def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], names: set[str],
                    consumers: dict[str, list[onnx.NodeProto]], outputs: set[str],
                    layers: dict[str, WeightedLayer]) -> tuple[dict[str, str], dict[str, tuple[str, int, str]]]:
-    """Accumulator tensors that get no QDQ: a MatMul's output read only by its bias Add, and a weighted
-    layer's (or its bias Add's) output read only by a fusible activation. Also returns the MatMul
-    biases: layer name -> (Add node, input position, initializer)."""
+    """Tensors that get no QDQ: a MatMul's output read only by its bias Add, and the output of a fusing
+    layer (or of a MatMul's bias Add) read only by a fusible activation. Also returns the MatMul biases:
+    layer name -> (Add node, input position, initializer)."""
     fused: dict[str, str] = {}
     biases: dict[str, tuple[str, int, str]] = {}
 
@@ -142,12 +142,13 @@ def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], name
         return readers[0] if ok else None
 
     for node in quantized:
-        if node.op_type not in rules.WEIGHTED or not node.output:
+        if node.op_type not in rules.FUSING or not node.output:
             continue
         tensor = node.output[0]
         layer = layers.get(node.name)
         reader = sole_reader(tensor)
-        if node.op_type == "MatMul" and layer is not None and reader is not None and len(layer.shape) == 2:
+        if node.op_type == "MatMul" and layer is not None and reader is not None and len(layer.shape) == 2 \
+                and _rank(graph, node.input[0]) == 2:
             index = rules.bias_add(graph, reader, tensor, layer.shape[layer.axis])
             if index is not None:
                 fused[tensor] = reader.name
@@ -156,6 +157,11 @@ def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], name
         if reader is not None and rules.fusible_activation(graph, reader) and reader.input[0] == tensor:
             fused[tensor] = reader.name
     return fused, biases
+
+
+def _rank(graph: onnx.GraphProto, tensor: str) -> int | None:
+    value = next((v for v in [*graph.input, *graph.value_info, *graph.output] if v.name == tensor), None)
+    return len(value.type.tensor_type.shape.dim) if value and value.type.tensor_type.HasField("shape") else None
 
 
 def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: bool) -> list[str]:

@@ -6,16 +6,19 @@ engines follow around them (TIDL, SiMa, Horizon, TFLite/Vela-class engines alike
   not listed stay float: no QuantizeLinear/DequantizeLinear around their own outputs.
 - ``PASS_THROUGH``: operators whose output values are a selection of the input's values; the output
   keeps the input's scale and zero point (the integer engine moves codes, it does not requantize).
-- Fused activations: Conv/ConvTranspose/Gemm/MatMul whose only reader is Relu or a Clip with constant
-  bounds: the engine applies the activation to its accumulator, so the pair has one output
+- Fused activations: a layer of ``FUSING`` (weighted layers, elementwise arithmetic, average pooling,
+  Concat: TFLite's operators with a fused activation) whose only reader is Relu or a Clip with constant
+  bounds: the engine applies the activation before requantizing, so the pair has one output
   quantization (the activation's) and no QDQ between them.
 - ``CONSTANT_OPERANDS``: elementwise operators whose constant float operands are quantized per tensor
   (the engine stores them as integers); weights of weighted layers are quantized per channel.
 - ``BOUNDED``: outputs of bounded activations (Sigmoid, HardSigmoid, Softmax, Tanh) take their observed
   range (min..max) whatever the calibration method: they have no outliers, and clipping the largest
   probabilities would change decisions taken on them.
-- A MatMul with constant weights whose only reader adds a constant vector (one value per output
-  channel): the Add is the layer's bias, added to the accumulator as int32 (as for Conv and Gemm).
+- A MatMul of a 2-D input and constant weights whose only reader adds a constant vector (one value
+  per output channel): the Add is the layer's bias, added to the accumulator as int32 (as for Conv and
+  Gemm). Inputs of higher rank keep a QDQ between MatMul and Add: onnxruntime (1.32) rewrites that
+  pattern into Reshape/Gemm with a QuantizeLinear it then rejects (microsoft/onnxruntime#25526).
 - Decomposed LayerNormalization (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, and the optional
   Mul and Add of the affine part) is one operator of the engine, computed at its internal precision:
   its nodes stay float, its input and output are quantized by their neighbours.
@@ -51,6 +54,7 @@ PASS_THROUGH = {"Pad", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Re
                 "SpaceToDepth", "Expand", "Tile"}
 WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 FUSED_ACTIVATIONS = {"Relu", "Clip"}
+FUSING = WEIGHTED | {"Add", "Sub", "Mul", "Div", "AveragePool", "GlobalAveragePool", "Concat"}
 # Bounded activations have no outliers to clip; clipping a probability would change decisions.
 BOUNDED = {"Sigmoid", "HardSigmoid", "Softmax", "Tanh"}
 CONSTANT_OPERANDS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "PRelu", "Concat"}
