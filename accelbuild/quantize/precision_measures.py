@@ -1,0 +1,95 @@
+"""Measurements for ``auto_precision.raise_to_target``: candidates and a cosine-of-a-bits-assignment
+function, for the mx3 family (weights only, activations in bfloat16) and for QDQ models (npu, ethos-u:
+weights and output activation of a layer together).
+
+Both compare every output of every sample, flattened together, against the float model, as
+``measure.compare`` does, without rounding (sensitivities are ranked on small differences).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+from accelbuild.passes import graph as g
+from accelbuild.quantize import measure
+from accelbuild.quantize.auto_precision import Candidate
+from accelbuild.quantize.qdq import Calibrated, build
+from accelbuild.quantize.weights import (
+    WeightedLayer,
+    dequantize,
+    quantize,
+    weight_bytes,
+)
+
+CosineOf = Callable[[dict[str, int]], float]
+
+
+def cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> float:
+    want = np.concatenate([o.astype(np.float64).ravel() for outs in reference for o in outs])
+    got = np.concatenate([o.astype(np.float64).ravel() for outs in measured for o in outs])
+    norm = float(np.linalg.norm(want) * np.linalg.norm(got))
+    return float(np.dot(want, got) / norm) if norm else (1.0 if np.array_equal(want, got) else 0.0)
+
+
+def weight_candidates(layers: list[WeightedLayer], default_bits: int) -> list[Candidate]:
+    """Every weighted layer, raised from ``default_bits`` to 16 at the cost of its extra weight bytes."""
+    return [Candidate(layer.name, weight_bytes(layer.count, 16) - weight_bytes(layer.count, default_bits),
+                      default_bits, 16) for layer in layers]
+
+
+def weight_cosine(model: onnx.ModelProto, layers: list[WeightedLayer],
+                  samples: list[measure.Feeds]) -> CosineOf:
+    """mx3: output cosine with the layers' weights at the given bits (others float), activations bf16;
+    one onnxruntime session for every assignment (weights are fed as inputs)."""
+    weights = {layer.name: g.constant(model.graph, layer.weight) for layer in layers}
+    cache: dict[tuple[str, int], np.ndarray] = {}
+
+    def weight_at(layer: WeightedLayer, bits: int) -> np.ndarray:
+        if (layer.name, bits) not in cache:
+            cache[(layer.name, bits)] = dequantize(*quantize(weights[layer.name], bits, layer.axis), layer.axis)
+        return cache[(layer.name, bits)]
+
+    probe = measure.with_bf16_activations(measure.weights_as_inputs(model, [layer.weight for layer in layers]))
+    sess = measure.session(probe)
+    reference = measure.run_all(measure.session(model), samples)
+
+    def cosine_of(bits: dict[str, int]) -> float:
+        feeds = {layer.weight: weight_at(layer, bits[layer.name]) if layer.name in bits else weights[layer.name]
+                 for layer in layers}
+        return cosine(reference, measure.run_all(sess, samples, feeds))
+
+    return cosine_of
+
+
+def qdq_candidates(calibrated: Calibrated) -> list[Candidate]:
+    """Layers of a QDQ plan that can be raised to 16 bits: every weighted layer (its weights and output
+    activation; extra bytes = its extra weight bytes) and one producer (or graph input) per other
+    quantized activation, without extra weight bytes. Tensors sharing one quantization are one candidate."""
+    plan, low = calibrated.plan, calibrated.config.weight_bits
+    producers = g.producers(calibrated.model.graph)
+    found = [Candidate(wp.layer.name, weight_bytes(wp.layer.count, 16) - weight_bytes(wp.layer.count, low), low, 16)
+             for wp in plan.weights]
+    weighted = {c.name for c in found}
+    for group in plan.groups.values():
+        if group.layers & weighted:
+            continue
+        owners = [producers[t].name if t in producers else t for t in group.sources]
+        if owners:
+            found.append(Candidate(owners[0], 0, calibrated.config.activation_bits, 16))
+    return [c for c in found if c.low < c.high]
+
+
+def qdq_cosine(calibrated: Calibrated, samples: list[measure.Feeds]) -> CosineOf:
+    """npu / ethos-u: output cosine of the QDQ model built with the given per-layer bits (no new
+    calibration run; one session per assignment)."""
+    reference = measure.run_all(measure.session(calibrated.model), samples)
+
+    def cosine_of(bits: dict[str, int]) -> float:
+        raised = {name: b for name, b in bits.items() if b == 16}  # a layer at its low bits keeps the defaults
+        model = build(calibrated, {**calibrated.config.bits, **raised}).model
+        return cosine(reference, measure.run_all(measure.session(model), samples))
+
+    return cosine_of

@@ -1,0 +1,233 @@
+"""Post-training static quantization of a float ONNX model into a QDQ model that onnxruntime runs as it is.
+
+Two steps, so that precision searches can rebuild many variants from one calibration pass:
+
+    calibrated = calibrate(model, feeds, QdqConfig(method="percentile"))   # runs the float model
+    result = build(calibrated, bits={"conv3": 16})                         # no model runs
+
+``quantize_qdq(model, feeds, config)`` does both. The result holds the QDQ model (opset >= 21,
+per-channel integer weights, int32 biases, per-tensor activation QuantizeLinear/DequantizeLinear),
+a calibration record per activation tensor and the per-layer weight records. Rules (``rules.py``):
+fused Conv/Gemm/MatMul + Relu/Clip, pass-through operators, shared Concat scales when asked, per-layer
+bits for a layer's weights and output activation, and nodes left float.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import onnx
+
+from accelbuild.passes import graph as g
+from accelbuild.passes.cleanup import name_nodes
+from accelbuild.passes.opset import TARGET_OPSET, convert_opset, default_opset
+from accelbuild.quantize.calibration import (
+    ACTIVATION_BITS,
+    DEFAULT_BINS,
+    METHODS,
+    Method,
+    QuantParams,
+    TensorStats,
+    choose_range,
+    quant_params,
+)
+from accelbuild.quantize.qdq.collect import collect
+from accelbuild.quantize.qdq.graph import Numbers, write_qdq
+from accelbuild.quantize.qdq.integers import IntegerWeights, integer_weights
+from accelbuild.quantize.qdq.plan import Plan, make_plan
+from accelbuild.quantize.weights import weight_bytes
+
+log = logging.getLogger(__name__)
+
+WEIGHT_BITS = (8, 16)
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class QdqConfig:
+    """How to quantize. ``bits`` maps node names to 8 or 16 (the layer's weights and its output
+    activation; a graph input's name sets that input's quantization); ``float_nodes`` names nodes left float (host layers); ``share_concat_scales`` gives a
+    Concat's inputs and output one scale; ``unsigned_nonnegative`` (symmetric only) puts never-negative
+    tensors on the unsigned grid; ``percentile`` is used by the percentile method."""
+
+    weight_bits: int = 8
+    activation_bits: int = 8
+    symmetric: bool = False
+    method: Method = "percentile"
+    percentile: float = 99.99
+    share_concat_scales: bool = False
+    unsigned_nonnegative: bool = True
+    bits: Mapping[str, int] = field(default_factory=dict)
+    float_nodes: frozenset[str] = frozenset()
+    bins: int = DEFAULT_BINS
+
+    def __post_init__(self) -> None:
+        if self.weight_bits not in WEIGHT_BITS:
+            raise ValueError(f"weight_bits must be 8 or 16, not {self.weight_bits}")
+        if self.activation_bits not in ACTIVATION_BITS:
+            raise ValueError(f"activation_bits must be 8 or 16, not {self.activation_bits}")
+        if self.method not in METHODS:
+            raise ValueError(f"calibration must be one of {', '.join(METHODS)}, not {self.method!r}")
+        for name, bits in self.bits.items():
+            if bits not in WEIGHT_BITS:
+                raise ValueError(f"layer {name!r}: bits must be 8 or 16, not {bits}")
+
+
+@dataclass
+class Calibrated:
+    """A prepared model, its plan and the measured statistics: everything ``build`` needs."""
+
+    model: onnx.ModelProto
+    plan: Plan
+    stats: dict[str, TensorStats]
+    frames: int
+    config: QdqConfig
+    weight_cache: dict[tuple[str, int, float], IntegerWeights] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class QdqResult:
+    model: onnx.ModelProto
+    tensors: dict[str, dict[str, Any]]   # calibration record per activation tensor
+    layers: list[dict[str, Any]]         # per weighted layer: name, op, bits, weights, weight_bytes, sqnr_db
+    params: dict[str, QuantParams]       # per activation tensor
+
+    def calibration_record(self) -> dict[str, Any]:
+        """The content of calibration.json."""
+        return {"tensors": self.tensors, "layers": self.layers}
+
+
+def quantize_qdq(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig = QdqConfig()) -> QdqResult:
+    """Calibrate on ``feeds`` and build the QDQ model with ``config.bits``."""
+    return build(calibrate(model, feeds, config))
+
+
+def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy at opset >= 21 (int16 QuantizeLinear), every node named, nodes in topological order,
+    shapes and types inferred."""
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    if default_opset(result) < TARGET_OPSET:
+        convert_opset(result)
+        if default_opset(result) < TARGET_OPSET:
+            raise ValueError(f"QDQ models need opset {TARGET_OPSET}; the model could not be converted")
+    name_nodes(result)
+    ordered = g.topological_order(result.graph)
+    del result.graph.node[:]
+    result.graph.node.extend(ordered)
+    return onnx.shape_inference.infer_shapes(result)
+
+
+def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig = QdqConfig()) -> Calibrated:
+    """Plan the model and measure the planned tensors over ``feeds`` (streamed, one frame at a time)."""
+    prepared = prepare(model)
+    _check_names(prepared, config)
+    plan = make_plan(prepared, config.float_nodes, config.share_concat_scales)
+    counted = _Counted(feeds)
+    stats = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax", bins=config.bins)
+    return Calibrated(prepared, plan, stats, counted.count, config)
+
+
+def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqResult:
+    """The QDQ model for per-layer ``bits`` (default: the config's), without running the model."""
+    config = calibrated.config
+    overrides = dict(config.bits if bits is None else bits)
+    _check_names(calibrated.model, config, overrides)
+    plan, graph = calibrated.plan, calibrated.model.graph
+    groups = {gid: _group_params(calibrated, gid, overrides) for gid in plan.groups}
+    weights: dict[str, IntegerWeights] = {}
+    layer_records = []
+    for wp in plan.weights:
+        layer = wp.layer
+        layer_bits = overrides.get(layer.name, config.weight_bits)
+        input_scale = groups[plan.group_of[wp.activation]].scale
+        key = (layer.name, layer_bits, input_scale)
+        if key not in calibrated.weight_cache:  # precision searches rebuild with the same weights often
+            bias = g.constant(graph, wp.bias) if wp.bias else None
+            ints = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits, input_scale,
+                                   None if bias is None else bias.reshape(-1), layer.name)
+            if bias is not None and ints.bias_codes is not None:  # a MatMul's Add may hold [1, N]
+                ints = replace(ints, bias_codes=ints.bias_codes.reshape(bias.shape))
+            calibrated.weight_cache[key] = ints
+        ints = calibrated.weight_cache[key]
+        weights[layer.name] = ints
+        layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
+                              "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
+                              "axis": layer.axis, "sqnr_db": round(ints.sqnr_db, 3),
+                              "int32_bias": ints.bias_codes is not None})
+    constants = {}
+    for const in plan.constants:
+        value = g.constant(graph, const.tensor)
+        params = groups[const.group] if const.group is not None else quant_params(
+            float(value.min()), float(value.max()), overrides.get(const.node, config.activation_bits),
+            config.symmetric, config.unsigned_nonnegative)
+        constants[(const.node, const.index)] = (params.quantize(value), params)
+    model = write_qdq(calibrated.model, plan, Numbers(groups, weights, constants))
+    params = {t: groups[gid] for t, gid in plan.group_of.items()}
+    return QdqResult(model, _tensor_records(calibrated, params), layer_records, params)
+
+
+def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]) -> QuantParams:
+    config, plan = calibrated.config, calibrated.plan
+    group = plan.groups[gid]
+    requested = [overrides[name] for name in sorted(group.layers) if name in overrides]
+    bits = max(requested) if requested else config.activation_bits
+    parts = [calibrated.stats[s] for s in group.sources]
+    for name in group.constants:  # a shared Concat's constant inputs must fit the shared range too
+        extra = TensorStats(config.bins, histogram=parts[0].counts is not None)
+        extra.add(g.constant(calibrated.model.graph, name))
+        parts.append(extra)
+    stats = parts[0] if len(parts) == 1 else TensorStats.merged(parts)
+    method = "minmax" if group.bounded else config.method
+    low, high = choose_range(stats, method, bits, config.symmetric, config.percentile, config.unsigned_nonnegative)
+    return quant_params(low, high, bits, config.symmetric, config.unsigned_nonnegative)
+
+
+def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> dict[str, dict[str, Any]]:
+    plan, config = calibrated.plan, calibrated.config
+    records = {}
+    for tensor, p in params.items():
+        group = plan.groups[plan.group_of[tensor]]
+        record: dict[str, Any] = {
+            "range": [float(np.float32(p.low)), float(np.float32(p.high))],
+            "scale": p.scale, "zero_point": p.zero_point, "bits": p.bits, "dtype": p.dtype.name,
+            "symmetric": config.symmetric, "method": "minmax" if group.bounded else config.method,
+            "frames": calibrated.frames,
+        }
+        if len(group.members) > 1:
+            record["shared_with"] = [m for m in group.members if m != tensor]
+        records[tensor] = record
+    return records
+
+
+def _check_names(model: onnx.ModelProto, config: QdqConfig, bits: Mapping[str, int] | None = None) -> None:
+    nodes = {n.name for n in model.graph.node}
+    inputs = {v.name for v in g.real_inputs(model.graph)}
+    for what, given, names in (("bits", bits if bits is not None else config.bits, nodes | inputs),
+                               ("float_nodes", config.float_nodes, nodes)):
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise ValueError(f"{what}: no node named {', '.join(map(repr, unknown))} in the model")
+    if bits is not None:
+        for name, value in bits.items():
+            if value not in WEIGHT_BITS:
+                raise ValueError(f"layer {name!r}: bits must be 8 or 16, not {value}")
+
+
+class _Counted:
+    """Iterate over feeds once, counting them."""
+
+    def __init__(self, feeds: Iterable[Feeds]) -> None:
+        self.feeds, self.count = feeds, 0
+
+    def __iter__(self):
+        for feed in self.feeds:
+            self.count += 1
+            yield feed
+
+
+__all__ = ["Calibrated", "QdqConfig", "QdqResult", "build", "calibrate", "prepare", "quantize_qdq"]

@@ -1,0 +1,61 @@
+"""Run the float model frame by frame and stream the tensors to be measured into ``TensorStats``.
+
+One onnxruntime session of a copy of the model that also outputs every measured tensor; memory holds one
+frame's tensors and the fixed-size statistics, however many frames there are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from accelbuild.quantize import measure
+from accelbuild.quantize.calibration import DEFAULT_BINS, TensorStats
+
+log = logging.getLogger(__name__)
+
+
+def collect(model: onnx.ModelProto, tensors: list[str], feeds: Iterable[dict[str, np.ndarray]],
+            histogram: bool = True, bins: int = DEFAULT_BINS) -> dict[str, TensorStats]:
+    """Statistics of ``tensors`` (graph inputs or node outputs) over every frame of ``feeds``."""
+    stats = {t: TensorStats(bins, histogram) for t in tensors}
+    probe = _with_outputs(model, tensors)
+    sess = measure.session(probe)
+    input_names = [i.name for i in sess.get_inputs()]
+    fetched = [t for t in tensors if t not in input_names]
+    frames = 0
+    for feed in feeds:
+        run = _run(sess, fetched, {k: v for k, v in feed.items() if k in input_names}) if fetched else []
+        for name, value in zip(fetched, run):
+            stats[name].add(value)
+        for name in tensors:
+            if name in input_names:
+                stats[name].add(feed[name])
+        frames += 1
+    if frames == 0:
+        raise ValueError("calibration needs at least one input frame")
+    log.debug("calibrated %d tensor(s) over %d frame(s)", len(tensors), frames)
+    return stats
+
+
+def _with_outputs(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {o.name for o in probe.graph.output} | {i.name for i in probe.graph.input}
+    for name in tensors:
+        if name not in present:
+            probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    return probe
+
+
+def _run(sess, names: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    try:
+        return sess.run(names, feed)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for bad inputs
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise measure.ModelRunError(f"onnxruntime cannot run the model on the calibration inputs ({first[:300]})") \
+            from None

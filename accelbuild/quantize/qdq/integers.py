@@ -1,0 +1,55 @@
+"""Integer weights and biases of one weighted layer, the way integer engines store them.
+
+Weights: per output channel, symmetric, on [-qmax, qmax] (``accelbuild.quantize.weights.quantize``,
+with its per-channel clipping search). Bias: int32 with scale ``input_scale * weight_scale`` per
+channel, zero point 0, so the engine adds it to the integer accumulator. When a bias would not fit in
+int32 (tiny weight scales under 16-bit activations), that channel's weight scale is raised until it
+fits, as onnxruntime's quantizer does, and the channel's weights are requantized.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelbuild.quantize.weights import dequantize, qmax, quantize, sqnr_db
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class IntegerWeights:
+    codes: np.ndarray                 # int8 (8 bits) or int16 (16 bits)
+    scales: np.ndarray                # float32, one per output channel
+    bias_codes: np.ndarray | None     # int32
+    bias_scales: np.ndarray | None    # float32: input scale * weight scale
+    sqnr_db: float                    # of the weights
+
+
+def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float,
+                    bias: np.ndarray | None, name: str = "") -> IntegerWeights:
+    codes, scales = quantize(weight, bits, axis)
+    bias_codes = bias_scales = None
+    if bias is not None:
+        needed = (np.abs(bias.astype(np.float64)) / (np.float64(input_scale) * INT32_MAX)).astype(np.float32)
+        low = scales < needed
+        if np.any(low):
+            log.warning("%s: raised the weight scale of %d channel(s) so the int32 bias fits", name, int(low.sum()))
+            scales = np.where(low, np.nextafter(needed, np.float32(np.inf)), scales).astype(np.float32)
+            codes = _codes(weight, scales, bits, axis)
+        bias_scales = (np.float32(input_scale) * scales).astype(np.float32)
+        bias_codes = np.clip(np.rint(bias.astype(np.float64) / bias_scales), -INT32_MAX, INT32_MAX).astype(np.int32)
+    return IntegerWeights(codes, scales, bias_codes, bias_scales,
+                          sqnr_db(weight, dequantize(codes, scales, axis)))
+
+
+def _codes(weight: np.ndarray, scales: np.ndarray, bits: int, axis: int) -> np.ndarray:
+    shape = [1] * weight.ndim
+    shape[axis] = -1
+    top = qmax(bits)
+    codes = np.clip(np.rint(weight.astype(np.float64) / scales.reshape(shape)), -top, top)
+    return codes.astype(np.int16 if bits == 16 else np.int8)
