@@ -18,7 +18,7 @@ import onnx
 
 from accelbuild.errors import InputFileError
 from accelbuild.passes import graph as g
-from accelbuild.stages.params import AccuracyInputs
+from accelbuild.stages.params import AccuracyInputs, DataParams
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000
@@ -65,6 +65,21 @@ def data_inputs(model: onnx.ModelProto, files: dict[str, Path], shown: str) -> l
     return [{name: per_input[name][i] for name in per_input} for i in range(count)]
 
 
+def data_folder(inputs: dict[str, Path]) -> Path:
+    """The folder the ``data:<relative path>`` inputs come from."""
+    role, path = next((r, p) for r, p in inputs.items() if r.startswith("data:"))
+    return Path(str(path)[: -len(role[len("data:"):])])
+
+
+def describe_inputs(source: AccuracyInputs, data: DataParams | None, count: int) -> dict[str, object]:
+    """What a record says about the inputs its figures were measured on."""
+    if data is not None:
+        return {"inputs": "data", "folder": data.text, "samples": count}
+    if source.data is not None:
+        return {"inputs": "data", "folder": source.data, "samples": count}
+    return {"inputs": "random", "samples": count, "seed": source.seed}
+
+
 def _samples(path: Path, shape: list[int], dtype: np.dtype) -> list[np.ndarray]:
     try:
         array = np.load(path, allow_pickle=False)
@@ -79,9 +94,17 @@ def _samples(path: Path, shape: list[int], dtype: np.dtype) -> list[np.ndarray]:
     raise InputFileError(path, f"array of shape {list(array.shape)} does not fit input shape {shape}")
 
 
-def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[str, Path]) -> list[Feeds]:
-    """A stage's accuracy inputs: the data folder's files among its ``inputs`` (roles ``data:<path>``),
-    or seeded random inputs."""
+def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[str, Path],
+                 data: DataParams | None = None) -> list[Feeds]:
+    """A stage's accuracy inputs: ``models[].data`` (images or arrays, preprocessed for the model), else
+    the ``benchmark.accuracy.data`` files among its ``inputs`` (roles ``data:<path>``), else seeded random
+    inputs."""
+    if data is not None:
+        from accelbuild.build.stages import data_spec
+        from accelbuild.data.load import load_inputs
+        from accelbuild.data.spec import input_infos
+
+        return load_inputs(data_spec(data, data_folder(inputs)), input_infos(model))
     if source.data is not None:
         files = {role[len("data:"):]: path for role, path in inputs.items() if role.startswith("data:")}
         return data_inputs(model, files, source.data)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.stages.params import AccuracyInputs, CropParams, ImportParams, QuantizeParams
+from accelbuild.stages.params import AccuracyInputs, CropParams, DataParams, ImportParams, QuantizeParams
 
 STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
 
@@ -49,6 +49,28 @@ def accuracy_data(pipeline: PipelineSpec) -> dict[str, Path]:
     if folder is None:
         return {}
     return {f"data:{path.relative_to(folder).as_posix()}": path for path in sorted(folder.rglob("*.npy"))}
+
+
+def model_data(model: ModelSpec) -> dict[str, Path]:
+    """The files of ``models[].data`` (the first ``count`` samples) as inputs ``data:<relative path>``."""
+    if model.data is None:
+        return {}
+    from accelbuild.data.files import data_files
+
+    folder = model.data.path
+    return {f"data:{path.relative_to(folder).as_posix()}": path for path in data_files(data_spec(model.data))}
+
+
+def data_spec(data: Any, folder: Path | None = None) -> Any:
+    """The ``accelbuild.data`` spec of ``models[].data`` settings (a DataSettings, or DataParams + folder)."""
+    from accelbuild.data.spec import DataSpec
+
+    return DataSpec(folder or data.path, data.text, data.count, data.resize, data.color, data.mean, data.std)
+
+
+def data_params(model: ModelSpec) -> DataParams | None:
+    d = model.data
+    return None if d is None else DataParams(d.text, d.count, d.resize, d.color, d.mean, d.std)
 
 
 def accuracy_inputs(pipeline: PipelineSpec) -> AccuracyInputs:
@@ -100,7 +122,7 @@ def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
     inputs = {"ai": folder / "ai.onnx", "crop": folder / "crop.json"}
     if model.quantize.bits_file is not None:
         inputs["bits_file"] = model.quantize.bits_file
-    inputs.update(accuracy_data(pipeline))
+    inputs.update(model_data(model) if model.data is not None else accuracy_data(pipeline))
     return inputs
 
 
@@ -122,6 +144,7 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
         bits_file=q.bits_file_text,
         auto_precision=q.auto_precision,
         accuracy=accuracy_inputs(pipeline),
+        data=data_params(model),
         precision=target.precision(pipeline),
         target=target.quantize_params(pipeline),
     )

@@ -11,6 +11,8 @@ from typing import Any, Iterable
 
 from accelbuild.config import compose, schema_check
 from accelbuild.config.spec import (
+    AutoPrecision,
+    DataSettings,
     BenchmarkSpec,
     ClosedLoopSpec,
     CropSpec,
@@ -276,7 +278,22 @@ class _Checker:
             input_shapes=self.input_shapes(at + ("input_shapes",), m["input_shapes"]),
             crop=self.crop(at + ("crop",), m.get("crop")),
             quantize=self.quantize(at + ("quantize",), m["quantize"]),
+            data=self.data(at + ("data",), m.get("data")),
         )
+
+    def data(self, at: tuple[Any, ...], d: dict[str, Any] | None) -> DataSettings | None:
+        if d is None:
+            return None
+        folder = self.existing(at + ("path",), d["path"], folder=True)
+        pre = d["preprocess"]
+        channels = 1 if pre["color"] == "gray" else 3
+        for key in ("mean", "std"):
+            if len(pre[key]) not in (1, channels):
+                self.error(at + ("preprocess", key), f"{key} needs 1 or {channels} value(s) for color "
+                                                     f"{pre['color']}, not {len(pre[key])}")
+        resize = tuple(pre["resize"]) if pre["resize"] is not None else None
+        return DataSettings(folder, d["path"], d.get("count"), resize, pre["color"],  # type: ignore[arg-type]
+                            tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]))
 
     def input_shapes(self, at: tuple[Any, ...], value: Any) -> InputShapes:
         def shape(v: Any) -> Shape:
@@ -312,7 +329,7 @@ class _Checker:
     def quantize(self, at: tuple[Any, ...], q: dict[str, Any]) -> QuantizeSpec:
         if "bits" in q and "bits_file" in q:
             self.error(at + ("bits_file",), "give per-layer bits either inline (bits) or in a file (bits_file), not both", key=True)
-        if q["auto_precision"] and ("bits" in q or "bits_file" in q):
+        if q["auto_precision"] is not False and ("bits" in q or "bits_file" in q):
             other = "bits" if "bits" in q else "bits_file"
             self.error(
                 at + ("auto_precision",),
@@ -320,8 +337,11 @@ class _Checker:
                 key=True,
             )
         bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
-        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"),
-                            q["auto_precision"])
+        auto = q["auto_precision"]
+        target = None if auto is False else AutoPrecision() if auto is True else \
+            AutoPrecision(auto.get("min_cosine", 0.99), auto.get("max_extra_bytes"))
+        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"), target,
+                            q.get("activation_bits"), q.get("calibration"), q.get("calibration_frames"))
 
     def closed_loop(self, c: dict[str, Any], num_models: int) -> ClosedLoopSpec:
         if c["prioritize_model"] >= num_models:

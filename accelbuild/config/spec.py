@@ -51,12 +51,36 @@ class CropSpec:
 
 
 @dataclass(frozen=True)
+class AutoPrecision:
+    """Raise the most sensitive layers until the output reaches ``min_cosine`` (``true`` = 0.99)."""
+
+    min_cosine: float = 0.99
+    max_extra_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class QuantizeSpec:
     weight_bits: int = 8
     bits: dict[str, int] = field(default_factory=dict)
     bits_file: Path | None = None
     bits_file_text: str | None = None  # as written in the YAML, for messages
-    auto_precision: bool = False
+    auto_precision: AutoPrecision | None = None
+    activation_bits: int | None = None  # npu / ethos-u only
+    calibration: str | None = None
+    calibration_frames: int | None = None
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """``models[].data``: a folder of images or .npy arrays, and how images become inputs."""
+
+    path: Path
+    text: str  # as written in the YAML, for messages
+    count: int | None
+    resize: tuple[int, int] | None
+    color: str
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -69,6 +93,7 @@ class ModelSpec:
     input_shapes: InputShapes
     crop: CropSpec
     quantize: QuantizeSpec
+    data: DataSettings | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbuild.config.spec import InputShapes
+from accelbuild.config.spec import AutoPrecision, InputShapes
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,18 @@ class AccuracyInputs:
 
 
 @dataclass(frozen=True)
+class DataParams:
+    """``models[].data`` without its folder (the files are stage inputs ``data:<relative path>``)."""
+
+    text: str  # the folder as the YAML writes it
+    count: int | None
+    resize: tuple[int, int] | None
+    color: str
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class PrecisionRules:
     """What a family's hardware computes with, which the quantize stage follows."""
 
@@ -57,7 +69,8 @@ class QuantizeParams:
     weight_bits: int
     bits: dict[str, int]
     bits_file: str | None  # as the YAML writes it; the file's content is a stage input
-    auto_precision: bool
+    auto_precision: AutoPrecision | None
     accuracy: AccuracyInputs
+    data: DataParams | None  # models[].data: used instead of ``accuracy`` when given
     precision: PrecisionRules
     target: Any  # the family's own part (e.g. mx3's host packet formats), a frozen dataclass

@@ -16,7 +16,7 @@ from accelbuild import accuracy
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends.onnx_model import save_onnx
-from accelbuild.quantize import auto_precision, measure
+from accelbuild.quantize import auto_precision, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import WeightedLayer, weighted_layers
 from accelbuild.stages.context import StageContext
@@ -42,12 +42,18 @@ def run(ctx: StageContext) -> None:
     _check_precision(ctx, q)
     bits = {layer.name: q.weight_bits for layer in layers}
     bits.update(_overrides(ctx, layers))
-    samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs))
+    samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs, q.data))
     auto_record = None
-    if q.auto_precision:
-        decision = auto_precision.choose_bits(ai, layers, q.weight_bits, samples)
-        bits, auto_record = decision.bits, decision.record
-        log.info("%s: auto precision raised %d layer(s) to 16 bits", q.model, len(decision.record["raised"]))
+    if q.auto_precision is not None:
+        target = q.auto_precision
+        candidates = [c for c in precision_measures.weight_candidates(layers, q.weight_bits) if c.extra_bytes > 0]
+        decision = auto_precision.raise_to_target(candidates, precision_measures.weight_cosine(ai, layers, samples),
+                                                  target.min_cosine, target.max_extra_bytes)
+        bits.update(decision.bits)
+        auto_record = decision.record
+        log.info("%s: auto precision raised %d layer(s) to 16 bits; cosine %.5f (%s)", q.model,
+                 len(decision.record["raised"]), decision.cosine,
+                 "target reached" if decision.reached else "target not reached")
     quantized = quantize_layers(ai, layers, bits)
     model = quantized_model(ai, quantized)
     save_onnx(model, ctx.outputs["quantized.onnx"])
@@ -60,7 +66,8 @@ def run(ctx: StageContext) -> None:
         "weight_bytes": sum(r["weight_bytes"] for r in records),
         "layers": records,
         "activations": q.precision.activations,
-        "output": {**measure.compare(reference, measured), "samples": len(samples)},
+        "output": {**measure.compare(reference, measured),
+                   **accuracy.describe_inputs(q.accuracy, q.data, len(samples))},
         "auto_precision": auto_record,
         **get_target(q.family).quantize_record(ai, q.target),
     })

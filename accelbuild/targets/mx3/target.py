@@ -156,6 +156,12 @@ class Mx3Target:
                              t["input_format"], t["output_format"], t["share_input"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
+        for model in spec.models:
+            for key in ("activation_bits", "calibration", "calibration_frames"):
+                if getattr(model.quantize, key) is not None:
+                    checker.error(("models", model.index, "quantize", key),
+                                  f"{key} applies to families that quantize activations (npu, ethos-u); mx3 "
+                                  "computes activations in bfloat16, so only weights are quantized", key=True)
         if spec.closed_loop.enabled and spec.target.effort != "hard":
             checker.error(
                 ("closed_loop", "enabled"),
