@@ -25,7 +25,8 @@ def run(ctx: StageContext) -> None:
     models = [ModelSource(name, ctx.inputs[f"{name}/quantized.onnx"]) for name in params.models]
     sim = simcfg(params.frames, params.seed) if params.sim_dfp else None
     hw = hardware_from_dict(params.profile)
-    write_dfp(ctx.outputs["dfp"], build_dfp(models, mapping, hw, params.input_format, params.output_format, sim))
+    write_dfp(ctx.outputs["dfp"], build_dfp(models, mapping, hw, params.input_format, params.output_format, sim,
+                                            share_input=params.share_input))
     if params.closed_loop.enabled:
         _closed_loop(ctx, params, mapping, models, hw, sim)
 
@@ -39,10 +40,10 @@ def _closed_loop(ctx: StageContext, params: AssembleParams, mapping: dict, model
     records = closed_loop.split_records(inputs, mapping, hw, int(mapping["num_chips_requested"]), params.share_input)
     digest = json_digest({role: file_sha256(path) for role, path in sorted(ctx.inputs.items())})
     settings = {"frames": params.frames, "seed": params.seed, "input_format": params.input_format,
-                "output_format": params.output_format, "sim": sim, "profile": hw.digest}
+                "output_format": params.output_format, "share_input": params.share_input, "sim": sim, "profile": hw.digest}
     jobs = [closed_loop.SplitJob(i, closed_loop.split_key(digest, r, settings), r, tuple(models),
-                                 params.profile, params.input_format, params.output_format, sim,
-                                 params.frames, params.seed) for i, r in enumerate(records)]
+                                 params.profile, params.input_format, params.output_format, params.share_input,
+                                 sim, params.frames, params.seed) for i, r in enumerate(records)]
     results = closed_loop.run(jobs, ctx.jobs, ctx.cache)
     figures = [f for _, f in results]
     best = closed_loop.choose(figures, loop.prioritize_model, list(params.models))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
+from accelbuild.build.code_identity import code_digest
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.stages.context import SplitCache
 from accelbuild.targets.mx3.dfp import dfp_bytes
@@ -39,6 +40,7 @@ class SplitJob:
     profile: dict[str, Any]  # the merged hardware profile
     input_format: str
     output_format: str
+    share_input: bool
     sim: dict[str, Any] | None
     frames: int
     seed: int
@@ -67,7 +69,7 @@ def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     from accelbuild.targets.mx3.sim.program import load_program
 
     dfp = build_dfp(list(job.models), job.record, hardware_from_dict(job.profile), job.input_format,
-                    job.output_format, job.sim)
+                    job.output_format, job.sim, share_input=job.share_input)
     data = dfp_bytes(dfp)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "split.dfp"
@@ -106,8 +108,11 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
 
 
 def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str, Any]) -> str:
+    """The cache key of one split: the stage's inputs, the split, the settings and the mx3 code that compiles
+    and times it (an edit to the assembler or the simulator must not reuse old figures)."""
     return json_digest({"kind": "closed_loop_split", "inputs": input_digest, "boundaries": record["boundaries"],
-                        "strategy": record["strategy"], "settings": job_settings, "version": __version__})
+                        "strategy": record["strategy"], "settings": job_settings, "version": __version__,
+                        "code": code_digest(("accelbuild.targets.mx3",))})
 
 
 def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str]) -> int:

@@ -96,6 +96,7 @@ class Link:
     count: int = 1
     lanes: int | None = None
     raw_bytes_per_second: float | None = None
+    frames_in_flight: int | None = None  # host link: transfers per model and direction at once
 
     @property
     def total_bytes_per_second(self) -> float:

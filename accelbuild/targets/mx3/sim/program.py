@@ -18,7 +18,6 @@ from accelbuild.errors import InputFileError
 from accelbuild.quantize.precision import storage_dtype
 
 
-
 @dataclass
 class ProgramModel:
     name: str
@@ -36,6 +35,7 @@ class Program:
     boundaries: list[int]
     predicted: dict[str, Any]
     simcfg: dict[str, Any] | None
+    share_input: bool = False  # one input stream feeds every model
 
 
 def load_program(path: Path, shown: str | None = None) -> Program:
@@ -47,7 +47,9 @@ def load_program(path: Path, shown: str | None = None) -> Program:
         weights = dfp.sections["weights"]
         models = [_model(entry, graphs, weights, program, dfp) for entry in program["models"]]
         simcfg = json.loads(dfp.sections["simcfg"]) if "simcfg" in dfp.sections else None
-        return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg)
+        int(program["hardware"]["host_link"]["frames_in_flight"])  # the timing model's buffers are in the program
+        return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg,
+                       bool(program["packets"].get("share_input", False)))
     except (KeyError, ValueError, TypeError, IndexError) as exc:
         raise InputFileError(shown, f"the DFP's program cannot be simulated: {exc.__class__.__name__}: {exc}") from None
 
