@@ -67,7 +67,9 @@ def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwarePr
         "models": program_models,
         "boundaries": mapping["boundaries"],
         "strategy": mapping["strategy"],
-        "predicted": {"fps": mapping["fps"], "latency_ms": mapping["latency_ms"], "bottleneck": mapping["bottleneck"]},
+        "predicted": {"fps": mapping["fps"], "latency_ms": mapping["latency_ms"], "bottleneck": mapping["bottleneck"],
+                      "models": [{key: m[key] for key in ("name", "fps", "latency_ms", "bottleneck")}
+                                 for m in mapping["models"]]},
         "hardware": _hardware(hw),
         "packets": {"input_format": input_format, "output_format": output_format, "share_input": share_input},
     }
@@ -150,6 +152,7 @@ def _hardware(hw: HardwareProfile) -> dict[str, Any]:
         "macs_per_cycle": hw.chip.mac_cores.macs_per_cycle,
         "alu_ops_per_cycle": hw.chip.alu_cores.ops_per_cycle,
         "layer_overhead_cycles": hw.chip.layer_overhead_cycles,
+        "weight_memory_bytes": hw.weight_memory_bytes,
         "host_link": {"bytes_per_second": hw.host_link.total_bytes_per_second, "latency_us": hw.host_link.latency_us,
                       "frames_in_flight": hw.host_link.frames_in_flight},
         "chip_link": {"bytes_per_second": hw.chip_to_chip_link.total_bytes_per_second,

@@ -15,7 +15,6 @@ from typing import Any
 from accelbuild.targets.profile_files import ProfileKind, load_profile
 from accelbuild.util.files import json_digest
 
-
 MX3_PROFILES = ProfileKind("hardware.schema.json", "accelbuild.targets.mx3.profiles",
                            "accelbuild.targets.mx3.profile_rules")
 

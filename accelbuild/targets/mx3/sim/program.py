@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from accelbuild.targets.mx3.dfp import Dfp, read_dfp
-from accelbuild.targets.mx3.dfp.weights import read_tensor
 from accelbuild.errors import InputFileError
 from accelbuild.quantize.precision import storage_dtype
+from accelbuild.targets.mx3.dfp import Dfp, read_dfp
+from accelbuild.targets.mx3.dfp.weights import read_tensor
 
 
 @dataclass

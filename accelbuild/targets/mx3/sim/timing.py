@@ -315,7 +315,7 @@ def _result(program: Program, state: dict[str, _ModelState], frames: int, clock:
                 "compute_us": round(float(row["cycles"]) / clock * 1e6, 4),
                 "data_us": round((end - start) * 1e6 - float(row["cycles"]) / clock * 1e6, 4),
             })
-    busy_by_layer = {(l["model"], l["name"]): l["active_fraction"] for l in layers}
+    busy_by_layer = {(entry["model"], entry["name"]): entry["active_fraction"] for entry in layers}
     utilization = {}
     for s in state.values():
         for row in s.model.layers:
