@@ -135,7 +135,12 @@ class _ModelState:
                 self.consumers.setdefault(source, []).append(row["name"])
         self.first = [row for row in model.layers if not row.get("inputs")]
         buffering = buffers.buffering(model, hw)
-        self.edges, self.send_frames, self.ports = buffering.edge_frames, buffering.send_frames, buffering.port_frames
+        self.edges, self.ports = buffering.edge_frames, buffering.port_frames
+        self.sends: dict[str, list[tuple[int, float]]] = {}  # producer -> (chip boundary, frames its sender holds)
+        for (source, boundary), frames in sorted(buffering.send_frames.items()):
+            self.sends.setdefault(source, []).append((boundary, frames))
+        self.cores = {row["name"]: [(row["chip"], row["kind"], row["first_core"] + k) for k in range(int(row["cores"]))]
+                      for row in model.layers}
         latency = float(hw["host_link"]["latency_us"]) * 1e-6
         self.host_in = _Link(bandwidth[sharing.HOST_IN], latency)
         self.host_out = _Link(bandwidth[sharing.HOST_OUT], latency)
@@ -169,18 +174,14 @@ class _ModelState:
                 channels[(source, boundary)] = _Link(rate * nbytes / total if total > 0 else rate, latency)
         return channels
 
-    def _cores(self, row: dict) -> list[tuple[int, str, int]]:
-        return [(row["chip"], row["kind"], row["first_core"] + k) for k in range(int(row["cores"]))]
-
     def _earliest(self, row: dict, f: int) -> float:
         """When ``row`` could start frame f as far as its cores and its buffers downstream allow."""
         name = row["name"]
-        when = max([self.core_free.get(c, 0.0) for c in self._cores(row)], default=0.0)
+        when = max([self.core_free.get(c, 0.0) for c in self.cores[name]], default=0.0)
         for reader in self.consumers[name]:
             when = max(when, self._position(reader, f - self.edges[(name, reader)]))
-        for (source, boundary), frames in self.send_frames.items():
-            if source == name:
-                when = max(when, self._link_position(name, boundary, f - frames))
+        for boundary, frames in self.sends.get(name, ()):
+            when = max(when, self._link_position(name, boundary, f - frames))
         if name in self.ports:
             when = max(when, self._out_position(f - self.ports[name]))
         return when
@@ -237,17 +238,16 @@ class _ModelState:
         end = self.end[name][f]
         for reader in self.consumers[name]:
             end = max(end, self._position(reader, f + 1 - self.edges[(name, reader)]))
-        for (source, boundary), frames in self.send_frames.items():
-            if source == name:
-                end = max(end, self._link_position(name, boundary, f + 1 - frames))
+        for boundary, frames in self.sends.get(name, ()):
+            end = max(end, self._link_position(name, boundary, f + 1 - frames))
         self.end[name][f] = end
-        for core in self._cores(row):
+        for core in self.cores[name]:
             self.core_free[core] = max(self.core_free.get(core, 0.0), end)
-        _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
-                self.start[name][f], end)
-        for (source, boundary), times in self.crossings.items():
-            if source == name and len(times) > f:
-                _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *times[f])
+        if spans is not None:
+            _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
+                    self.start[name][f], end)
+            for boundary, _ in self.sends.get(name, ()):
+                _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *self.crossings[(name, boundary)][f])
 
     def _layer(self, row: dict, f: int, in_start: float, in_transfer: float) -> None:
         name, fraction = row["name"], float(row.get("start_fraction", 1.0))
@@ -267,7 +267,7 @@ class _ModelState:
             first_ready, all_ready = max(first_ready, first), max(all_ready, last)
         start = max(first_ready, self._earliest(row, f))
         end = max(start + duration, all_ready + fraction * duration)
-        for core in self._cores(row):
+        for core in self.cores[name]:
             self.core_free[core] = end
         self.start[name].append(start)
         self.end[name].append(end)
