@@ -70,6 +70,7 @@ def allocate(streams: list[Stream], capacity: dict[str, float], interface: Inter
             if index == 0 and largest > 0:
                 demand[name][HOST_IN] = largest
     own = {s.name: s.compute_fps for s in streams}
+    compute = dict(own)
     if share_input:
         slowest = min(own.values(), default=0.0)
         own = {n: slowest for n in names}
@@ -87,6 +88,11 @@ def allocate(streams: list[Stream], capacity: dict[str, float], interface: Inter
         fps = new
     bandwidth = _bandwidth(names, demand, capacity, fps)
     binding = {n: _binding(n, own, demand, capacity, fps, bandwidth, interface) for n in names}
+    if share_input and names:  # one stream: whatever binds any of the models binds them all
+        limits = [(compute[n], {"kind": "compute"}) for n in names]
+        limits += [limit for n in names for limit in _limits(n, demand, capacity, fps, bandwidth, interface)]
+        shared = min(limits, key=lambda item: item[0])[1]
+        binding = {n: shared for n in names}
     load = {k: sum(fps[n] * demand[n].get(k, 0.0) for n in names) for k in capacity}
     return Allocation(fps, binding, bandwidth, load)
 
@@ -159,9 +165,18 @@ def _binding(name: str, own: dict[str, float], demand: dict[str, dict[str, float
              fps: dict[str, float], bandwidth: dict[str, dict[str, float]], interface: Interface) -> dict[str, object]:
     """What limits ``name``: its own cores ("compute"), a link ("link" with its key) or the host interface's
     buffers ("host_buffers" with the direction), whichever allows the lowest rate."""
-    rate = fps[name]
-    if rate >= own[name] * (1 - 1e-9):
+    if fps[name] >= own[name] * (1 - 1e-9):
         return {"kind": "compute"}
+    limits = _limits(name, demand, capacity, fps, bandwidth, interface)
+    if not limits:
+        return {"kind": "compute"}
+    return min(limits, key=lambda item: item[0])[1]
+
+
+def _limits(name: str, demand: dict[str, dict[str, float]], capacity: dict[str, float], fps: dict[str, float],
+            bandwidth: dict[str, dict[str, float]], interface: Interface) -> list[tuple[float, dict[str, object]]]:
+    """(the rate it allows, the resource) for the host buffers and every link ``name`` uses."""
+    rate = fps[name]
     limits: list[tuple[float, dict[str, object]]] = []
     for key in (HOST_IN, HOST_OUT):
         nbytes = demand[name].get(key, 0.0)
@@ -173,6 +188,4 @@ def _binding(name: str, own: dict[str, float], demand: dict[str, dict[str, float
         if nbytes > 0:
             used = sum(fps[n] * demand[n].get(key, 0.0) for n in fps)
             limits.append((rate * total / used if used > 0 else math.inf, {"kind": "link", "link": key}))
-    if not limits:
-        return {"kind": "compute"}
-    return min(limits, key=lambda item: item[0])[1]
+    return limits
