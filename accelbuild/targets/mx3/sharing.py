@@ -176,16 +176,14 @@ def _binding(name: str, own: dict[str, float], demand: dict[str, dict[str, float
 def _limits(name: str, demand: dict[str, dict[str, float]], capacity: dict[str, float], fps: dict[str, float],
             bandwidth: dict[str, dict[str, float]], interface: Interface) -> list[tuple[float, dict[str, object]]]:
     """(the rate it allows, the resource) for the host buffers and every link ``name`` uses."""
-    rate = fps[name]
     limits: list[tuple[float, dict[str, object]]] = []
     for key in (HOST_IN, HOST_OUT):
         nbytes = demand[name].get(key, 0.0)
         if nbytes > 0:
             hold = interface.latency_s + nbytes / bandwidth[name][key]
             limits.append((interface.frames_in_flight / hold, {"kind": "host_buffers", "link": key}))
-    for key, total in capacity.items():
+    for key in capacity:
         nbytes = demand[name].get(key, 0.0)
-        if nbytes > 0:
-            used = sum(fps[n] * demand[n].get(key, 0.0) for n in fps)
-            limits.append((rate * total / used if used > 0 else math.inf, {"kind": "link", "link": key}))
+        if nbytes > 0:  # what the link lets this model move: what the others leave, at least an equal share
+            limits.append((bandwidth[name][key] / nbytes, {"kind": "link", "link": key}))
     return limits
