@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
-from conftest import run_cli, tree_bytes, write
+from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
 
 PIPELINE = """\
 accelbuild: 1
@@ -47,6 +48,28 @@ def test_benchmark_json_is_complete(project: Path) -> None:
     assert report.startswith("<!DOCTYPE html>") and "simulated" in report
 
 
+def test_multi_model_figures_are_per_model_and_name_what_binds(project: Path) -> None:
+    """Each model has its own rate and binding resource; the total is labelled a sum of different models'
+    frames; the latency says whose it is; the terminal names the simulator's binding resource per model."""
+    result = _run(project, TWO_MODEL_PIPELINE)
+    bench = json.loads((project / "build/p/benchmark.json").read_text())
+    names = [m["name"] for m in bench["models"]]
+    assert names == ["det", "cls"]
+    assert bench["fps"] == pytest.approx(sum(m["fps"] for m in bench["models"]), abs=0.02)
+    assert bench["fps_is"].startswith("sum of 2 models' frame rates (det, cls)")
+    assert bench["latency_model"] in names
+    assert bench["latency_ms"] == next(m["latency_ms"] for m in bench["models"] if m["name"] == bench["latency_model"])
+    assert [entry["model"] for entry in bench["agreement"]] == names
+    for model, entry in zip(bench["models"], bench["agreement"]):
+        assert model["binding"]["kind"] in {"layer", "host_link", "host_buffers", "chip_link", "stalls"}
+        assert 0 < model["binding"]["busy"] <= 1
+        assert entry["simulated"]["binding"] == model["binding"]
+        assert f"p: {model['name']}: " in result.stderr and "bound by" in result.stderr
+    assert "FPS summed over 2 models' frames" in result.stderr
+    mapping = json.loads((project / "build/p/mapping.json").read_text())
+    assert all("bottleneck" in m for m in mapping["models"])
+
+
 def test_bench_command(project: Path) -> None:
     _run(project, PIPELINE, "--until", "assemble")
     result = run_cli("bench", "build/p/p.dfp", "--frames", "50", "--json", cwd=project)
@@ -68,6 +91,56 @@ def test_closed_loop_picks_no_slower_split_and_reruns_nothing(project: Path) -> 
     third = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "assemble", cwd=project)
     assert third.code == 0 and f"{len(record['splits'])} from the cache" in third.stderr
     assert not (project / "build/p/splits").exists()
+
+
+def test_closed_loop_ships_the_best_measured_split(project: Path) -> None:
+    """<dfp_name> is the best measured split (the bytes of best_split.dfp and of its splits/ entry), the
+    benchmark measures exactly that program, and closed_loop.json says which file is which."""
+    _run(project, PIPELINE + "closed_loop: {enabled: true, jobs: 2, keep_splits: true}\n")
+    out = project / "build/p"
+    record = json.loads((out / "closed_loop.json").read_text())
+    shipped = (out / "p.dfp").read_bytes()
+    assert shipped == (out / "best_split.dfp").read_bytes()
+    assert shipped == (out / "splits" / f"{record['best']:02d}" / "split.dfp").read_bytes()
+    assert record["dfp"] == "p.dfp" and record["programs"]["p.dfp"]["split"] == record["best"]
+    assert record["cost_model_choice"] == 0 and record["cost_model_choice_fps"] == record["splits"][0]["fps"]
+    choice = out / "cost_model_choice.dfp"
+    if record["best"] == 0:
+        assert not choice.exists() and list(record["programs"]) == ["p.dfp"]
+    else:
+        assert choice.read_bytes() == (out / "splits/00/split.dfp").read_bytes()
+        assert record["programs"]["cost_model_choice.dfp"]["split"] == 0
+    bench = json.loads((out / "benchmark.json").read_text())
+    assert bench["dfp"] == "p.dfp" and bench["fps"] == record["best_fps"]
+    assert all(entry["agree"] for entry in bench["agreement"])   # the shipped split's own prediction
+
+
+def test_closed_loop_keeps_the_cost_models_choice_when_another_split_is_shipped(project: Path, monkeypatch) -> None:
+    """When the measurement picks another split than the cost model's first, both programs are kept:
+    <dfp_name> (= best_split.dfp) is the measured best, cost_model_choice.dfp the first choice."""
+    from accelbuild.build.stages import stages_of
+    from accelbuild.config.load import load_pipeline
+    from accelbuild.stages.context import Locator, StageContext
+    from accelbuild.targets.mx3 import assemble_stage, closed_loop
+
+    text = PIPELINE + "closed_loop: {enabled: true, jobs: 1, keep_splits: true}\n"
+    _run(project, text, "--until", "map")
+    monkeypatch.chdir(project)
+    spec = load_pipeline("p.yaml")
+    stage = next(s for s in stages_of(spec) if s.name == "assemble")
+    monkeypatch.setattr(closed_loop, "choose", lambda figures, prioritize, names: len(figures) - 1)
+    ctx = StageContext(stage.params(spec, None), stage.inputs(spec, None), stage.outputs(spec, None), Locator(None))
+    assemble_stage.run(ctx)
+    out = project / "build/p"
+    record = json.loads((out / "closed_loop.json").read_text())
+    last = len(record["splits"]) - 1
+    assert last > 0 and record["best"] == last
+    assert (out / "p.dfp").read_bytes() == (out / "best_split.dfp").read_bytes() \
+        == (out / f"splits/{last:02d}/split.dfp").read_bytes()
+    assert (out / "cost_model_choice.dfp").read_bytes() == (out / "splits/00/split.dfp").read_bytes()
+    assert record["programs"] == {
+        "p.dfp": {"split": last, "what": "the program to ship: the best measured split", "same_bytes_as": "best_split.dfp"},
+        "cost_model_choice.dfp": {"split": 0, "what": "the cost model's first choice, measured slower"}}
 
 
 def test_whole_build_is_byte_identical_across_runs_except_host_timings(project: Path, tmp_path_factory) -> None:

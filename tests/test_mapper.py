@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-from accelbuild.targets.mx3.hardware import load_hardware
-from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.targets.mx3.hardware import MX3_PROFILES, load_hardware
 from accelbuild.targets.mx3.mapper import cost, search
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
 from accelbuild.testing import models
 
 
-@lru_cache(maxsize=None)
+@cache
 def mx3():
     return load_hardware(MX3_PROFILES.builtins()["mx3"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def resnet_layers(bits: int = 8) -> tuple[Layer, ...]:
     model = models.resnet50()
     names = {n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
@@ -38,10 +37,32 @@ def _map(layers, chips: int, effort: str, target_fps: float | None = None, traff
 def test_resnet50_lands_near_the_vendor_figure() -> None:
     """The profile's calibration: ~1,800 FPS and ~3.3 ms on 4 chips at 600 MHz."""
     layers = resnet_layers()
-    assert abs(sum(l.work for l in layers if l.kind == "mac") / 1e9 - 4.09) < 0.01
+    assert abs(sum(layer.work for layer in layers if layer.kind == "mac") / 1e9 - 4.09) < 0.01
     estimate = _map(layers, 4, "normal").estimate
     assert 1800 * 0.8 <= estimate.fps <= 1800 * 1.25
     assert 3.3 * 0.5 <= estimate.latency_max_ms <= 3.3 * 1.5
+
+
+def test_resnet50_simulation_lands_near_the_vendor_figure_and_the_cost_model() -> None:
+    """The timing simulation of the same mapping: within the calibration band of the vendor's ~1,800 FPS and
+    ~3.3 ms, and within 10% (FPS) and 20% (latency) of the cost model's own figures."""
+    from accelbuild.targets.mx3.assembler import _hardware
+    from accelbuild.targets.mx3.mapper import plan
+    from accelbuild.targets.mx3.sim import timing
+    from accelbuild.targets.mx3.sim.program import Program, ProgramModel
+
+    layers = list(resnet_layers())
+    traffic = _traffic("r50")
+    request = search.Request(4, "normal", None, traffic)
+    record = plan.record(plan.Mapping(layers, search.map_layers(layers, mx3(), request), 4, request), mx3(), "normal")
+    model = ProgramModel("r50", None, record["layers"], traffic.input_bytes["r50"], traffic.output_bytes["r50"])  # type: ignore[arg-type]
+    program = Program(None, [model], _hardware(mx3()), record["boundaries"], {}, None)  # type: ignore[arg-type]
+    result = timing.simulate(program, 200)
+    assert 1800 * 0.8 <= result.fps <= 1800 * 1.25
+    assert 3.3 * 0.5 <= result.steady_latency_ms["r50"] <= 3.3 * 1.5
+    assert result.fps == pytest.approx(record["fps"], rel=0.10)
+    assert result.steady_latency_ms["r50"] == pytest.approx(record["latency_ms"], rel=0.20)
+    assert result.binding["r50"]["kind"] == record["bottleneck"]["kind"] == "layer"
 
 
 def test_sixteen_bit_weights_need_more_chips_than_four_bit() -> None:
@@ -85,6 +106,22 @@ def test_two_models_share_the_chips() -> None:
     shared = cost.Traffic({"a": 100, "b": 100}, {"a": 10, "b": 10}, share_input=True)
     together = _map(det + mlp, 2, "normal", traffic=shared)
     assert together.estimate.model_fps["a"] == together.estimate.model_fps["b"]
+
+
+def test_models_share_the_host_link_max_min_and_tiny_frames_meet_the_host_buffers() -> None:
+    """Two one-layer models on one chip: a moves 3.2 MB per frame in, b 3.2 kB. b is held by its host
+    buffers (4 transfers of 20 us + its wire time: under 200,000 FPS, under half the link), a takes the
+    rest of the link; each names what binds it, and the total is the sum of the two models' rates."""
+    hw = mx3()
+    layers = [Layer("a", "x", "Conv", "mac", work=1e3), Layer("b", "y", "Conv", "mac", work=1e3)]
+    traffic = cost.Traffic({"a": 3_200_000, "b": 3_200}, {"a": 0, "b": 0})
+    estimate = cost.evaluate(layers, [cost.Placement(0, 1), cost.Placement(0, 1)], hw, traffic, 1)
+    fps = estimate.model_fps
+    assert estimate.model_bottleneck["a"] == {"kind": "host_link", "direction": "to_chip"}
+    assert estimate.model_bottleneck["b"] == {"kind": "host_buffers", "direction": "to_chip", "frames_in_flight": 4}
+    assert fps["a"] * 3_200_000 + fps["b"] * 3_200 == pytest.approx(hw.host_link.total_bytes_per_second)
+    assert fps["b"] < 4 / 20e-6 and fps["b"] * 3_200 < hw.host_link.total_bytes_per_second / 2
+    assert estimate.fps == pytest.approx(fps["a"] + fps["b"])
 
 
 def _reference_optimum(layers: list[Layer], chips: int, traffic: cost.Traffic) -> float:

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
 from accelbuild.report import html as report_html
 from accelbuild.report.html import LEVELS, MAX_TIMELINE_LAYER_TRACKS, SIMULATED, TABS, render_report
 from accelbuild.report.sample import sample_data
+from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
+
 from conftest import run_cli, write
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr"}
@@ -157,8 +158,11 @@ def test_benchmark_stage_shapes_render() -> None:
     old = data["timing"]["bandwidth"]["series"]
     data["timing"]["bandwidth"]["series"] = {"host in · det": old["host in"], "host in · cls": old["host in"],
                                              "chip 1 → host": old["host out"], "chip 0→1": old["chip 0→1"]}
+    binding = bench.pop("binding")
+    assert "bounded by accelerator (chip link 0 → 1)" in render_report(data)   # no simulator figure: the cost model's
+    bench["binding"] = {**binding, "kind": "host_buffers", "direction": "to_host", "frames_in_flight": 4, "busy": 0.998}
     page = render_report(data)
-    assert "bounded by accelerator (chip link 0 → 1)" in page
+    assert "bounded by accelerator (the host interface's buffers, chip → host (4 transfers in flight, 100% busy))" in page
     assert "Host, per frame: post-processing 0.200 ms." in page
     styles = report_html._series_styles(list(data["timing"]["bandwidth"]["series"]))
     assert list(styles.values()) == [(report_html.HOST_IN, ""), (report_html.HOST_IN, "7 4"),
@@ -166,6 +170,32 @@ def test_benchmark_stage_shapes_render() -> None:
     assert [report_html._series_kind(n) for n in ("host in", "host → chip 0", "host out", "chip 3 -> host",
                                                   "chip 2→3")] == ["host_in", "host_in", "host_out", "host_out",
                                                                    "chip_link"]
+
+
+def test_multi_model_figures_are_per_model_and_the_total_says_what_it_sums(page: str) -> None:
+    bench = sample_data()["benchmark"]
+    summary = _sections(page)["summary"]
+    det, cls = bench["models"]
+    assert "Throughput · sum of 2 models" in summary
+    assert f"det {det['fps']:,.1f} + cls {cls['fps']:,.1f} FPS: frames of different models" in summary
+    assert f"model {bench['latency_model']}, the longest of 2 models" in summary
+    assert "sum of 2 models' frames" in summary                     # the total row of cost model vs simulation
+    single = sample_data()
+    single["benchmark"]["models"] = [det]
+    assert f"model det, {bench['frames']} frames" in _sections(render_report(single))["summary"]
+
+
+def test_both_binding_resources_are_named_and_a_parting_is_explained(page: str) -> None:
+    summary = _sections(page)["summary"]
+    assert summary.count("Simulator's binding resource:") == summary.count("Cost-model bottleneck:") == 2
+    assert "Bound by (simulator)" in summary and "100% busy" in summary
+    assert "agree for every model" in summary
+    data = sample_data()
+    entry = data["benchmark"]["agreement"][1]
+    entry.update(agree=False, effects=["the simulator is bound by chip link 0 -> 1; the cost model by layer x"])
+    parted = _sections(render_report(data))["summary"]
+    assert "<b>cls</b> parts from the cost model: the simulator is bound by chip link 0 -&gt; 1" in parted
+    assert "agree for every model" not in parted
 
 
 def test_grid_is_the_terminal_views_grid(page: str) -> None:

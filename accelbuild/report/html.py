@@ -25,7 +25,8 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
 
@@ -234,6 +235,7 @@ svg .frame{stroke:#9ca3af;stroke-dasharray:4 3}
 .chip dt{color:var(--muted)}
 .chip dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 .bottleneck{background:#fff7ed;border-left:3px solid #f28e2b;padding:8px 12px;margin:0 0 12px;border-radius:4px}
+span.bound{white-space:normal;display:inline-block;min-width:220px;text-align:left}
 """
 
 SCRIPT = """
@@ -299,14 +301,10 @@ def _summary_tab(data: dict[str, Any]) -> str:
 
 def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> str:
     models = bench.get("models", [])
-    first = max((m.get("first_frame_latency_ms") or 0 for m in models),
-                default=0) or bench.get("first_frame_latency_ms") or 0
-    first_text = f"first frame {_num(first, 2)} ms" if first else "steady state"
     e2e = bench.get("end_to_end_fps")
     cards = [
-        _figure("Total throughput", _num(bench.get("fps")), "FPS", f"{len(models)} model(s), "
-                f"{esc(bench.get('frames', '?'))} frames", _tag(simulated)),
-        _figure("Latency", _num(bench.get("latency_ms"), 2), "ms", first_text, _tag(simulated)),
+        _throughput_figure(bench, models, simulated),
+        _latency_figure(bench, models, simulated),
         _figure("Chips", esc(bench.get("num_chips", data.get("num_chips", "?"))), "",
                 f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz", ""),
     ]
@@ -317,6 +315,30 @@ def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> st
     return f'<div class="figures">{"".join(cards)}</div>'
 
 
+def _throughput_figure(bench: dict[str, Any], models: list[dict[str, Any]], simulated: bool) -> str:
+    """One model: its frame rate. Several: their sum, said to be one of different models' frames, and each."""
+    if len(models) > 1:
+        each = " + ".join(f"{esc(m.get('name', '?'))} {_num(m.get('fps'))}" for m in models)
+        return _figure(f"Throughput · sum of {len(models)} models", _num(bench.get("fps")), "FPS",
+                       f"{each} FPS: frames of different models", _tag(simulated))
+    name = esc(models[0].get("name", "?")) if models else "?"
+    return _figure("Throughput", _num(bench.get("fps")), "FPS",
+                   f"model {name}, {esc(bench.get('frames', '?'))} frames", _tag(simulated))
+
+
+def _latency_figure(bench: dict[str, Any], models: list[dict[str, Any]], simulated: bool) -> str:
+    """The longest steady-state latency, and whose it is."""
+    named = bench.get("latency_model")
+    model = next((m for m in models if m.get("name") == named), None) or \
+        max(models, key=lambda m: m.get("latency_ms") or 0, default={})
+    first = model.get("first_frame_latency_ms") or bench.get("first_frame_latency_ms") or 0
+    whose = f"model {esc(model.get('name', '?'))}" if model else "steady state"
+    if len(models) > 1:
+        whose += f", the longest of {len(models)} models"
+    detail = whose + (f" · first frame {_num(first, 2)} ms" if first else "")
+    return _figure("Latency", _num(bench.get("latency_ms"), 2), "ms", detail, _tag(simulated))
+
+
 def _figure(label: str, value: str, unit: str, detail: str, tag: str) -> str:
     small = f"<small>{unit}</small>" if unit else ""
     return (f'<div class="figure"><div class="top"><span class="label">{label}</span><span>{tag}</span></div>'
@@ -325,12 +347,15 @@ def _figure(label: str, value: str, unit: str, detail: str, tag: str) -> str:
 
 def _bound_text(bench: dict[str, Any]) -> str:
     """What bounds the end-to-end rate: ``end_to_end_bound`` ("accelerator", "host pre", "host post") or a
-    ``stage`` in the bottleneck record; when it is the accelerator, the accelerator's own bottleneck too."""
+    ``stage`` in the bottleneck record; when it is the accelerator, what binds it too: the simulator's
+    binding resource, or the cost model's bottleneck where the data has no simulator figure."""
     bottleneck = bench.get("bottleneck") if isinstance(bench.get("bottleneck"), dict) else {}
+    binding = bench.get("binding") if isinstance(bench.get("binding"), dict) else {}
     stage = bench.get("end_to_end_bound") or bottleneck.get("stage") or bottleneck.get("where")
     text = esc(_stage_name(stage)) if stage else ""
-    if bottleneck.get("kind") and (not stage or _stage_key(stage) == "accelerator"):
-        inner = _mapping_bottleneck(bottleneck)
+    resource = binding or bottleneck
+    if resource.get("kind") and (not stage or _stage_key(stage) == "accelerator"):
+        inner = _mapping_bottleneck(resource)
         text = f"{text} ({inner})" if text else inner
     return text or "—"
 
@@ -343,17 +368,33 @@ def _stage_name(stage: object) -> str:
     return STAGE_NAMES.get(_stage_key(stage), str(stage).replace("_", " "))
 
 
+ARROWS = {"to_chip": "host → chip", "to_host": "chip → host"}
+
+
 def _mapping_bottleneck(bottleneck: dict[str, Any]) -> str:
-    """The cost model's bottleneck in words, as ``accelbuild.targets.mx3.mapper.view`` puts it."""
+    """A bottleneck (the cost model's) or a binding resource (the simulator's, with how busy it is) in
+    words, as ``accelbuild.targets.mx3.mapper.view.describe`` puts it."""
     kind = bottleneck.get("kind")
+    busy = bottleneck.get("busy")
+    busy_text = f"{busy * 100:.0f}% busy" if isinstance(busy, (int, float)) else ""
     if kind == "layer":
+        extra = f", {busy_text}" if busy_text else ""
         return (f"layer <b>{esc(bottleneck.get('layer'))}</b> of {esc(bottleneck.get('model'))} on chip "
                 f"{esc(bottleneck.get('chip'))} ({esc(bottleneck.get('cores'))} cores, "
-                f"{_num(bottleneck.get('cycles'), 0)} cycles)")
+                f"{_num(bottleneck.get('cycles'), 0)} cycles{extra})")
+    suffix = f", {busy_text}" if busy_text else ""
     if kind == "chip_link":
-        return f"chip link {esc(bottleneck.get('from_chip'))} → {esc(bottleneck.get('to_chip'))}"
+        return f"chip link {esc(bottleneck.get('from_chip'))} → {esc(bottleneck.get('to_chip'))}{suffix}"
     if kind == "host_link":
-        return "the host link"
+        where = f", {ARROWS[bottleneck['direction']]}" if bottleneck.get("direction") in ARROWS else ""
+        return f"the host link{where}{suffix}"
+    if kind == "host_buffers":
+        extra = f", {busy_text}" if busy_text else ""
+        return (f"the host interface's buffers, {ARROWS.get(str(bottleneck.get('direction')), '?')} "
+                f"({esc(bottleneck.get('frames_in_flight'))} transfers in flight{extra})")
+    if kind == "stalls":
+        return ("waits between layers: no resource saturated (busiest: "
+                f"{_mapping_bottleneck(bottleneck.get('busiest') or {})})")
     return esc(str(kind).replace("_", " "))
 
 
@@ -398,6 +439,9 @@ def _stage_bars(stages: list[tuple[str, float]]) -> str:
 
 
 def _cost_card(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> str:
+    entries = [e for e in bench.get("agreement") or [] if isinstance(e, dict)]
+    if entries:
+        return _agreement_card(entries, bench, data.get("mapping", {}), simulated)
     mapping = data.get("mapping", {})
     cost = bench.get("cost_model") or {"fps": mapping.get("fps"), "latency_ms": mapping.get("latency_ms")}
     rows = [_comparison_row("Throughput (FPS)", cost.get("fps"), bench.get("fps"), 1),
@@ -411,6 +455,37 @@ def _cost_card(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> 
                  "link contention and per-frame jitter of host transfers.")
 
 
+def _agreement_card(entries: list[dict[str, Any]], bench: dict[str, Any], mapping: dict[str, Any],
+                    simulated: bool) -> str:
+    """Per model: both figures, both binding resources and, where they part, the effect that separates them."""
+    rows = []
+    for entry in entries:
+        cost, sim = entry.get("cost_model") or {}, entry.get("simulated") or {}
+        fps = _comparison_row("", cost.get("fps"), sim.get("fps"), 1)[1:]
+        latency = _comparison_row("", cost.get("latency_ms"), sim.get("latency_ms"), 3)[1:]
+        rows.append([f"<b>{esc(entry.get('model', '?'))}</b>", *fps, *latency])
+    if len(entries) > 1:
+        total = _comparison_row("", (bench.get("cost_model") or mapping).get("fps"), bench.get("fps"), 1)[1:]
+        rows.append([f"sum of {len(entries)} models' frames", *total, "", "", ""])
+    head = ["Model", "FPS, cost model", f"FPS, simulation {_tag(simulated)}", "difference", "Latency (ms), cost model",
+            f"Latency (ms), simulation {_tag(simulated)}", "difference"]
+    lines = []
+    for entry in entries:
+        cost, sim = entry.get("cost_model") or {}, entry.get("simulated") or {}
+        who = f"<b>{esc(entry.get('model', '?'))}</b>: " if len(entries) > 1 else ""
+        lines.append(f'<p class="bottleneck">{who}Cost-model bottleneck: {_mapping_bottleneck(cost.get("bottleneck") or {})}'
+                     f"<br>Simulator's binding resource: {_mapping_bottleneck(sim.get('binding') or {})}</p>")
+    parted = [e for e in entries if not e.get("agree", True)]
+    if parted:
+        note = " ".join(f"<b>{esc(e.get('model', '?'))}</b> parts from the cost model: "
+                        f"{esc('; '.join(e.get('effects') or []))}." for e in parted)
+    else:
+        note = ("The cost model and the simulation of this program agree for every model: FPS within 10%, latency "
+                "within 20%. The simulator adds pipeline fill, back-pressure through row buffers, link contention "
+                "and per-frame jitter of host transfers.")
+    return _card("Cost model vs simulation", "".join(lines) + _table(head, rows), note)
+
+
 def _comparison_row(label: str, predicted: float | None, simulated: float | None, digits: int) -> list[str]:
     diff = "—"
     if predicted and simulated is not None:
@@ -422,12 +497,14 @@ def _models_table(bench: dict[str, Any]) -> str:
     rows = []
     for model in bench.get("models", []):
         accuracy = model.get("accuracy") or {}
+        binding = model.get("binding")
         rows.append([f"<b>{esc(model.get('name', '?'))}</b>", _num(model.get("fps")),
                      _num(model.get("latency_ms"), 3), _num(model.get("first_frame_latency_ms"), 3),
+                     f'<span class="bound">{_mapping_bottleneck(binding)}</span>' if isinstance(binding, dict) else "—",
                      _num(accuracy.get("cosine"), 6), _num(accuracy.get("sqnr_db"), 1),
                      _num(accuracy.get("max_abs_err"), 4)])
-    head = ["Model", "FPS", "Latency (ms)", "First-frame latency (ms)", "Cosine similarity", "SQNR (dB)",
-            "Max abs error"]
+    head = ["Model", "FPS", "Latency (ms)", "First-frame latency (ms)", "Bound by (simulator)", "Cosine similarity",
+            "SQNR (dB)", "Max abs error"]
     return _table(head, rows)
 
 
@@ -778,7 +855,7 @@ def _utilisation_tab(data: dict[str, Any]) -> str:
     owners = _core_owners(mapping.get("layers") or [])
     blocks = "".join(_chip_block(chip, owners) for chip in chips)
     bottleneck = mapping.get("bottleneck")
-    where = (f'<p class="bottleneck">Bottleneck: {_mapping_bottleneck(bottleneck)}</p>' if bottleneck else "")
+    where = (f'<p class="bottleneck">Cost-model bottleneck: {_mapping_bottleneck(bottleneck)}</p>' if bottleneck else "")
     note = ("One square per core, coloured by the share of cycles it is busy; rows of "
             f"{ROW} cores, MAC cores then ALU cores, the same ten levels as the terminal view "
             f"(<code>accelbuild run --show-mapping</code>: <code>'{esc(SHADES)}'</code>). Hover a core for its layer.")

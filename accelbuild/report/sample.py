@@ -175,10 +175,17 @@ def _mapping(graph: list[_Layer], chips: int, periods: dict[str, float]) -> dict
         "layers": [_layer_record(layer, periods[layer.model]) for layer in graph],
         "links": _links(graph, chips, fps),
         "models": [{"name": model, "fps": round(fps[model], 2), "latency_ms": round(latency[model], 4),
-                    "layers": sum(layer.model == model for layer in graph), "period_cycles": periods[model]}
+                    "layers": sum(layer.model == model for layer in graph), "period_cycles": periods[model],
+                    "bottleneck": _slowest(graph, model)}
                    for model in periods],
         "unsupported_ops": [],
     }
+
+
+def _slowest(graph: list[_Layer], model: str) -> dict[str, Any]:
+    layer = max((layer for layer in graph if layer.model == model), key=lambda layer: layer.cycles)
+    return {"kind": "layer", "layer": layer.name, "model": model, "chip": layer.chip, "cores": layer.cores,
+            "cycles": layer.cycles}
 
 
 def _chip_record(graph: list[_Layer], chip: int) -> dict[str, Any]:
@@ -323,20 +330,35 @@ def _rate_series(t_us: list[float], transfers: list[tuple[tuple[float, float], i
 def _benchmark(graph: list[_Layer], chips: int, periods: dict[str, float], mapping: dict[str, Any],
                rng: random.Random) -> dict[str, Any]:
     models = [_model_benchmark(graph, model, cycles, rng) for model, cycles in periods.items()]
+    for model in models:  # the simulator's binding resource: the same layer, busy every cycle
+        model["binding"] = {**_slowest(graph, model["name"]), "busy": 1.0}
     fps = round(sum(model["fps"] for model in models), 1)
+    slowest = min(models, key=lambda model: model["fps"])
+    longest = max(models, key=lambda model: model["latency_ms"])
     post_ms = round(1000 / (fps * 0.73), 3)        # NMS on the host: the usual end-to-end bound
     pre_ms = round(post_ms * 0.36, 3)
     stages = {"host_pre": 1000 / pre_ms, "accelerator": fps, "host_post": 1000 / post_ms}
     bound = min(stages, key=lambda stage: stages[stage])
     return {
-        "simulated": True, "fps": fps, "latency_ms": max(model["latency_ms"] for model in models),
-        "num_chips": chips, "frames": 200, "models": models,
+        "simulated": True, "fps": fps, "fps_is": "sum of 2 models' frame rates (det, cls): frames of different "
+        "models, see models[].fps", "latency_ms": longest["latency_ms"], "latency_model": longest["name"],
+        "num_chips": chips, "frames": 200, "models": models, "binding": {"model": slowest["name"], **slowest["binding"]},
+        "agreement": [_agreement(model, predicted) for model, predicted in zip(models, mapping["models"])],
         "host": {"pre_ms": pre_ms, "post_ms": post_ms},
         "end_to_end_fps": round(stages[bound], 1),
         "end_to_end_bound": bound.replace("_", " "),
         "bottleneck": mapping["bottleneck"],                # the accelerator's own (cost model)
         "cost_model": {"fps": mapping["fps"], "latency_ms": mapping["latency_ms"]},
     }
+
+
+def _agreement(model: dict[str, Any], predicted: dict[str, Any]) -> dict[str, Any]:
+    return {"model": model["name"],
+            "cost_model": {key: predicted[key] for key in ("fps", "latency_ms", "bottleneck")},
+            "simulated": {"fps": model["fps"], "latency_ms": model["latency_ms"], "binding": model["binding"]},
+            "fps_ratio": round(model["fps"] / predicted["fps"], 4),
+            "latency_ratio": round(model["latency_ms"] / predicted["latency_ms"], 4),
+            "same_binding": True, "agree": True, "effects": []}
 
 
 def _model_benchmark(graph: list[_Layer], model: str, cycles: float, rng: random.Random) -> dict[str, Any]:

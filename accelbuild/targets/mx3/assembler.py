@@ -8,7 +8,8 @@ Sections (docs/dfp.md):
   program says where each one lives in ``weights``), so the simulator can rebuild and run it.
 - ``program``: canonical JSON — per model its graph location, weight references and layers with their
   placement (chip, first core, cores, predicted cycles); the chip boundaries; the hardware facts the
-  timing simulation needs (clock, core rates, link bandwidths), so a DFP simulates on its own.
+  timing simulation needs (clock, core rates, link bandwidths and latencies, the host interface's
+  transfers in flight) and the host packets (formats, shared input), so a DFP simulates on its own.
 - ``cores``: canonical JSON — per chip, every used core with its kind, layer and predicted utilisation.
 - ``simcfg`` (``sim_dfp: true``): the simulator's defaults (frames, seed, host jitter).
 
@@ -44,7 +45,7 @@ class ModelSource:
 
 
 def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwareProfile, input_format: str,
-              output_format: str, sim: dict[str, Any] | None) -> Dfp:
+              output_format: str, sim: dict[str, Any] | None, *, share_input: bool) -> Dfp:
     weights = WeightsSection()
     graphs = bytearray()
     program_models, entries = [], []
@@ -66,9 +67,11 @@ def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwarePr
         "models": program_models,
         "boundaries": mapping["boundaries"],
         "strategy": mapping["strategy"],
-        "predicted": {"fps": mapping["fps"], "latency_ms": mapping["latency_ms"], "bottleneck": mapping["bottleneck"]},
+        "predicted": {"fps": mapping["fps"], "latency_ms": mapping["latency_ms"], "bottleneck": mapping["bottleneck"],
+                      "models": [{key: m[key] for key in ("name", "fps", "latency_ms", "bottleneck")}
+                                 for m in mapping["models"]]},
         "hardware": _hardware(hw),
-        "packets": {"input_format": input_format, "output_format": output_format},
+        "packets": {"input_format": input_format, "output_format": output_format, "share_input": share_input},
     }
     sections = {
         "weights": weights.to_bytes(),
@@ -149,7 +152,9 @@ def _hardware(hw: HardwareProfile) -> dict[str, Any]:
         "macs_per_cycle": hw.chip.mac_cores.macs_per_cycle,
         "alu_ops_per_cycle": hw.chip.alu_cores.ops_per_cycle,
         "layer_overhead_cycles": hw.chip.layer_overhead_cycles,
-        "host_link": {"bytes_per_second": hw.host_link.total_bytes_per_second, "latency_us": hw.host_link.latency_us},
+        "weight_memory_bytes": hw.weight_memory_bytes,
+        "host_link": {"bytes_per_second": hw.host_link.total_bytes_per_second, "latency_us": hw.host_link.latency_us,
+                      "frames_in_flight": hw.host_link.frames_in_flight},
         "chip_link": {"bytes_per_second": hw.chip_to_chip_link.total_bytes_per_second,
                       "latency_us": hw.chip_to_chip_link.latency_us},
         "approximations": {a.op: {"method": a.method, "segments": a.segments, "range": list(a.range or ()),

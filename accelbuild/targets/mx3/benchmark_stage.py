@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from accelbuild.targets.mx3 import benchmarking
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.mx3 import agreement, benchmarking
 from accelbuild.targets.mx3.sim import timing
 from accelbuild.targets.mx3.sim.program import load_program
-from accelbuild.stages.context import StageContext
 from accelbuild.targets.mx3.spec import BenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
@@ -46,11 +46,11 @@ def run(ctx: StageContext) -> None:
         entry = {"name": name, "fps": round(sim.model_fps[name], 2),
                  "latency_ms": round(sim.steady_latency_ms[name], 4),
                  "first_frame_latency_ms": round(sim.first_latency_ms[name], 4),
-                 "accuracy": figures, "crosscheck": crosscheck}
+                 "binding": sim.binding[name], "accuracy": figures, "crosscheck": crosscheck}
         if bench.host and (files.pre or files.post):
             entry["host"] = benchmarking.host_times(files, feeds)
         models.append(entry)
-    summary = benchmarking.summary(program, sim, models, mapping)
+    summary = benchmarking.summary(program, sim, models)
     summary["dfp"] = ctx.inputs["dfp"].name
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     text = yaml.safe_dump(benchmarking.layer_stats(sim), sort_keys=False, default_flow_style=False)
@@ -59,12 +59,21 @@ def run(ctx: StageContext) -> None:
 
     report = render_report({
         "pipeline": bench.pipeline, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,
-        "clock_mhz": program.hardware["clock_mhz"], "simulated": True, "benchmark": summary, "mapping": mapping,
-        "timing": benchmarking.timing_for_report(sim, program),
+        "clock_mhz": program.hardware["clock_mhz"], "simulated": True, "benchmark": summary,
+        "mapping": benchmarking.report_mapping(program, mapping), "timing": benchmarking.timing_for_report(sim, program),
     })
     write_bytes_atomic(ctx.outputs["report.html"], report.encode("utf-8"))
-    log.info("%s: %.1f FPS simulated (%s-bound end to end: %.1f FPS), latency %.3f ms", bench.pipeline,
-             summary["fps"], summary["end_to_end_bound"], summary["end_to_end_fps"], summary["latency_ms"])
+    _log_summary(bench.pipeline, summary)
+
+
+def _log_summary(pipeline: str, summary: dict) -> None:
+    """The terminal's account: per model its simulated rate and binding resource, against the cost model."""
+    total = ("" if len(summary["models"]) == 1
+             else f"{summary['fps']:,.1f} FPS summed over {len(summary['models'])} models' frames, ")
+    log.info("%s: %s%s-bound end to end (%.1f FPS); latency %.3f ms (%s)", pipeline, total,
+             summary["end_to_end_bound"], summary["end_to_end_fps"], summary["latency_ms"], summary["latency_model"])
+    for entry in summary["agreement"]:
+        log.info("%s: %s", pipeline, agreement.summary_line(entry))
 
 
 def _files(ctx: StageContext, name: str) -> benchmarking.ModelFiles:

@@ -7,6 +7,7 @@ measured on this machine.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.quantize import measure
 from accelbuild.stages.params import AccuracyInputs
+from accelbuild.targets.mx3 import agreement
 from accelbuild.targets.mx3.sim import numeric, timing
 from accelbuild.targets.mx3.sim.program import Program
 
@@ -81,9 +83,9 @@ def _median_ms(path: Path, feeds: dict[str, np.ndarray]) -> float:
     return round(1000 * statistics.median(runs), 4)
 
 
-def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, Any]],
-            mapping: dict[str, Any]) -> dict[str, Any]:
-    """The ``benchmark.json`` object."""
+def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``benchmark.json`` object. The cost-model figures are the simulated program's own (for a closed
+    loop the chosen split's), so the comparison is of one program."""
     host_pre = max((m.get("host", {}).get("pre_ms", 0.0) for m in models), default=0.0)
     host_post = max((m.get("host", {}).get("post_ms", 0.0) for m in models), default=0.0)
     bounds = {"accelerator": sim.fps}
@@ -92,10 +94,16 @@ def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, A
     if host_post:
         bounds["host post"] = 1000.0 / host_post
     bound = min(bounds, key=bounds.get)
+    predicted = program.predicted
+    names = [m["name"] for m in models]
+    slowest = min(names, key=lambda n: (sim.model_fps[n], names.index(n)))
+    longest = max(names, key=lambda n: (sim.steady_latency_ms[n], -names.index(n)))
     result: dict[str, Any] = {
         "simulated": True,
         "fps": round(sim.fps, 2),
-        "latency_ms": round(max(sim.steady_latency_ms.values()), 4),
+        "fps_is": _fps_meaning(models),
+        "latency_ms": round(sim.steady_latency_ms[longest], 4),
+        "latency_model": longest,
         "first_frame_latency_ms": round(max(sim.first_latency_ms.values()), 4),
         "num_chips": program.dfp.header.num_chips,
         "chip_gen": program.dfp.header.chip_gen,
@@ -103,13 +111,54 @@ def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, A
         "models": models,
         "end_to_end_fps": round(bounds[bound], 2),
         "end_to_end_bound": bound,
-        "bottleneck": mapping.get("bottleneck"),
-        "cost_model": {"fps": mapping.get("fps"), "latency_ms": mapping.get("latency_ms")},
+        "binding": {"model": slowest, **sim.binding[slowest]},
+        "bottleneck": predicted.get("bottleneck"),
+        "cost_model": {"fps": predicted.get("fps"), "latency_ms": predicted.get("latency_ms"),
+                       "bottleneck": predicted.get("bottleneck")},
+        "agreement": agreement_of(program, sim, names),
     }
     if host_pre or host_post:  # a section that does not exist is null
         result["host"] = {"pre_ms": host_pre or None, "post_ms": host_post or None,
                           "measured_on": "this host, onnxruntime CPU"}
     return result
+
+
+def agreement_of(program: Program, sim: timing.TimingResult, names: list[str]) -> list[dict[str, Any]]:
+    """Per model, the cost model's figures for this program against the simulated ones."""
+    predicted = {m["name"]: m for m in program.predicted.get("models", [])}
+    return [agreement.compare(name, predicted.get(name, {}), sim.model_fps[name], sim.steady_latency_ms[name],
+                              sim.first_latency_ms[name], sim.binding[name]) for name in names]
+
+
+def _fps_meaning(models: list[dict[str, Any]]) -> str:
+    if len(models) == 1:
+        return f"frames per second of model {models[0]['name']}"
+    return (f"sum of {len(models)} models' frame rates ({', '.join(m['name'] for m in models)}): frames of "
+            "different models, see models[].fps")
+
+
+def report_mapping(program: Program, mapping: dict[str, Any]) -> dict[str, Any]:
+    """``mapping.json`` as the report shows it, for the program that was simulated. With the closed loop the
+    shipped program can be another split than mapping.json's (the cost model's first choice): then its
+    figures and placement come from the DFP itself."""
+    placed = json.loads(program.dfp.sections["program"])
+    if placed["boundaries"] == mapping.get("boundaries") and placed.get("strategy") == mapping.get("strategy"):
+        return mapping
+    hw = program.hardware
+    layers = [row for model in program.models for row in model.layers]
+    chips = []
+    for summary in program.dfp.header.extra.get("chips", []):
+        cores = {"mac": [0.0] * int(hw["mac_cores"]), "alu": [0.0] * int(hw["alu_cores"])}
+        for row in layers:
+            if row["chip"] == summary["chip"]:
+                for core in range(row["first_core"], row["first_core"] + row["cores"]):
+                    cores[row["kind"]][core] = round(float(row["utilization"]), 3)
+        chips.append({**summary, "weight_utilization": round(summary["weight_bytes"] / hw["weight_memory_bytes"], 4),
+                      "mac_core_utilization": cores["mac"], "alu_core_utilization": cores["alu"]})
+    predicted = program.predicted
+    return {**mapping, "fps": predicted["fps"], "latency_ms": predicted["latency_ms"],
+            "bottleneck": predicted["bottleneck"], "models": predicted.get("models", mapping.get("models")),
+            "boundaries": placed["boundaries"], "strategy": placed.get("strategy"), "chips": chips, "layers": layers}
 
 
 def layer_stats(sim: timing.TimingResult) -> list[dict[str, Any]]:
@@ -121,7 +170,8 @@ def layer_stats(sim: timing.TimingResult) -> list[dict[str, Any]]:
 def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: int = 80) -> dict[str, Any]:
     """Layer timings, a timeline of the first frames and link bandwidth over one frame, in microseconds."""
     hw = program.hardware
-    period = 1.0 / (sim.fps / max(1, len(program.models))) if sim.fps else 0.0
+    slowest = min(sim.model_fps.values(), default=0.0)
+    period = 1.0 / slowest if slowest else 0.0  # one frame of every model
     tracks: dict[str, dict[str, Any]] = {}
     for span in sim.spans:
         track = tracks.setdefault(span.track, {"track": span.track, "group": span.track.split(" · ")[0],

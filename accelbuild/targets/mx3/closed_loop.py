@@ -1,5 +1,6 @@
 """Closed-loop compilation: assemble every candidate split of an effort-hard mapping, simulate each,
-keep the fastest (as the vendor's closed-loop script does on real chips).
+keep the fastest (as the vendor's closed-loop script does on real chips). The fastest measured split is
+the program to ship; the cost model's first choice (split 0) is kept beside it when it differs.
 
 Each split is its own cached unit (key: the inputs of the assemble stage, the split, the simulation
 settings), so a re-run recompiles nothing. Splits run ``jobs`` at a time in worker processes; a progress
@@ -18,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
+from accelbuild.build.code_identity import code_digest
 from accelbuild.stages.context import SplitCache
+from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.targets.mx3.dfp import dfp_bytes
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.targets.mx3.mapper import plan, search
 from accelbuild.util.files import json_digest, write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
+CHOICE = "cost_model_choice.dfp"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SplitJob:
     profile: dict[str, Any]  # the merged hardware profile
     input_format: str
     output_format: str
+    share_input: bool
     sim: dict[str, Any] | None
     frames: int
     seed: int
@@ -67,14 +71,16 @@ def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     from accelbuild.targets.mx3.sim.program import load_program
 
     dfp = build_dfp(list(job.models), job.record, hardware_from_dict(job.profile), job.input_format,
-                    job.output_format, job.sim)
+                    job.output_format, job.sim, share_input=job.share_input)
     data = dfp_bytes(dfp)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "split.dfp"
         path.write_bytes(data)
         result = timing.simulate(load_program(path), job.frames, seed=job.seed)
     figures = {"fps": round(result.fps, 2), "model_fps": {k: round(v, 2) for k, v in result.model_fps.items()},
-               "latency_ms": round(max(result.steady_latency_ms.values()), 4)}
+               "latency_ms": round(max(result.steady_latency_ms.values()), 4),
+               "model_latency_ms": {k: round(v, 4) for k, v in result.steady_latency_ms.items()},
+               "binding": result.binding}
     return job.index, data, figures
 
 
@@ -106,8 +112,11 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
 
 
 def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str, Any]) -> str:
+    """The cache key of one split: the stage's inputs, the split, the settings and the mx3 code that compiles
+    and times it (an edit to the assembler or the simulator must not reuse old figures)."""
     return json_digest({"kind": "closed_loop_split", "inputs": input_digest, "boundaries": record["boundaries"],
-                        "strategy": record["strategy"], "settings": job_settings, "version": __version__})
+                        "strategy": record["strategy"], "settings": job_settings, "version": __version__,
+                        "code": code_digest(("accelbuild.targets.mx3",))})
 
 
 def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str]) -> int:
@@ -119,10 +128,20 @@ def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str
     return max(range(len(figures)), key=lambda i: (score(i), -i))
 
 
+@dataclass(frozen=True)
+class Files:
+    """Where the closed loop's programs went: the one to ship and the cost model's first choice."""
+
+    shipped: str       # <dfp_name>: the best measured split, the same bytes as best_split.dfp
+    cost_model: str    # cost_model_choice.dfp, or <dfp_name> when the best split is the cost model's choice
+
+
 def record(figures: list[dict[str, Any]], records: list[dict[str, Any]], best: int, prioritize: int,
-           frames: int) -> dict[str, Any]:
-    splits = [{"id": i, **f, "cost_model_fps": r["fps"], "boundaries": r["boundaries"], "strategy": r["strategy"],
-               "num_chips": r["num_chips"]} for i, (f, r) in enumerate(zip(figures, records))]
+           frames: int, files: Files) -> dict[str, Any]:
+    """closed_loop.json. Split 0 is the cost model's first choice."""
+    splits = [{"id": i, **f, "cost_model_fps": r["fps"], "cost_model_latency_ms": r["latency_ms"],
+               "boundaries": r["boundaries"], "strategy": r["strategy"], "num_chips": r["num_chips"]}
+              for i, (f, r) in enumerate(zip(figures, records))]
     choice = figures[0]["fps"]
     return {
         "simulated": True,
@@ -131,8 +150,16 @@ def record(figures: list[dict[str, Any]], records: list[dict[str, Any]], best: i
         "splits": splits,
         "best": best,
         "best_fps": figures[best]["fps"],
+        "cost_model_choice": 0,
         "cost_model_choice_fps": choice,
         "gain": round(figures[best]["fps"] / choice - 1.0, 4) if choice else 0.0,
+        "dfp": files.shipped,
+        "programs": {
+            files.shipped: {"split": best, "what": "the program to ship: the best measured split",
+                            "same_bytes_as": "best_split.dfp"},
+            **({} if files.cost_model == files.shipped else {
+                files.cost_model: {"split": 0, "what": "the cost model's first choice, measured slower"}}),
+        },
     }
 
 

@@ -15,7 +15,6 @@ from typing import Any
 from accelbuild.targets.profile_files import ProfileKind, load_profile
 from accelbuild.util.files import json_digest
 
-
 MX3_PROFILES = ProfileKind("hardware.schema.json", "accelbuild.targets.mx3.profiles",
                            "accelbuild.targets.mx3.profile_rules")
 
@@ -96,6 +95,7 @@ class Link:
     count: int = 1
     lanes: int | None = None
     raw_bytes_per_second: float | None = None
+    frames_in_flight: int | None = None  # host link: transfers per model and direction at once
 
     @property
     def total_bytes_per_second(self) -> float:

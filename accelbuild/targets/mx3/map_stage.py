@@ -10,6 +10,7 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets.mx3.hardware import hardware_from_dict
 from accelbuild.targets.mx3.mapper import plan
 from accelbuild.targets.mx3.mapper.search import DoesNotFit
+from accelbuild.targets.mx3.mapper.view import describe
 from accelbuild.targets.mx3.spec import MapParams
 from accelbuild.util.files import write_json_atomic
 
@@ -33,8 +34,9 @@ def run(ctx: StageContext) -> None:
     if record["unsupported_ops"]:
         log.warning("%s: operators not in the %s profile, modelled as ALU work: %s", target.pipeline, hw.name,
                     ", ".join(record["unsupported_ops"]))
-    log.info("%s: %d chip(s), %.1f FPS predicted, bottleneck %s", target.pipeline, record["num_chips"],
-             record["fps"], record["bottleneck"].get("layer", record["bottleneck"]["kind"]))
+    for entry in record["models"]:
+        log.info("%s: %s: %.1f FPS predicted on %d chip(s), latency %.3f ms, bottleneck %s", target.pipeline,
+                 entry["name"], entry["fps"], record["num_chips"], entry["latency_ms"], describe(entry["bottleneck"]))
     write_json_atomic(ctx.outputs["mapping.json"], record)
 
 

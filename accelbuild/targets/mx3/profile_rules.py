@@ -69,6 +69,9 @@ def _link_problems(links: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
             problems.append((("links", name, "bytes_per_second"),
                              f"links.{name}.bytes_per_second {link['bytes_per_second']} is more than its "
                              f"raw_bytes_per_second {raw}"))
+        if name != "host" and "frames_in_flight" in link:
+            problems.append((("links", name, "frames_in_flight"),
+                             "frames_in_flight is the host interface's descriptor ring: links.host only"))
     return problems
 
 

@@ -59,6 +59,7 @@ class AssembleParams:
     seed: int | None
     closed_loop: ClosedLoopParams
     profile: dict[str, Any]
+    dfp_name: str  # the program to ship; with the closed loop, the best measured split (closed_loop.json names it)
 
 
 @dataclass(frozen=True)

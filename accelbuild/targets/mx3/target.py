@@ -12,6 +12,7 @@ from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.quantize.precision import BITS
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (
     AssembleParams,
     BenchmarkParams,
@@ -20,10 +21,10 @@ from accelbuild.targets.mx3.spec import (
     Mx3TargetSpec,
     PacketParams,
 )
-from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.profile_files import load_profile, looks_like_path
 
 SPLITS = "splits/"
+CHOICE = "cost_model_choice.dfp"  # the cost model's first choice, when the closed loop ships another split
 
 
 def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
     if pipeline.closed_loop.enabled:
         outputs["closed_loop.json"] = out.dir / "closed_loop.json"
         outputs["best_split.dfp"] = out.dir / "best_split.dfp"
+        outputs[CHOICE] = out.dir / CHOICE
         outputs[SPLITS] = out.dir / "splits"
     return outputs
 
@@ -83,13 +85,13 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Assembl
         seed=bench.seed if simulates else None,
         closed_loop=ClosedLoopParams(loop.enabled, loop.prioritize_model, loop.keep_splits),
         profile=_profile(pipeline),
+        dfp_name=out.dfp_name,
     )
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    out = pipeline.output
-    dfp = out.dir / ("best_split.dfp" if pipeline.closed_loop.enabled else out.dfp_name)
-    inputs = {"dfp": dfp, "mapping.json": out.dir / "mapping.json"}
+    out = pipeline.output  # with the closed loop, <dfp_name> is the best measured split
+    inputs = {"dfp": out.dir / out.dfp_name, "mapping.json": out.dir / "mapping.json"}
     for m in pipeline.models:
         folder = model_dir(pipeline, m)
         for name in ("ai.onnx", "quantized.onnx", "crop.json"):
@@ -126,7 +128,7 @@ class Mx3Target:
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,
-              _assemble_outputs, _assemble_params, optional_outputs=frozenset({SPLITS}),
+              _assemble_outputs, _assemble_params, optional_outputs=frozenset({SPLITS, CHOICE}),
               jobs=lambda pipeline: pipeline.closed_loop.jobs),
         Stage("benchmark", False, "accelbuild.targets.mx3.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),

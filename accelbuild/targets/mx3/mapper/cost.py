@@ -8,10 +8,15 @@ the hardware profile:
   misaligned channel/filter counts, grouped convolutions and data-moving layout ops).
 - All layers of a model run at once as a pipeline: its frame period is its slowest layer's cycles.
 - Links carry bytes per frame: the host link the models' input and output packets (full duplex: each
-  direction has the link's bandwidth), each chip-to-chip link the activations (bfloat16) that cross it. A link's load at the compute frame rates that
-  exceeds its bandwidth slows every model down in proportion (the binding link is the bottleneck).
-- Latency is the longest path through the model, each layer starting once it has the input rows its
-  kernel needs, plus the slowest layer's full frame, the link transfers and their fixed latencies.
+  direction has the link's bandwidth), each chip-to-chip link the activations (bfloat16) that cross it.
+  Models share a link max-min fairly (packets interleave: a model that needs less than an equal share
+  gets it, the others split the rest), and the host interface moves at most ``frames_in_flight``
+  transfers per model and direction at once, each holding its slot for its wire time plus the link's
+  latency (``accelbuild/targets/mx3/sharing.py``, the same rules the simulator times). Each model's
+  bottleneck is whichever of its slowest layer, a link or the host buffers allows the fewest frames.
+- Latency is one frame through the pipeline in the steady state (``mapper/latency.py``): each layer
+  starts once its producers have made the rows its kernel needs, layers upstream of the bottleneck
+  take a frame period per frame, plus the host transfers and the links' fixed latencies.
 - Capacity per chip: MAC and ALU core counts, weight memory (a layer needs enough MAC cores to hold
   its weights) and feature-map memory (line buffers of the layers it holds).
 """
@@ -21,7 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from accelbuild.targets.mx3 import sharing
 from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.targets.mx3.mapper import latency
 from accelbuild.targets.mx3.mapper.layers import Layer
 
 
@@ -72,10 +79,10 @@ class Estimate:
     latency_ms: dict[str, float]
     period_cycles: dict[str, float]
     layer_cycles: list[float]
-    bottleneck: dict[str, object]
+    bottleneck: dict[str, object]  # what binds the slowest model
+    model_bottleneck: dict[str, dict[str, object]]  # what binds each model
     host_bytes_per_frame: dict[str, int]
     chip_link_bytes: list[int]
-    link_scale: float
     host_load: float               # bytes per second at the predicted frame rates
     chip_link_load: list[float]    # bytes per second over each chip boundary
     chips_used: int
@@ -109,6 +116,19 @@ def capacity_problems(usage: list[dict[str, int]], hw: HardwareProfile) -> list[
     return problems
 
 
+def interface(hw: HardwareProfile) -> sharing.Interface:
+    """The host interface's buffers as the sharing rules take them."""
+    return sharing.Interface(int(hw.host_link.frames_in_flight or 1), hw.host_link.latency_us * 1e-6)
+
+
+def capacities(hw: HardwareProfile, num_chips: int) -> dict[str, float]:
+    """Bytes per second of every link, per direction (the host link's two directions apart)."""
+    found = {sharing.HOST_IN: hw.host_link.total_bytes_per_second, sharing.HOST_OUT: hw.host_link.total_bytes_per_second}
+    for boundary in range(num_chips - 1):
+        found[sharing.chip_link(boundary)] = hw.chip_to_chip_link.total_bytes_per_second
+    return found
+
+
 def evaluate(layers: list[Layer], placements: list[Placement], hw: HardwareProfile, traffic: Traffic,
              num_chips: int) -> Estimate:
     """Predict throughput, latency and the bottleneck of a placement."""
@@ -116,48 +136,54 @@ def evaluate(layers: list[Layer], placements: list[Placement], hw: HardwareProfi
     layer_cycles = [cycles(layer, p.cores, hw) for layer, p in zip(layers, placements)]
     models = list(dict.fromkeys(layer.model for layer in layers))
     period = {m: max(c for c, layer in zip(layer_cycles, layers) if layer.model == m) for m in models}
-    compute_fps = {m: clock / period[m] for m in models}
-    if traffic.share_input:  # one stream feeds every model: they all run at the slowest one's pace
-        shared = min(compute_fps.values())
-        compute_fps = {m: shared for m in models}
     link_bytes = _chip_link_bytes(layers, placements, num_chips)
+    streams = [sharing.Stream(m, clock / period[m], {
+        sharing.HOST_IN: traffic.input_bytes.get(m, 0), sharing.HOST_OUT: traffic.output_bytes.get(m, 0),
+        **{sharing.chip_link(b): link_bytes[b][m] for b in range(num_chips - 1)}}) for m in models]
+    shares = sharing.allocate(streams, capacities(hw, num_chips), interface(hw), traffic.share_input)
+    model_fps = shares.fps
+    slowest_layer = {m: max((i for i, layer in enumerate(layers) if layer.model == m),
+                            key=lambda i: (layer_cycles[i], -i)) for m in models}
+    pace = min(models, key=lambda m: (clock / period[m], models.index(m)))  # share_input: everybody's pace
+    named = {m: _named(shares.binding[m], layers[slowest_layer[pace if traffic.share_input else m]],
+                       placements[slowest_layer[pace if traffic.share_input else m]],
+                       layer_cycles[slowest_layer[pace if traffic.share_input else m]], interface(hw))
+             for m in models}
+    slowest = min(models, key=lambda m: (model_fps[m], models.index(m)))
+    latency = {m: _latency_ms(m, models, layers, placements, layer_cycles, model_fps[m], named[m], traffic, shares,
+                              link_bytes, hw) for m in models}
     host = {m: traffic.input_bytes.get(m, 0) + traffic.output_bytes.get(m, 0) for m in models}
-    # PCIe is full duplex: inputs and outputs each have the link's bandwidth; the busier direction binds
-    outgoing = sum(compute_fps[m] * traffic.output_bytes.get(m, 0) for m in models)
-    inputs = [compute_fps[m] * traffic.input_bytes.get(m, 0) for m in models]
-    host_load = max(outgoing, max(inputs, default=0.0) if traffic.share_input else sum(inputs))
-    scale, binding = 1.0, None
-    if host_load > 0 and hw.host_link.total_bytes_per_second / host_load < scale:
-        scale, binding = hw.host_link.total_bytes_per_second / host_load, {"kind": "host_link"}
-    loads = [sum(compute_fps[m] * link_bytes[b][m] for m in models) for b in range(num_chips - 1)]
-    for boundary, load in enumerate(loads):
-        if load > 0 and hw.chip_to_chip_link.total_bytes_per_second / load < scale:
-            scale = hw.chip_to_chip_link.total_bytes_per_second / load
-            binding = {"kind": "chip_link", "from_chip": boundary, "to_chip": boundary + 1}
-    model_fps = {m: compute_fps[m] * scale for m in models}
-    if binding is None:  # the slowest layer of the slowest model
-        model = min(models, key=lambda m: (compute_fps[m], models.index(m)))
-        slowest = max((i for i, layer in enumerate(layers) if layer.model == model),
-                      key=lambda i: (layer_cycles[i], -i))
-        binding = {"kind": "layer", "layer": layers[slowest].name, "model": layers[slowest].model,
-                   "chip": placements[slowest].chip, "cores": placements[slowest].cores,
-                   "cycles": round(layer_cycles[slowest], 1)}
-    latency = {m: _latency_ms(m, layers, placements, layer_cycles, period[m], traffic, hw) for m in models}
     return Estimate(
         fps=sum(model_fps.values()),
         model_fps=model_fps,
         latency_ms=latency,
         period_cycles=period,
         layer_cycles=layer_cycles,
-        bottleneck=binding,
+        bottleneck=named[slowest],
+        model_bottleneck=named,
         host_bytes_per_frame=host,
         chip_link_bytes=[sum(b.values()) for b in link_bytes],
-        link_scale=scale,
-        host_load=host_load * scale,
-        chip_link_load=[load * scale for load in loads],
+        host_load=max(shares.load[sharing.HOST_IN], shares.load[sharing.HOST_OUT]),
+        chip_link_load=[shares.load[sharing.chip_link(b)] for b in range(num_chips - 1)],
         chips_used=len({p.chip for p in placements}),
         chip_usage=chip_usage(layers, placements, num_chips),
     )
+
+
+def _named(binding: dict[str, object], layer: Layer, place: Placement, layer_cycles: float,
+           buffers: sharing.Interface) -> dict[str, object]:
+    """A binding resource as mapping.json and the reports name it."""
+    kind, link = binding["kind"], str(binding.get("link", ""))
+    direction = {sharing.HOST_IN: "to_chip", sharing.HOST_OUT: "to_host"}.get(link)
+    if kind == "host_buffers":
+        return {"kind": "host_buffers", "direction": direction, "frames_in_flight": buffers.frames_in_flight}
+    if kind == "link" and direction:
+        return {"kind": "host_link", "direction": direction}
+    if kind == "link":
+        boundary = int(link.split(":")[1])
+        return {"kind": "chip_link", "from_chip": boundary, "to_chip": boundary + 1}
+    return {"kind": "layer", "layer": layer.name, "model": layer.model, "chip": place.chip, "cores": place.cores,
+            "cycles": round(layer_cycles, 1)}
 
 
 def _chip_link_bytes(layers: list[Layer], placements: list[Placement], num_chips: int) -> list[dict[str, int]]:
@@ -176,25 +202,27 @@ def _chip_link_bytes(layers: list[Layer], placements: list[Placement], num_chips
     return crossing
 
 
-def _latency_ms(model: str, layers: list[Layer], placements: list[Placement], layer_cycles: list[float],
-                period: float, traffic: Traffic, hw: HardwareProfile) -> float:
+def start_fraction(layer: Layer) -> float:
+    """The share of its input a layer needs before it can start: its kernel's rows of its rows."""
+    return round(min(1.0, layer.kernel_rows / max(1, layer.rows)), 6)
+
+
+def _latency_ms(model: str, models: list[str], layers: list[Layer], placements: list[Placement],
+                layer_cycles: list[float], fps: float, binding: dict[str, object], traffic: Traffic,
+                shares: sharing.Allocation, link_bytes: list[dict[str, int]], hw: HardwareProfile) -> float:
+    """One frame through the pipeline in the steady state (``mapper/latency.py``)."""
     clock = hw.chip.clock_hz
-    finish: dict[str, float] = {}
-    chip_of: dict[str, int] = {}
-    hop = hw.chip_to_chip_link
-    for layer, place, cyc in zip(layers, placements, layer_cycles):
-        if layer.model != model:
-            continue
-        start = 0.0
-        for source in layer.inputs:
-            ready = finish.get(source, 0.0)
-            if chip_of.get(source, place.chip) != place.chip:
-                ready += hop.latency_us * 1e-6 * clock
-            start = max(start, ready)
-        fraction = min(1.0, layer.kernel_rows / max(1, layer.rows))
-        finish[layer.name] = start + cyc * fraction
-        chip_of[layer.name] = place.chip
-    path = max(finish.values(), default=0.0) + period
-    host = hw.host_link
-    transfers = (traffic.input_bytes.get(model, 0) + traffic.output_bytes.get(model, 0)) / host.total_bytes_per_second
-    return 1000.0 * (path / clock + transfers + 2 * host.latency_us * 1e-6)
+    nodes = [latency.Node(layer.name, tuple(layer.inputs), place.chip, cyc / clock, start_fraction(layer))
+             for layer, place, cyc in zip(layers, placements, layer_cycles) if layer.model == model]
+    bandwidth = shares.bandwidth[model]
+    if traffic.share_input:  # one transfer of the largest input, charged to the first model
+        into = max(traffic.input_bytes.get(m, 0) for m in models) / shares.bandwidth[models[0]][sharing.HOST_IN]
+    else:
+        into = traffic.input_bytes.get(model, 0) / bandwidth[sharing.HOST_IN]
+    links = {b: crossing[model] / bandwidth[sharing.chip_link(b)]
+             for b, crossing in enumerate(link_bytes) if crossing.get(model)}
+    pace = latency.Pace(1.0 / fps if fps > 0 else 0.0, into,
+                        traffic.output_bytes.get(model, 0) / bandwidth[sharing.HOST_OUT],
+                        hw.host_link.latency_us * 1e-6, hw.chip_to_chip_link.latency_us * 1e-6, links,
+                        latency.paced_layers(nodes, binding))
+    return 1000.0 * latency.latency_seconds(nodes, pace)

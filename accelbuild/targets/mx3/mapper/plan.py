@@ -10,10 +10,10 @@ from typing import Any
 
 import onnx
 
+from accelbuild.passes.graph import real_inputs
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.targets.mx3.mapper import cost, search
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
-from accelbuild.passes.graph import real_inputs
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
             "macs" if layer.kind == "mac" else "ops": int(layer.work), "weight_bytes": layer.weight_bytes,
             "bits": layer.bits, "utilization": round(min(1.0, busy), 4), "fused": layer.fused,
             "inputs": layer.inputs, "out_bytes": layer.out_bytes,
-            "start_fraction": round(min(1.0, layer.kernel_rows / max(1, layer.rows)), 6),
+            "start_fraction": cost.start_fraction(layer),
         })
     return {
         "estimate": "cost model (accelbuild/targets/mx3/mapper/cost.py)",
@@ -95,12 +95,12 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
         "latency_ms": round(estimate.latency_max_ms, 4),
         "bottleneck": estimate.bottleneck,
         "models": [{"name": m, "fps": round(estimate.model_fps[m], 2), "latency_ms": round(estimate.latency_ms[m], 4),
-                    "period_cycles": round(estimate.period_cycles[m], 1),
-                    "layers": sum(1 for l in layers if l.model == m)} for m in estimate.model_fps],
+                    "period_cycles": round(estimate.period_cycles[m], 1), "bottleneck": estimate.model_bottleneck[m],
+                    "layers": sum(1 for layer in layers if layer.model == m)} for m in estimate.model_fps],
         "links": _links(estimate, hw, mapping),
         "chips": _chips(layers, best.placements, estimate, hw, mapping.num_chips),
         "layers": layer_rows,
-        "unsupported_ops": sorted({l.op for l in layers if not l.supported}),
+        "unsupported_ops": sorted({layer.op for layer in layers if not layer.supported}),
         "boundaries": list(best.boundaries),
         "strategy": best.strategy,
         "candidates": [

@@ -42,9 +42,29 @@ def render(mapping: dict[str, Any]) -> str:
 
 
 def _bottleneck(bottleneck: dict[str, Any]) -> str:
-    if bottleneck["kind"] == "layer":
-        return (f"layer {bottleneck['layer']} of {bottleneck['model']} on chip {bottleneck['chip']} "
-                f"({bottleneck['cores']} cores, {bottleneck['cycles']:.0f} cycles)")
-    if bottleneck["kind"] == "chip_link":
-        return f"chip link {bottleneck['from_chip']} -> {bottleneck['to_chip']}"
-    return "host link"
+    return describe(bottleneck)
+
+
+ARROWS = {"to_chip": "host -> chip", "to_host": "chip -> host"}
+
+
+def describe(resource: dict[str, Any]) -> str:
+    """A bottleneck record (the cost model's) or a binding resource (the simulator's, with its busy share)
+    in words, as the terminal shows it."""
+    kind = resource.get("kind")
+    busy = f", {resource['busy']:.0%} busy" if isinstance(resource.get("busy"), (int, float)) else ""
+    if kind == "layer":
+        return (f"layer {resource['layer']} of {resource['model']} on chip {resource['chip']} "
+                f"({resource['cores']} cores, {resource['cycles']:.0f} cycles{busy})")
+    if kind == "chip_link":
+        return f"chip link {resource['from_chip']} -> {resource['to_chip']}{busy}"
+    if kind == "host_link":
+        where = f", {ARROWS[resource['direction']]}" if resource.get("direction") in ARROWS else ""
+        return f"host link{where}{busy}"
+    if kind == "host_buffers":
+        return (f"host interface buffers, {ARROWS.get(str(resource.get('direction')), '?')} "
+                f"({resource.get('frames_in_flight')} transfers in flight{busy})")
+    if kind == "stalls":
+        inner = resource.get("busiest") or {}
+        return f"waits between layers (no resource saturated; busiest: {describe(inner)})"
+    return str(kind).replace("_", " ")

@@ -8,15 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from accelbuild.targets.mx3.dfp import Dfp, read_dfp
-from accelbuild.targets.mx3.dfp.weights import read_tensor
 from accelbuild.errors import InputFileError
 from accelbuild.quantize.precision import storage_dtype
-
+from accelbuild.targets.mx3.dfp import Dfp, read_dfp
+from accelbuild.targets.mx3.dfp.weights import read_tensor
 
 
 @dataclass
@@ -36,6 +34,7 @@ class Program:
     boundaries: list[int]
     predicted: dict[str, Any]
     simcfg: dict[str, Any] | None
+    share_input: bool = False  # one input stream feeds every model
 
 
 def load_program(path: Path, shown: str | None = None) -> Program:
@@ -47,7 +46,9 @@ def load_program(path: Path, shown: str | None = None) -> Program:
         weights = dfp.sections["weights"]
         models = [_model(entry, graphs, weights, program, dfp) for entry in program["models"]]
         simcfg = json.loads(dfp.sections["simcfg"]) if "simcfg" in dfp.sections else None
-        return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg)
+        int(program["hardware"]["host_link"]["frames_in_flight"])  # the timing model's buffers are in the program
+        return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg,
+                       bool(program["packets"].get("share_input", False)))
     except (KeyError, ValueError, TypeError, IndexError) as exc:
         raise InputFileError(shown, f"the DFP's program cannot be simulated: {exc.__class__.__name__}: {exc}") from None
 

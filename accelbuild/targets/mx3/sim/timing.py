@@ -1,37 +1,41 @@
 """Timing simulation: frames flowing through a DFP's placement, event by event.
 
 Each layer owns the cores the program gives it (a core shared by two layers serialises them: that is
-how ALU-core sharing shows up) and takes ``cycles / clock`` per frame. What the cost model leaves out
-and this model adds:
+how ALU-core sharing shows up) and takes ``cycles / clock`` per frame. The buffering is derived from the
+program and the profile as row-streaming dataflow (``sim/buffers.py``); links are shared between models
+by the cost model's rules (``accelbuild/targets/mx3/sharing.py``). What the cost model leaves out and
+this model adds:
 
 - pipeline fill: a frame enters layer by layer; a layer may start once its producers have made the
   input rows its kernel needs (``start_fraction``) and finishes no earlier than that share of its time
   after its last input arrived;
-- back-pressure: a layer starts frame f only after each consumer has started frame f-4 (four frames
-  of buffering per edge: enough that skip connections around a block do not stall it), and the host
-  sends frame f once frame f-8 has come back and while the first layers work on frame f-1;
-- link contention: every transfer over the host link (input and output directions apart) and over each
-  chip-to-chip link queues behind the ones before it, across models;
+- back-pressure through row buffers: a producer starts frame f only when each consumer has taken in the
+  rows before (``edge_frames``); the host starts a frame's input transfer so its first rows arrive as the
+  first layers are ready, keeps at most ``frames_in_flight`` transfers per direction on the interface,
+  and the last layers stall while the output port still holds the previous frame;
+- link contention within a model: tensors crossing the same chip boundary queue behind each other;
 - per-frame jitter of host transfers, drawn from a seeded generator (uniform within +-``host_jitter``).
 
-Results: FPS per
-model and total (from the second half of the frames, the steady state), first-frame and steady
-latency, per-core utilisation, and per-layer timings and link activity for the reports.
+Results: FPS per model and total (from the second half of the frames, the steady state), first-frame and
+steady latency, per-core utilisation, per-layer timings and link activity for the reports, and per
+model the resource that binds it (``sim/binding.py``).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from accelbuild.targets.mx3 import sharing
+from accelbuild.targets.mx3.sim import binding as bind
+from accelbuild.targets.mx3.sim import buffers
 from accelbuild.targets.mx3.sim.program import Program, ProgramModel
 
 DEFAULT_JITTER = 0.05
-IN_FLIGHT = 8  # frames the host keeps on the device at once
-BUFFERED = 4  # frames of buffering on every edge between two layers
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Span:
 @dataclass
 class TimingResult:
     frames: int
-    fps: float
+    fps: float                      # sum of the models' frame rates (frames of different models)
     model_fps: dict[str, float]
     first_latency_ms: dict[str, float]
     steady_latency_ms: dict[str, float]
@@ -53,6 +57,7 @@ class TimingResult:
     core_utilization: dict[str, float]
     spans: list[Span] = field(default_factory=list)
     duration_s: float = 0.0
+    binding: dict[str, dict[str, Any]] = field(default_factory=dict)  # per model: what sets its pace
 
 
 class _Link:
@@ -63,11 +68,13 @@ class _Link:
         self.latency = latency_s
         self.free = 0.0
 
+    def duration(self, nbytes: float, stretch: float = 1.0) -> float:
+        return nbytes / self.rate * stretch if self.rate > 0 else 0.0
+
     def send(self, ready: float, nbytes: float, stretch: float = 1.0) -> tuple[float, float]:
         start = max(self.free, ready)
-        duration = nbytes / self.rate * stretch if self.rate > 0 else 0.0
-        self.free = start + duration
-        return start, start + duration + self.latency
+        self.free = start + self.duration(nbytes, stretch)
+        return start, self.free + self.latency
 
 
 def simulate(program: Program, frames: int, seed: int = 0, jitter: float | None = None,
@@ -76,82 +83,206 @@ def simulate(program: Program, frames: int, seed: int = 0, jitter: float | None 
     clock = float(hw["clock_mhz"]) * 1e6
     if jitter is None:
         jitter = float((program.simcfg or {}).get("host_jitter", DEFAULT_JITTER))
-    rng = np.random.default_rng(seed)
-    host_in = _Link(hw["host_link"]["bytes_per_second"], hw["host_link"]["latency_us"] * 1e-6)
-    host_out = _Link(hw["host_link"]["bytes_per_second"], hw["host_link"]["latency_us"] * 1e-6)
-    chip_links: dict[int, _Link] = {}
+    shares = buffers.allocation(program)
+    slots = buffers.interface(hw).frames_in_flight
+    stretch = 1 + jitter * np.random.default_rng(seed).uniform(-1, 1, size=(frames, len(program.models), 2))
     core_free: dict[tuple[int, str, int], float] = {}
-    state = {m.name: _ModelState(m, clock) for m in program.models}
     spans: list[Span] = []
-    for frame in range(frames):
-        for model in program.models:
-            stretch_in, stretch_out = 1 + jitter * rng.uniform(-1, 1), 1 + jitter * rng.uniform(-1, 1)
-            state[model.name].run_frame(frame, host_in, host_out, chip_links, core_free, hw, stretch_in,
-                                        stretch_out, spans if frame < record_frames else None)
-    return _result(program, state, frames, clock, core_free, spans)
+    state = {m.name: _ModelState(m, hw, clock, shares.bandwidth[m.name], core_free) for m in program.models}
+    index = {m.name: i for i, m in enumerate(program.models)}
+    groups = [list(program.models)] if program.share_input else [[m] for m in program.models]
+    for group in groups:
+        members = [state[m.name] for m in group]
+        feed = _Feed(members[0].host_in, slots, max(m.input_bytes for m in group))
+        for frame in range(frames):
+            record = spans if frame < record_frames else None
+            feed.send(frame, members, [stretch[frame, index[s.model.name], 0] for s in members], record)
+            for s in members:
+                s.run_frame(frame, feed, slots, stretch[frame, index[s.model.name], 1], record)
+    return _result(program, state, frames, clock, spans, shares, groups)
+
+
+class _Feed:
+    """The host's input transfers of one stream (one model, or every model with share_input)."""
+
+    def __init__(self, link: _Link, slots: int, nbytes: float) -> None:
+        self.link, self.slots, self.nbytes = link, slots, nbytes
+        self.started: list[float] = []
+        self.finished: list[float] = []  # transfer done and its slot released (wire time + latency)
+        self.start = self.transfer = 0.0
+
+    def send(self, f: int, members: list[_ModelState], stretches: list[float], spans: list | None) -> None:
+        nominal = self.link.duration(self.nbytes)
+        # just in time: the first rows arrive when the first layers can take them
+        target = max(s.input_target(f, nominal) for s in members) - self.link.latency
+        ready = max(0.0, target, self.finished[f - self.slots] if f >= self.slots else 0.0)
+        self.start, _ = self.link.send(ready, self.nbytes, max(stretches))
+        self.transfer = self.link.free - self.start
+        self.started.append(self.start)
+        self.finished.append(self.link.free + self.link.latency)
+        for s in members:
+            _record(spans, f"host in · {s.model.name}", "host_in", self.start, self.link.free)
 
 
 class _ModelState:
-    def __init__(self, model: ProgramModel, clock: float) -> None:
-        self.model = model
-        self.clock = clock
+    def __init__(self, model: ProgramModel, hw: dict, clock: float, bandwidth: dict[str, float],
+                 core_free: dict) -> None:
+        self.model, self.clock, self.core_free = model, clock, core_free
         self.rows = {row["name"]: row for row in model.layers}
         self.consumers: dict[str, list[str]] = {name: [] for name in self.rows}
         for row in model.layers:
             for source in row.get("inputs", []):
                 self.consumers.setdefault(source, []).append(row["name"])
-        self.start: dict[tuple[str, int], float] = {}
-        self.end: dict[tuple[str, int], float] = {}
+        self.first = [row for row in model.layers if not row.get("inputs")]
+        buffering = buffers.buffering(model, hw)
+        self.edges, self.ports = buffering.edge_frames, buffering.port_frames
+        self.sends: dict[str, list[tuple[int, float]]] = {}  # producer -> (chip boundary, frames its sender holds)
+        for (source, boundary), frames in sorted(buffering.send_frames.items()):
+            self.sends.setdefault(source, []).append((boundary, frames))
+        self.cores = {row["name"]: [(row["chip"], row["kind"], row["first_core"] + k) for k in range(int(row["cores"]))]
+                      for row in model.layers}
+        latency = float(hw["host_link"]["latency_us"]) * 1e-6
+        self.host_in = _Link(bandwidth[sharing.HOST_IN], latency)
+        self.host_out = _Link(bandwidth[sharing.HOST_OUT], latency)
+        self.links = self._tensor_channels(hw, bandwidth)
+        self.start: dict[str, list[float]] = {name: [] for name in self.rows}
+        self.end: dict[str, list[float]] = {name: [] for name in self.rows}
         self.sent: list[float] = []
         self.done: list[float] = []
+        self.out_start: list[float] = []
+        self.out_finished: list[float] = []  # output transfer done and its slot released
+        self.in_time: list[float] = []
+        self.out_time: list[float] = []
         self.busy: dict[str, float] = {name: 0.0 for name in self.rows}
-        self.sent_over: dict[tuple[str, int, int], tuple[float, float]] = {}
+        self.crossings: dict[tuple[str, int], list[tuple[float, float]]] = {}  # per frame: start, end
 
-    def run_frame(self, f: int, host_in: _Link, host_out: _Link, links: dict[int, _Link],
-                  core_free: dict, hw: dict, stretch_in: float, stretch_out: float, spans: list | None) -> None:
-        first = [row["name"] for row in self.model.layers if not row.get("inputs")]
-        ready = max([self.start.get((name, f - 1), 0.0) for name in first], default=0.0)
-        if f >= IN_FLIGHT:  # the host keeps a bounded number of frames on the device
-            ready = max(ready, self.done[f - IN_FLIGHT])
-        send_start, arrived = host_in.send(ready, self.model.input_bytes, stretch_in)
-        self.sent.append(send_start)
-        _record(spans, f"host in · {self.model.name}", "host_in", send_start, host_in.free)
-        transfer = host_in.free - send_start
+    def _tensor_channels(self, hw: dict, bandwidth: dict[str, float]) -> dict[tuple[str, int], _Link]:
+        """One channel per tensor and chip boundary it crosses: a link interleaves the tensors crossing it,
+        each at the share of the model's bandwidth there that its bytes are of the boundary's traffic."""
+        latency = float(hw["chip_link"]["latency_us"]) * 1e-6
+        crossing: dict[int, dict[str, float]] = {}
         for row in self.model.layers:
-            self._layer(row, f, send_start + host_in.latency, arrived, transfer, links, core_free, hw, spans)
-        last = max(self.end[(row["name"], f)] for row in self.model.layers if not self.consumers[row["name"]])
-        out_start, done = host_out.send(last, self.model.output_bytes, stretch_out)
-        _record(spans, f"host out · {self.model.name}", "host_out", out_start, host_out.free)
+            for source in row.get("inputs", []):
+                low, high = sorted((int(self.rows[source]["chip"]), int(row["chip"])))
+                for boundary in range(low, high):
+                    crossing.setdefault(boundary, {})[source] = float(self.rows[source].get("out_bytes", 0))
+        channels = {}
+        for boundary, tensors in crossing.items():
+            total = sum(tensors.values())
+            rate = bandwidth[sharing.chip_link(boundary)]
+            for source, nbytes in tensors.items():
+                channels[(source, boundary)] = _Link(rate * nbytes / total if total > 0 else rate, latency)
+        return channels
+
+    def _earliest(self, row: dict, f: int) -> float:
+        """When ``row`` could start frame f as far as its cores and its buffers downstream allow."""
+        name = row["name"]
+        when = max([self.core_free.get(c, 0.0) for c in self.cores[name]], default=0.0)
+        for reader in self.consumers[name]:
+            when = max(when, self._position(reader, f - self.edges[(name, reader)]))
+        for boundary, frames in self.sends.get(name, ()):
+            when = max(when, self._link_position(name, boundary, f - frames))
+        if name in self.ports:
+            when = max(when, self._out_position(f - self.ports[name]))
+        return when
+
+    def _out_position(self, position: float) -> float:
+        """The time the host had read the output stream up to ``position`` (frame + fraction)."""
+        frame = math.floor(position + 1e-9)
+        if frame < 0:
+            return 0.0
+        return self.out_start[frame] + max(0.0, position - frame) * self.out_time[frame]
+
+    def _position(self, name: str, position: float) -> float:
+        """The time layer ``name`` reached stream position ``position`` (frame + fraction consumed)."""
+        frame = math.floor(position + 1e-9)
+        if frame < 0:
+            return 0.0
+        start, end = self.start[name][frame], self.end[name][frame]
+        return start + max(0.0, position - frame) * (end - start)
+
+    def _link_position(self, source: str, boundary: int, position: float) -> float:
+        """The time the link over ``boundary`` reached stream position ``position`` of ``source``'s tensor."""
+        frame = math.floor(position + 1e-9)
+        if frame < 0:
+            return 0.0
+        start, end = self.crossings[(source, boundary)][frame]
+        return start + max(0.0, position - frame) * (end - start)
+
+    def input_target(self, f: int, transfer: float) -> float:
+        """The latest time this frame's input may start on the wire without delaying a first layer."""
+        return min((self._earliest(row, f) - float(row.get("start_fraction", 1.0)) * transfer
+                    for row in self.first), default=0.0)
+
+    def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: list | None) -> None:
+        self.sent.append(feed.start)
+        self.in_time.append(feed.transfer)
+        arrive = feed.start + feed.link.latency
+        for row in self.model.layers:
+            self._layer(row, f, arrive, feed.transfer)
+        for row in reversed(self.model.layers):
+            self._paced(row, f, spans)
+        last = max(self.end[name][f] for name, readers in self.consumers.items() if not readers)
+        ready = max(last, self.out_finished[f - slots] if f >= slots else 0.0)
+        out_start, done = self.host_out.send(ready, self.model.output_bytes, stretch_out)
+        self.out_start.append(out_start)
+        self.out_time.append(self.host_out.free - out_start)
+        self.out_finished.append(done)
+        _record(spans, f"host out · {self.model.name}", "host_out", out_start, self.host_out.free)
         self.done.append(done)
 
-    def _layer(self, row: dict, f: int, in_start: float, in_end: float, in_transfer: float,
-               links: dict[int, _Link], core_free: dict, hw: dict, spans: list | None) -> None:
+    def _paced(self, row: dict, f: int, spans: list | None) -> None:
+        """A layer cannot finish a frame before its consumers (and the links its output crosses) have taken
+        in all but their buffer's share of it: its rows are paced by what comes after it."""
+        name = row["name"]
+        end = self.end[name][f]
+        for reader in self.consumers[name]:
+            end = max(end, self._position(reader, f + 1 - self.edges[(name, reader)]))
+        for boundary, frames in self.sends.get(name, ()):
+            end = max(end, self._link_position(name, boundary, f + 1 - frames))
+        self.end[name][f] = end
+        for core in self.cores[name]:
+            self.core_free[core] = max(self.core_free.get(core, 0.0), end)
+        if spans is not None:
+            _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
+                    self.start[name][f], end)
+            for boundary, _ in self.sends.get(name, ()):
+                _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *self.crossings[(name, boundary)][f])
+
+    def _layer(self, row: dict, f: int, in_start: float, in_transfer: float) -> None:
         name, fraction = row["name"], float(row.get("start_fraction", 1.0))
         duration = float(row["cycles"]) / self.clock
-        first_ready, all_ready = (in_start + fraction * in_transfer, in_end) if not row.get("inputs") else (0.0, 0.0)
+        if row.get("inputs"):
+            first_ready = all_ready = 0.0
+        else:
+            first_ready, all_ready = in_start + fraction * in_transfer, in_start + in_transfer
         for source in row.get("inputs", []):
-            source_row = self.rows[source]
-            s, e = self.start[(source, f)], self.end[(source, f)]
+            s, e = self.start[source][f], self.end[source][f]
             first, last = s + fraction * (e - s), e
-            for boundary in range(min(source_row["chip"], row["chip"]), max(source_row["chip"], row["chip"])):
-                sent = self.sent_over.get((source, f, boundary))
-                if sent is None:  # a tensor crosses a boundary once per frame, whoever reads it
-                    link = links.setdefault(boundary, _Link(hw["chip_link"]["bytes_per_second"],
-                                                            hw["chip_link"]["latency_us"] * 1e-6))
-                    link_start, link_end = link.send(s, float(source_row.get("out_bytes", 0)))
-                    _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", link_start, link.free)
-                    sent = self.sent_over[(source, f, boundary)] = (link.latency, link_end)
-                first, last = first + sent[0], max(last + sent[0], sent[1])
+            low, high = sorted((int(self.rows[source]["chip"]), int(row["chip"])))
+            for boundary in range(low, high):  # rows cross as they are made, at the link's pace if slower
+                link_start, link_end, latency = self._cross(source, f, boundary, s)
+                first = max(first, link_start + fraction * (link_end - link_start)) + latency
+                last = max(last, link_end) + latency
             first_ready, all_ready = max(first_ready, first), max(all_ready, last)
-        cores = [(row["chip"], row["kind"], row["first_core"] + k) for k in range(int(row["cores"]))]
-        start = max([first_ready] + [core_free.get(c, 0.0) for c in cores]
-                    + [self.start.get((c, f - BUFFERED), 0.0) for c in self.consumers[name]])
+        start = max(first_ready, self._earliest(row, f))
         end = max(start + duration, all_ready + fraction * duration)
-        for core in cores:
-            core_free[core] = end
-        self.start[(name, f)], self.end[(name, f)] = start, end
+        for core in self.cores[name]:
+            self.core_free[core] = end
+        self.start[name].append(start)
+        self.end[name].append(end)
         self.busy[name] += duration
-        _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer", start, end)
+
+    def _cross(self, source: str, f: int, boundary: int, ready: float) -> tuple[float, float, float]:
+        """(start, end, latency) of ``source``'s frame f on the link over chip boundary ``boundary``; a
+        tensor crosses a boundary once per frame, whoever reads it."""
+        link = self.links[(source, boundary)]
+        times = self.crossings.setdefault((source, boundary), [])
+        if len(times) == f:
+            start, _ = link.send(ready, float(self.rows[source].get("out_bytes", 0)))
+            times.append((start, link.free))
+        start, end = times[f]
+        return start, end, link.latency
 
 
 def _record(spans: list | None, track: str, kind: str, start: float, end: float) -> None:
@@ -159,8 +290,8 @@ def _record(spans: list | None, track: str, kind: str, start: float, end: float)
         spans.append(Span(track, kind, start, end))
 
 
-def _result(program: Program, state: dict[str, _ModelState], frames: int, clock: float, core_free: dict,
-            spans: list[Span]) -> TimingResult:
+def _result(program: Program, state: dict[str, _ModelState], frames: int, clock: float, spans: list[Span],
+            shares: sharing.Allocation, groups: list[list[ProgramModel]]) -> TimingResult:
     half = max(1, frames // 2)
     model_fps, first, steady = {}, {}, {}
     for name, s in state.items():
@@ -175,20 +306,22 @@ def _result(program: Program, state: dict[str, _ModelState], frames: int, clock:
     layers = []
     for name, s in state.items():
         for row in s.model.layers:
-            key = (row["name"], 0)
+            start, end = s.start[row["name"]][0], s.end[row["name"]][0]
             layers.append({
                 "name": row["name"], "model": name, "chip": row["chip"], "kind": row["kind"], "cores": row["cores"],
-                "start_cycle": int(round(s.start[key] * clock)), "end_cycle": int(round(s.end[key] * clock)),
+                "start_cycle": int(round(start * clock)), "end_cycle": int(round(end * clock)),
                 "active_fraction": round(s.busy[row["name"]] / total_time, 6) if total_time else 0.0,
                 "macs": row.get("macs", 0), "ops": row.get("ops", 0), "weight_bytes": row.get("weight_bytes", 0),
                 "compute_us": round(float(row["cycles"]) / clock * 1e6, 4),
-                "data_us": round((s.end[key] - s.start[key]) * 1e6 - float(row["cycles"]) / clock * 1e6, 4),
+                "data_us": round((end - start) * 1e6 - float(row["cycles"]) / clock * 1e6, 4),
             })
-    busy_by_layer = {(l["model"], l["name"]): l["active_fraction"] for l in layers}
+    busy_by_layer = {(entry["model"], entry["name"]): entry["active_fraction"] for entry in layers}
     utilization = {}
     for s in state.values():
         for row in s.model.layers:
             for k in range(int(row["cores"])):
                 utilization[f"{row['chip']}/{row['kind']}/{row['first_core'] + k}"] = busy_by_layer[(s.model.name, row["name"])]
+    usage = {name: bind.Usage(s.model, s.in_time[half - 1:], s.out_time[half - 1:]) for name, s in state.items()}
+    binding = bind.binding(program, usage, model_fps, shares, [[m.name for m in g] for g in groups])
     return TimingResult(frames, sum(model_fps.values()), model_fps, first, steady, layers, utilization, spans,
-                        total_time)
+                        total_time, binding)
