@@ -42,7 +42,10 @@ def run(ctx: StageContext) -> None:
     models = []
     for name in bench.models:
         files = _files(ctx, name)
-        figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.accuracy, ctx.inputs)
+        own = {role[len(name) + 1:]: path for role, path in ctx.inputs.items() if role.startswith(f"{name}/data:")}
+        data = bench.data[bench.models.index(name)] if bench.data else None
+        figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.accuracy,
+                                                                 own if data is not None else ctx.inputs, data)
         entry = {"name": name, "fps": round(sim.model_fps[name], 2),
                  "latency_ms": round(sim.steady_latency_ms[name], 4),
                  "first_frame_latency_ms": round(sim.first_latency_ms[name], 4),

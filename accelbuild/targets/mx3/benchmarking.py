@@ -8,6 +8,8 @@ measured on this machine.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
-from accelbuild.stages.params import AccuracyInputs
+from accelbuild.stages.params import AccuracyInputs, DataParams
 from accelbuild.targets.mx3 import agreement
 from accelbuild.targets.mx3.sim import numeric, timing
 from accelbuild.targets.mx3.sim.program import Program
@@ -36,25 +38,26 @@ class ModelFiles:
     post: Path | None
 
 
-def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, inputs: dict[str, Path]
-                   ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
+def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, inputs: dict[str, Path],
+                   data: DataParams | None = None) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
     """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model."""
     ai = onnx.load(str(files.ai))
     pre = onnx.load(str(files.pre)) if files.pre else None
-    feeds = accuracy.through(pre, accuracy.stage_inputs(pre or ai, source, inputs))
+    feeds = accuracy.through(pre, accuracy.stage_inputs(pre or ai, source, inputs, data))
     entry = next(m for m in program.models if m.name == files.name)
     chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
     reference = measure.run_all(measure.session(ai), feeds)
     quantized = measure.run_all(measure.session(measure.with_bf16_activations(onnx.load(str(files.quantized)))), feeds)
     figures = measure.compare(reference, chip)
     crosscheck = measure.compare(quantized, chip)
-    return ({**figures, "samples": len(feeds)},
+    return ({**figures, **accuracy.describe_inputs(source, data, len(feeds))},
             {"against": "quantized.onnx in onnxruntime, bfloat16 activations", **crosscheck}, feeds)
 
 
 def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:
-    """Median milliseconds of the host pre/post sections in onnxruntime on this machine."""
-    result: dict[str, float] = {}
+    """Median milliseconds of the host pre/post sections in onnxruntime on this machine (named in
+    ``measured_on``: a benchmark restored from a shared cache carries another machine's timings)."""
+    result: dict[str, Any] = {"measured_on": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)"}
     if files.pre:
         pre = onnx.load(str(files.pre))
         first = accuracy.random_inputs(pre, 1, 0)[0]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from accelbuild.stages.params import AccuracyInputs
+from accelbuild.stages.params import AccuracyInputs, DataParams
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,4 @@ class BenchmarkParams:
     seed: int  # of the timing simulation's host jitter
     accuracy: AccuracyInputs
     closed_loop: bool
+    data: tuple[DataParams | None, ...] = ()  # each model's models[].data (its files: inputs "<model>/data:...")

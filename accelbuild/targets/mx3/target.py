@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, model_dir
+from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.config import schema_check
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.errors import ConfigError, InputFileError
@@ -97,6 +97,8 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
         for name in ("ai.onnx", "quantized.onnx", "crop.json"):
             inputs[f"{m.name}/{name}"] = folder / name
     inputs.update(accuracy_data(pipeline))
+    for m in pipeline.models:  # roles per model: two models may read files of the same name
+        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
     return inputs
 
 
@@ -114,6 +116,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
         seed=bench.seed,
         accuracy=accuracy_inputs(pipeline),
         closed_loop=pipeline.closed_loop.enabled,
+        data=tuple(data_params(m) for m in pipeline.models),
     )
 
 
