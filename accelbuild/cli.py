@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("--cache-dir", type=Path,
                        help="artifact cache (default STATE_DIR/cache, or $ACCELBUILD_CACHE_DIR)")
 
-    run = sub.add_parser("run", parents=[state], help="build pipelines")
+    remote = _remote_options()
+    run = sub.add_parser("run", parents=[state, remote], help="build pipelines")
     run.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     run.add_argument("-j", "--jobs", type=_positive_int, default=1, metavar="N", help="tasks run in parallel")
     run.add_argument("--force", action="store_true", help="rebuild every task, ignoring state and cache")
@@ -49,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check configs and the files they reference")
     validate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
 
-    status = sub.add_parser("status", parents=[state], help="which tasks would run, and why")
+    status = sub.add_parser("status", parents=[state, remote], help="which tasks would run, and why")
     status.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     status.add_argument("--json", action="store_true", help="print JSON to stdout")
 
@@ -67,7 +68,19 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print JSON to stdout")
 
     sub.add_parser("schema", help="print the pipeline JSON Schema")
+    _add_cache_commands(sub, state)
     return parser
+
+
+def _remote_options() -> argparse.ArgumentParser:
+    """``--remote-cache`` and ``--executor`` (beyond one machine; see docs/remote.md)."""
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--remote-cache", metavar="URL",
+                        help="shared artifact cache at an fsspec URL: s3://bucket/prefix, gs://..., file:///... "
+                             "(or $ACCELBUILD_REMOTE_CACHE)")
+    remote.add_argument("--executor", metavar="dask://HOST:PORT",
+                        help="run tasks on a Dask cluster (or $ACCELBUILD_EXECUTOR; 'local' for this machine)")
+    return remote
 
 
 def _positive_int(text: str) -> int:
@@ -94,7 +107,33 @@ def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with t
         jobs=getattr(args, "jobs", 1),
         force=getattr(args, "force", False),
         keep_going=getattr(args, "keep_going", False),
+        remote_cache=_remote_cache_url(args),
+        executor=_executor_address(args),
     )
+
+
+def _remote_cache_url(args: argparse.Namespace) -> str | None:
+    import os
+
+    text = getattr(args, "remote_cache", None)
+    text = os.environ.get("ACCELBUILD_REMOTE_CACHE") if text is None else text
+    if not text:
+        return None
+    from accelbuild.build.remote_cache import parse_url
+
+    return parse_url(text)
+
+
+def _executor_address(args: argparse.Namespace) -> str | None:
+    import os
+
+    text = getattr(args, "executor", None)
+    text = os.environ.get("ACCELBUILD_EXECUTOR") if text is None else text
+    if not text:
+        return None
+    from accelbuild.build.dask_executor import parse
+
+    return parse(text)
 
 
 def _load(paths: list[str]):
@@ -211,6 +250,52 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- cache push / pull: seeding a shared remote cache (self-contained block) ---------------------------
+
+
+def _add_cache_commands(sub: argparse._SubParsersAction, state: argparse.ArgumentParser) -> None:
+    cache = sub.add_parser("cache", help="manage the artifact cache")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
+    for name, text in (("push", "upload every local cache entry the remote cache lacks"),
+                       ("pull", "download every remote cache entry the local cache lacks (verified)")):
+        command = cache_sub.add_parser(name, parents=[state], help=text)
+        command.add_argument("--remote-cache", metavar="URL", help="the remote cache (or $ACCELBUILD_REMOTE_CACHE)")
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    return CACHE_COMMANDS[args.cache_command](args)
+
+
+def _cache_pair(args: argparse.Namespace):
+    from accelbuild.build.cache import ArtifactCache
+    from accelbuild.build.remote_cache import RemoteSpec, RemoteStore
+
+    url = _remote_cache_url(args)
+    if url is None:
+        raise UserError("accelbuild cache: no remote cache (give --remote-cache URL or set ACCELBUILD_REMOTE_CACHE)")
+    return ArtifactCache(_options(args).cache_dir), RemoteStore(RemoteSpec(url))
+
+
+def cmd_cache_push(args: argparse.Namespace) -> int:
+    local, remote = _cache_pair(args)
+    entries, uploaded = remote.push_all(local)
+    print(f"pushed {entries} entr{'y' if entries == 1 else 'ies'} to {remote.url} ({uploaded} bytes uploaded)")
+    return 0
+
+
+def cmd_cache_pull(args: argparse.Namespace) -> int:
+    local, remote = _cache_pair(args)
+    fetched, damaged = remote.pull_all(local)
+    print(f"pulled {fetched} entr{'y' if fetched == 1 else 'ies'} from {remote.url} into {local.root}"
+          + (f"; {damaged} damaged or incomplete, skipped" if damaged else ""))
+    return 0
+
+
+CACHE_COMMANDS = {"push": cmd_cache_push, "pull": cmd_cache_pull}
+
+# -- end of cache push / pull ---------------------------------------------------------------------------
+
+
 COMMANDS = {
     "run": cmd_run,
     "validate": cmd_validate,
@@ -219,6 +304,7 @@ COMMANDS = {
     "inspect": cmd_inspect,
     "bench": cmd_bench,
     "schema": cmd_schema,
+    "cache": cmd_cache,
 }
 
 
