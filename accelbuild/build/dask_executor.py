@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 ENV = "ACCELBUILD_EXECUTOR"
 SCHEME = "dask://"
-CONNECT_TIMEOUT = 20  # seconds to reach the scheduler
 WORKER_WAIT = 60  # seconds to wait for a first worker on a cluster that has none yet
 
 
@@ -87,10 +86,12 @@ class DaskExecutor:
 
     @classmethod
     def connect(cls, address: str) -> DaskExecutor:
+        import dask.config
         from distributed import Client
 
+        timeout = dask.config.get("distributed.comm.timeouts.connect")  # DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT
         try:
-            client = Client("tcp://" + address[len(SCHEME):], timeout=CONNECT_TIMEOUT, set_as_default=False)
+            client = Client("tcp://" + address[len(SCHEME):], timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise ExecutorError(f"{address}: cannot reach the Dask scheduler ({_short(exc)})") from None
         self = cls(address, client)
@@ -123,21 +124,21 @@ class DaskExecutor:
             new = sorted(live - self.accepted - set(self.refused))
             if new:
                 found = self.client.run(_worker_identity, workers=new, on_error="return")
-                for addr in new:
-                    self._judge(addr, found.get(addr, RuntimeError("did not answer")))
+                refused = [addr for addr in new if not self._judge(addr, found.get(addr, RuntimeError("no answer")))]
+                for addr in refused if self.accepted else ():  # with none accepted, the build stops instead
+                    log.warning("refusing Dask worker %s: it %s, this build is %s; install the same accelbuild "
+                                "there", addr, self.refused[addr], shipping.describe_identity(self.identity))
             return sorted(self.accepted & live)
 
-    def _judge(self, addr: str, ident: Any) -> None:
+    def _judge(self, addr: str, ident: Any) -> bool:
+        """Accept the worker if it runs this build's accelbuild; else record why not."""
         if isinstance(ident, BaseException):
-            why = f"cannot run accelbuild ({_short(ident)})"
+            self.refused[addr] = f"cannot run accelbuild ({_short(ident)})"
         elif tuple(ident) != self.identity:
-            why = f"runs {shipping.describe_identity(tuple(ident))}"
+            self.refused[addr] = f"runs {shipping.describe_identity(tuple(ident))}"
         else:
             self.accepted.add(addr)
-            return
-        self.refused[addr] = why
-        log.warning("refusing Dask worker %s: it %s, this build is %s; install the same accelbuild there",
-                    addr, why, shipping.describe_identity(self.identity))
+        return addr in self.accepted
 
     @property
     def slots(self) -> int:
@@ -183,7 +184,7 @@ class DaskExecutor:
         futures = [self._submit(_verified_call, fn, item, shared_future, self.identity, name=fn.__name__)
                    for item in items]
         try:
-            for future in as_completed(futures):
+            for future in as_completed(futures, loop=self.client.loop):
                 data, digest = self._result(future, f"{fn.__name__} on the cluster")
                 if _sha(data) != digest:
                     raise OSError(f"a result of {fn.__name__} arrived altered")

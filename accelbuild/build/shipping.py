@@ -3,8 +3,8 @@
 ``pack`` reads the job's input files (and the files its stage finds next to them, ``extra_inputs``) into a
 ``Parcel``, keeping their layout relative to each other. On the worker, ``run_parcel`` checks that it runs
 the same accelbuild (version and code digest), writes the files into a temp folder, verifies each
-against its SHA-256, runs the stage there and returns every output's bytes with its SHA-256, the stage's
-warnings, or what went wrong. ``unpack`` verifies the bytes again on arrival and writes them into the
+against its SHA-256, runs the stage there and returns every output's bytes with its SHA-256 and what
+the stage logged, or what went wrong. ``unpack`` verifies the bytes again on arrival and writes them into the
 job's staging paths, from where the worker publishes and caches them as for a local run.
 """
 
@@ -83,7 +83,7 @@ class Returned:
     outputs: dict[str, bytes] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     folders: tuple[str, ...] = ()  # folder outputs the stage created (possibly empty)
-    logs: tuple[tuple[int, str, str], ...] = ()  # (level, logger name, message) of the stage's warnings
+    logs: tuple[tuple[int, str, str], ...] = ()  # (level, logger name, message) the stage logged
     failure: Failure | None = None
     host: str = ""
 
@@ -117,7 +117,7 @@ def run_parcel(parcel: Parcel, expected: tuple[str, str]) -> Returned:
     """Worker side: run the parcel's stage in a temp folder; never raises for the stage's own errors."""
     check_identity(expected)
     job = parcel.job
-    with tempfile.TemporaryDirectory(prefix="accelbuild-task-") as tmp, _CapturedWarnings() as captured:
+    with tempfile.TemporaryDirectory(prefix="accelbuild-task-") as tmp, _CapturedLogs() as captured:
         inputs_dir, staging = Path(tmp) / "in", Path(tmp) / "out"
         for rel, data in parcel.files.items():
             if _sha(data) != parcel.digests[rel]:
@@ -159,7 +159,7 @@ def _collect(staged: dict[str, Path]) -> dict[str, bytes]:
 
 
 def unpack(returned: Returned, staged: dict[str, Path]) -> None:
-    """Client side: replay the stage's warnings, raise its failure, or write its outputs (verified) into
+    """Client side: replay what the stage logged, raise its failure, or write its outputs (verified) into
     the staging paths."""
     for level, name, message in returned.logs:
         logging.getLogger(name).log(level, "%s", message)
@@ -185,11 +185,16 @@ def unpack(returned: Returned, staged: dict[str, Path]) -> None:
             raise OSError(f"worker {returned.host} returned an undeclared output {name}")
 
 
-class _CapturedWarnings(logging.Handler):
-    """Warnings accelbuild logs in this thread while a stage runs, to replay on the client."""
+class _CapturedLogs(logging.Handler):
+    """What accelbuild logs (INFO and up) in this thread while a stage runs, to replay on the client (which
+    shows it as a local run would)."""
+
+    _lock = threading.Lock()
+    _users = 0
+    _level_before = logging.NOTSET
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.thread = threading.get_ident()
         self.records: list[tuple[int, str, str]] = []
 
@@ -197,9 +202,21 @@ class _CapturedWarnings(logging.Handler):
         if record.thread == self.thread:
             self.records.append((record.levelno, record.name, record.getMessage()))
 
-    def __enter__(self) -> _CapturedWarnings:
-        logging.getLogger("accelbuild").addHandler(self)
+    def __enter__(self) -> _CapturedLogs:
+        logger = logging.getLogger("accelbuild")
+        with self._lock:
+            if _CapturedLogs._users == 0:
+                _CapturedLogs._level_before = logger.level
+                if logger.getEffectiveLevel() > logging.INFO:
+                    logger.setLevel(logging.INFO)
+            _CapturedLogs._users += 1
+        logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        logging.getLogger("accelbuild").removeHandler(self)
+        logger = logging.getLogger("accelbuild")
+        logger.removeHandler(self)
+        with self._lock:
+            _CapturedLogs._users -= 1
+            if _CapturedLogs._users == 0:
+                logger.setLevel(_CapturedLogs._level_before)

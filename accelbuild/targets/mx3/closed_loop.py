@@ -102,8 +102,9 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
             results[job.index] = hit
         else:
             todo.append(job)
-    log.info("closed loop: %d split(s), %d from the cache", len(jobs), len(jobs) - len(todo))
     cluster = executor.current()
+    log.info("closed loop: %d split(s), %d from the cache%s", len(jobs), len(jobs) - len(todo),
+             f", the rest on {cluster.address}" if cluster is not None and todo else "")
     with _progress(len(todo)) as advance:
         if cluster is not None and todo:
             models = {m.name: Path(m.quantized).read_bytes() for m in todo[0].models}
