@@ -76,6 +76,8 @@ def test_dask_build_is_byte_identical_to_a_local_build(cluster, tmp_path: Path, 
     assert tree_bytes(folder / "build/p") == reference
     again = build(folder, dask_address(cluster), "--force")  # splits cache bypassed: all on the cluster again
     assert again.code == 0 and tree_bytes(folder / "build/p") == reference
+    status = run_cli("status", "p.yaml", "--executor", dask_address(cluster), cwd=folder)
+    assert status.code == 0 and "2 worker(s)" in status.stderr and "up-to-date  p:benchmark" in status.stdout
 
 
 def test_a_killed_workers_task_is_retried_elsewhere(cluster, tmp_path: Path, reference) -> None:
