@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -113,9 +114,10 @@ def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with t
 
 
 def _remote_cache_url(args: argparse.Namespace) -> str | None:
-    import os
-
-    text = getattr(args, "remote_cache", None)
+    """``--remote-cache``, else ``$ACCELBUILD_REMOTE_CACHE``, for the commands that take it."""
+    if not hasattr(args, "remote_cache"):
+        return None
+    text = args.remote_cache
     text = os.environ.get("ACCELBUILD_REMOTE_CACHE") if text is None else text
     if not text:
         return None
@@ -125,9 +127,10 @@ def _remote_cache_url(args: argparse.Namespace) -> str | None:
 
 
 def _executor_address(args: argparse.Namespace) -> str | None:
-    import os
-
-    text = getattr(args, "executor", None)
+    """``--executor``, else ``$ACCELBUILD_EXECUTOR``, for the commands that take it."""
+    if not hasattr(args, "executor"):
+        return None
+    text = args.executor
     text = os.environ.get("ACCELBUILD_EXECUTOR") if text is None else text
     if not text:
         return None

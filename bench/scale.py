@@ -104,7 +104,7 @@ def closed_loop(model: Path, work: Path, repeat: int) -> dict:
     figures["splits"] = len(json.loads((folder / "build/yolo/closed_loop.json").read_text())["splits"])
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None) as cluster:
+                          dashboard_address=":0") as cluster:
             env = {"ACCELBUILD_EXECUTOR": cluster.scheduler_address.replace("tcp://", "dask://")}
             figures["dask"][f"workers={workers}"] = best_of(repeat, lambda e=env: assemble_seconds(folder, fresh(), e))
             assert (folder / "build/yolo/best_split.dfp").read_bytes() == reference, "cluster build differs"
@@ -161,14 +161,17 @@ def main() -> int:
     args = parser.parse_args()
     model = find_model(args.model)
     with tempfile.TemporaryDirectory() as tmp:
-        figures = {"cpus": os.cpu_count(), "closed_loop": closed_loop(model, Path(tmp), args.repeat),
-                   "remote_cache": remote_restore(model, Path(tmp))}
+        figures = {"cpus": os.cpu_count(), "load_before": [round(x, 1) for x in os.getloadavg()],
+                   "closed_loop": closed_loop(model, Path(tmp), args.repeat),
+                   "remote_cache": remote_restore(model, Path(tmp)),
+                   "load_after": [round(x, 1) for x in os.getloadavg()]}
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
     loop, remote = figures["closed_loop"], figures["remote_cache"]
-    print(f"closed loop, YOLOv8n, {loop['splits']} splits, {figures['cpus']} CPU(s) (assemble task seconds, best of "
-          f"{args.repeat}):")
+    print(f"{figures['cpus']} CPU(s); load average (1, 5, 15 min) {figures['load_before']} before, "
+          f"{figures['load_after']} after (other work on the machine skews every figure)")
+    print(f"closed loop, YOLOv8n, {loop['splits']} splits (assemble task seconds, best of {args.repeat}):")
     for name, seconds in {**loop["local"], **loop["dask"]}.items():
         print(f"  {'local' if name.startswith('jobs') else 'dask LocalCluster'} {name:<10} {seconds:7.2f} s")
     print(f"  serial part (splits from the cache): {loop['serial_s']:.2f} s")

@@ -88,7 +88,7 @@ def parse_url(text: str) -> str:
         raise UserError(f"{text}: the remote cache URL names no bucket or folder")
     if protocol in ("file", "local"):
         return "file://" + str(Path(rest).expanduser().absolute())
-    return text.rstrip("/")
+    return f"{protocol}://{rest.rstrip('/')}"
 
 
 def import_fsspec() -> None:
@@ -112,11 +112,17 @@ class RemoteStore:
 
         self.spec = spec
         self.url = spec.url
-        self.fs, self.root = url_to_fs(spec.url, **_storage_defaults(spec.url))
+        self.down = False
+        self.fs: Any = None
+        self.root, self.atomic_put = "", False
+        try:
+            self.fs, self.root = url_to_fs(spec.url, **_storage_defaults(spec.url))
+        except Exception as exc:  # a storage library that cannot even start: build without it
+            self._failed("opening it", exc)
+            return
         protocol = self.fs.protocol
         protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
         self.atomic_put = protocol in _ATOMIC_PUT
-        self.down = False
 
     # layout
     def _entry(self, key: str) -> str:
@@ -301,6 +307,7 @@ class RemoteStore:
     # explicit seeding: errors are errors here
     def push_all(self, local: ArtifactCache) -> tuple[int, int]:
         """Upload every intact local entry the remote lacks: (entries, bytes uploaded)."""
+        self._usable_for_seeding()
         entries = uploaded = 0
         try:
             for key in local.keys():
@@ -316,6 +323,7 @@ class RemoteStore:
 
     def pull_all(self, local: ArtifactCache) -> tuple[int, int]:
         """Fetch every remote entry the local cache lacks: (entries fetched, entries skipped as damaged)."""
+        self._usable_for_seeding()
         fetched = damaged = 0
         try:
             paths = self.fs.find(f"{self.root}/entries") if self.fs.exists(f"{self.root}/entries") else []
@@ -330,6 +338,11 @@ class RemoteStore:
         except Exception as exc:
             raise RemoteCacheError(f"remote cache {self.url}: {_short(exc)}") from exc
         return fetched, damaged
+
+
+    def _usable_for_seeding(self) -> None:
+        if self.fs is None:
+            raise RemoteCacheError(f"remote cache {self.url}: cannot be opened")
 
 
 class _Altered(Exception):
