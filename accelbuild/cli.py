@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     state.add_argument("--cache-dir", type=Path,
                        help="artifact cache (default STATE_DIR/cache, or $ACCELBUILD_CACHE_DIR)")
 
-    run = sub.add_parser("run", parents=[state], help="build pipelines")
+    remote = _remote_options()
+    run = sub.add_parser("run", parents=[state, remote], help="build pipelines")
     run.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     run.add_argument("-j", "--jobs", type=_positive_int, default=1, metavar="N", help="tasks run in parallel")
     run.add_argument("--force", action="store_true", help="rebuild every task, ignoring state and cache")
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check configs and the files they reference")
     validate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
 
-    status = sub.add_parser("status", parents=[state], help="which tasks would run, and why")
+    status = sub.add_parser("status", parents=[state, remote], help="which tasks would run, and why")
     status.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     status.add_argument("--json", action="store_true", help="print JSON to stdout")
     status.add_argument("--check", action="store_true",
@@ -84,12 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     tensors.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
                          help="shape of a dynamic input, channel-last without batch (repeatable)")
 
-    cache = sub.add_parser("cache", help="the artifact cache: info, gc")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
-    cache_sub.add_parser("info", parents=[state], help="entries, objects and size of the cache")
-    gc = cache_sub.add_parser("gc", parents=[state], help="evict least recently used entries")
-    gc.add_argument("--max-size", type=_size, metavar="SIZE", help="keep at most this much (500M, 2G, ...)")
-    gc.add_argument("--older-than", type=_days, metavar="DAYS", help="evict entries unused for this many days")
+    _add_cache_commands(sub, state)
 
     init = sub.add_parser("init", help="write a starter pipeline for a model file")
     init.add_argument("model", metavar="MODEL")
@@ -108,6 +105,17 @@ def _input_shape(text: str) -> tuple[str, list[int]]:
     if not sep or not name or not shape or any(d < 1 or d > 65536 for d in shape):
         raise argparse.ArgumentTypeError(f"expected NAME=H,W,C (whole numbers 1..65536), got {text!r}")
     return name, shape
+
+
+def _remote_options() -> argparse.ArgumentParser:
+    """``--remote-cache`` and ``--executor`` (beyond one machine; see docs/remote.md)."""
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--remote-cache", metavar="URL",
+                        help="shared artifact cache at an fsspec URL: s3://bucket/prefix, gs://..., file:///... "
+                             "(or $ACCELBUILD_REMOTE_CACHE)")
+    remote.add_argument("--executor", metavar="dask://HOST:PORT",
+                        help="run tasks on a Dask cluster (or $ACCELBUILD_EXECUTOR; 'local' for this machine)")
+    return remote
 
 
 def _positive_int(text: str) -> int:
@@ -134,7 +142,35 @@ def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with t
         jobs=getattr(args, "jobs", 1),
         force=getattr(args, "force", False),
         keep_going=getattr(args, "keep_going", False),
+        remote_cache=_remote_cache_url(args),
+        executor=_executor_address(args),
     )
+
+
+def _remote_cache_url(args: argparse.Namespace) -> str | None:
+    """``--remote-cache``, else ``$ACCELBUILD_REMOTE_CACHE``, for the commands that take it."""
+    if not hasattr(args, "remote_cache"):
+        return None
+    text = args.remote_cache
+    text = os.environ.get("ACCELBUILD_REMOTE_CACHE") if text is None else text
+    if not text:
+        return None
+    from accelbuild.build.remote_cache import parse_url
+
+    return parse_url(text)
+
+
+def _executor_address(args: argparse.Namespace) -> str | None:
+    """``--executor``, else ``$ACCELBUILD_EXECUTOR``, for the commands that take it."""
+    if not hasattr(args, "executor"):
+        return None
+    text = args.executor
+    text = os.environ.get("ACCELBUILD_EXECUTOR") if text is None else text
+    if not text:
+        return None
+    from accelbuild.build.dask_executor import parse
+
+    return parse(text)
 
 
 def _load(paths: list[str]):
@@ -247,7 +283,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cache(args: argparse.Namespace) -> int:
+def cmd_cache_usage(args: argparse.Namespace) -> int:
+    """``cache info`` and ``cache gc``."""
     from accelbuild.build.cache import ArtifactCache
 
     options = _options(args)
@@ -351,6 +388,56 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     sys.stdout.write(resources.files("accelbuild.schemas").joinpath("pipeline.schema.json").read_text("utf-8"))
     return 0
+
+
+# -- cache push / pull: seeding a shared remote cache (self-contained block) ---------------------------
+
+
+def _add_cache_commands(sub: argparse._SubParsersAction, state: argparse.ArgumentParser) -> None:
+    cache = sub.add_parser("cache", help="the artifact cache: info, gc, push, pull")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
+    cache_sub.add_parser("info", parents=[state], help="entries, objects and size of the cache")
+    gc = cache_sub.add_parser("gc", parents=[state], help="evict least recently used entries")
+    gc.add_argument("--max-size", type=_size, metavar="SIZE", help="keep at most this much (500M, 2G, ...)")
+    gc.add_argument("--older-than", type=_days, metavar="DAYS", help="evict entries unused for this many days")
+    for name, text in (("push", "upload every local cache entry the remote cache lacks"),
+                       ("pull", "download every remote cache entry the local cache lacks (verified)")):
+        command = cache_sub.add_parser(name, parents=[state], help=text)
+        command.add_argument("--remote-cache", metavar="URL", help="the remote cache (or $ACCELBUILD_REMOTE_CACHE)")
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    return CACHE_COMMANDS[args.cache_command](args)
+
+
+def _cache_pair(args: argparse.Namespace):
+    from accelbuild.build.cache import ArtifactCache
+    from accelbuild.build.remote_cache import RemoteSpec, RemoteStore
+
+    url = _remote_cache_url(args)
+    if url is None:
+        raise UserError("accelbuild cache: no remote cache (give --remote-cache URL or set ACCELBUILD_REMOTE_CACHE)")
+    return ArtifactCache(_options(args).cache_dir), RemoteStore(RemoteSpec(url))
+
+
+def cmd_cache_push(args: argparse.Namespace) -> int:
+    local, remote = _cache_pair(args)
+    entries, uploaded = remote.push_all(local)
+    print(f"pushed {entries} entr{'y' if entries == 1 else 'ies'} to {remote.url} ({uploaded} bytes uploaded)")
+    return 0
+
+
+def cmd_cache_pull(args: argparse.Namespace) -> int:
+    local, remote = _cache_pair(args)
+    fetched, damaged = remote.pull_all(local)
+    print(f"pulled {fetched} entr{'y' if fetched == 1 else 'ies'} from {remote.url} into {local.root}"
+          + (f"; {damaged} damaged or incomplete, skipped" if damaged else ""))
+    return 0
+
+
+CACHE_COMMANDS = {"push": cmd_cache_push, "pull": cmd_cache_pull, "info": cmd_cache_usage, "gc": cmd_cache_usage}
+
+# -- end of cache push / pull ---------------------------------------------------------------------------
 
 
 COMMANDS = {

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from accelbuild.build import doit_backend, plan, worker
+from accelbuild.build import dask_executor, doit_backend, plan, remote_cache, worker
 from accelbuild.build import metrics as metrics_
 from accelbuild.build.doit_backend import Explanation, RunOptions, TaskResult
 from accelbuild.build.state import locked
@@ -73,7 +75,7 @@ class RunSummary:
 def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None,
         stream: TextIO | None = None, quiet: bool = False) -> RunSummary:
     built = plan.build_plan(pipelines, until)
-    with locked(options.state_dir):
+    with locked(options.state_dir), _remote(options) as options, dask_executor.session(options.executor):
         results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
     benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}
     outcomes = [outcome(p, built.artifacts[p.name], p.name in benchmarked) for p in pipelines]
@@ -112,8 +114,42 @@ def outcome(pipeline: PipelineSpec, artifacts: dict[str, Path], benchmarked: boo
     return PipelineOutcome(pipeline.name, pipeline.variant, pipeline.target.family, figures, artifacts, checks)
 
 
+@contextlib.contextmanager
+def _remote(options: RunOptions) -> Iterator[RunOptions]:
+    """The options for one run: without the remote cache if it cannot be reached now (one warning)."""
+    spec = options.remote
+    if spec is None or spec.down_marker is None:
+        yield options
+        return
+    marker = Path(spec.down_marker)
+    marker.unlink(missing_ok=True)
+    try:
+        yield options if remote_cache.open_store(spec).probe() else replace(options, remote_cache=None)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
 def explain(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None) -> list[Explanation]:
-    return doit_backend.explain(plan.plan(pipelines, until), options)
+    """Which tasks would run and why; with a remote cache, which of them it could restore; with an
+    executor, the cluster is checked (reachable, workers running this accelbuild)."""
+    jobs = plan.plan(pipelines, until)
+    with dask_executor.session(options.executor):
+        explanations = doit_backend.explain(jobs, options)
+    if options.remote is not None:
+        _note_remote_entries(jobs, explanations, remote_cache.open_store(options.remote))
+    return explanations
+
+
+def _note_remote_entries(jobs: list[plan.Job], explanations: list[Explanation],
+                         store: remote_cache.RemoteStore) -> None:
+    """Add "restorable from the remote cache" to tasks that would run and whose entry it holds (only
+    tasks whose inputs exist now can be keyed)."""
+    if not store.probe():
+        return
+    for job, explanation in zip(jobs, explanations):
+        if explanation.would_run and all(p.is_file() for p in job.inputs.values()) \
+                and store.has_entry(worker.job_key(job)):
+            explanation.reasons.append(f"restorable from the remote cache {store.url}")
 
 
 def clean(pipelines: list[PipelineSpec], options: RunOptions, remove_cache: bool) -> list[Path]:

@@ -10,6 +10,9 @@ path, so a cache copied to another checkout (CI) still hits. Objects are written
 names them, each atomically, so a killed build never leaves an entry pointing at a partial object. On
 restore every object is re-hashed: an entry whose objects were edited or truncated is dropped (and the
 stage rebuilt), never served.
+
+With a ``remote`` store (``accelbuild.build.remote_cache``, a shared cache at an fsspec URL) a local miss
+is looked up there and copied in (verified), and every stored entry is written back to it.
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
+
+if TYPE_CHECKING:
+    from accelbuild.build.remote_cache import RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +84,9 @@ def cache_key(stage: str, param_digest: str, input_digests: Mapping[str, str], v
 
 
 class ArtifactCache:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, remote: RemoteStore | None = None) -> None:
         self.root = Path(root)
+        self.remote = remote  # a shared cache behind this one: read on a local miss, written back
 
     def _entry_path(self, key: str) -> Path:
         return self.root / "entries" / key[:2] / f"{key}.json"
@@ -95,7 +103,11 @@ class ArtifactCache:
             if not (obj.is_file() and file_sha256(obj) == sha):
                 copy_atomic(path, obj)
             listing[name] = {"sha256": sha, "size": path.stat().st_size}
-        write_json_atomic(self._entry_path(key), {"format": ENTRY_FORMAT, "key": key, "files": listing})
+        entry = {"format": ENTRY_FORMAT, "key": key, "files": listing}
+        write_json_atomic(self._entry_path(key), entry)
+        if self.remote is not None:
+            self.remote.publish(key, entry, {meta["sha256"]: self._object_path(meta["sha256"])
+                                             for meta in listing.values()})
 
     def listing(self, key: str) -> dict[str, str] | None:
         """The SHA-256 of each file of ``key`` if its entry and objects are present (sizes checked, not
@@ -113,7 +125,15 @@ class ArtifactCache:
             return None
 
     def lookup(self, key: str) -> dict[str, Path] | None:
-        """The verified objects of ``key`` by file name, or None on a miss or a damaged entry."""
+        """The verified objects of ``key`` by file name, or None on a miss or a damaged entry; a local
+        miss is fetched from the remote store, if there is one."""
+        found = self.lookup_local(key)
+        if found is None and self.remote is not None and self.remote.fetch(key, self):
+            found = self.lookup_local(key)
+        return found
+
+    def lookup_local(self, key: str) -> dict[str, Path] | None:
+        """As ``lookup``, in this cache only."""
         entry_path = self._entry_path(key)
         try:
             entry = json.loads(entry_path.read_text(encoding="utf-8"))
@@ -208,6 +228,27 @@ class ArtifactCache:
             return {self._object_path(str(meta["sha256"])) for meta in files.values()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return set()
+
+    def object_path(self, sha: str) -> Path:
+        """Where the object with this SHA-256 is kept (whether or not it is there)."""
+        return self._object_path(sha)
+
+    def add_entry(self, key: str, entry: dict[str, Any]) -> None:
+        """Record an entry whose objects are already in place (copied in from a remote store)."""
+        write_json_atomic(self._entry_path(key), entry)
+
+    def keys(self) -> list[str]:
+        """Every key with an entry (not verified)."""
+        return sorted(p.stem for p in (self.root / "entries").glob("*/*.json"))
+
+    def entry(self, key: str) -> dict[str, Any] | None:
+        """The entry of ``key`` if all its objects verify (else None, and it is dropped)."""
+        if self.lookup_local(key) is None:
+            return None
+        try:
+            return json.loads(self._entry_path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # dropped meanwhile by a concurrent run
+            return None
 
     @staticmethod
     def _drop(path: Path) -> None:

@@ -24,9 +24,11 @@ from doit.exceptions import BaseFail, UnmetDependency
 from doit.task import Task
 from doit.tools import config_changed
 
+from accelbuild.build import executor as executors
 from accelbuild.build import worker
 from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.plan import Job
+from accelbuild.build.remote_cache import REMOTE_DOWN_MARKER, RemoteSpec
 from accelbuild.build.state import working_folder
 from accelbuild.util.files import file_sha256
 
@@ -63,6 +65,14 @@ class RunOptions:
     jobs: int = 1
     force: bool = False
     keep_going: bool = False
+    remote_cache: str | None = None  # a shared cache's fsspec URL (checked by remote_cache.parse_url)
+    executor: str | None = None  # dask://HOST:PORT, opened for the run (see build/executor.py)
+
+    @property
+    def remote(self) -> RemoteSpec | None:
+        if not self.remote_cache:
+            return None
+        return RemoteSpec(self.remote_cache, str(self.state_dir / REMOTE_DOWN_MARKER))
 
 
 PROGRESS_AFTER_SECONDS = 2.0  # a task running longer than this is named on the terminal's progress line
@@ -201,7 +211,7 @@ def _relative(path: Path) -> str:
 def to_doit_task(job: Job, options: RunOptions) -> Task:
     return Task(
         job.task_id,
-        actions=[(worker.execute, [job, str(options.cache_dir), options.force])],
+        actions=[(worker.execute, [job, str(options.cache_dir), options.force, options.remote, options.executor])],
         file_dep=[_relative(p) for p in job.inputs.values()],
         targets=[_relative(p) for p in job.required_outputs],
         uptodate=[
@@ -223,14 +233,17 @@ class JobLoader(TaskLoader2):
         self.log = log
 
     def load_doit_config(self) -> dict[str, Any]:
+        # with an executor, tasks run elsewhere: doit's threads only wait for them (and restore from the cache)
+        executor = executors.get(self.options.executor) if self.options.executor else None
+        parallel = max(self.options.jobs, executor.slots) if executor else self.options.jobs
         return {
             "dep_file": str(self.options.state_dir / DB_NAME),
             "backend": "sqlite3",
             "check_file_uptodate": "md5",
             "verbosity": 2,
             "reporter": _reporter_for(self.log),
-            "num_process": self.options.jobs if self.options.jobs > 1 else 0,
-            "par_type": "process",
+            "num_process": parallel if parallel > 1 else 0,
+            "par_type": "thread" if executor else "process",
             "continue": self.options.keep_going,
             "always": self.options.force,
         }

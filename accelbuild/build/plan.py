@@ -32,6 +32,7 @@ class Job:
     param_digest: str  # of stage, params, code and version: doit's config_changed and the cache key
     locate: Locator
     jobs: int = 1
+    fans_out: bool = False  # the stage has parallel work of its own (with an executor, it runs here)
 
     @property
     def task_id(self) -> str:
@@ -114,4 +115,5 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None) -> Job:
                                   "version": __version__}),
         locate=Locator(pipeline.source, prefix),
         jobs=stage.jobs(pipeline) if stage.jobs else 1,
+        fans_out=stage.jobs is not None,
     )

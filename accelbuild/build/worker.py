@@ -23,8 +23,10 @@ from typing import Any
 from doit.exceptions import TaskFailed
 
 from accelbuild import __version__
+from accelbuild.build import executor as executors
 from accelbuild.build.cache import ArtifactCache, cache_key
 from accelbuild.build.plan import Job
+from accelbuild.build.remote_cache import RemoteSpec, open_store
 from accelbuild.errors import AccelbuildError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
 from accelbuild.util.files import copy_atomic, file_sha256
@@ -46,18 +48,21 @@ class InternalFailure(TaskFailed):
     """A stage crashed (exit 1); the traceback is kept for the log."""
 
 
-def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | TaskFailed:
-    """doit action: returns the values doit keeps for this task, or a failure."""
+def execute(job: Job, cache_dir: str, force: bool = False, remote: RemoteSpec | None = None,
+            executor: str | None = None) -> dict[str, Any] | TaskFailed:
+    """doit action: returns the values doit keeps for this task, or a failure. ``remote`` is the shared
+    cache behind the local one; ``executor`` the address of the (open) executor that runs the stage."""
     started = time.monotonic()
     try:
-        status = _build(job, ArtifactCache(Path(cache_dir)), force)
+        cache = ArtifactCache(Path(cache_dir), open_store(remote) if remote is not None else None)
+        status = _build(job, cache, force, executors.get(executor) if executor else None)
     except UserError as exc:
         return UserFailure(render_user_error(exc))
     except AccelbuildError as exc:  # a stage that cannot do its job on valid input: say why, no traceback
         return StageFailure(f"{job.name}: {exc}")
     except Exception as exc:  # a bug in a stage: report it, keep the run going with --keep-going
         failure = InternalFailure(f"{job.name}: internal error: {exc.__class__.__name__}: {exc}")
-        failure.traceback = traceback.format_exception(exc)
+        failure.traceback = getattr(exc, "remote_traceback", None) or traceback.format_exception(exc)
         return failure
     return {
         "status": status,
@@ -68,13 +73,13 @@ def execute(job: Job, cache_dir: str, force: bool = False) -> dict[str, Any] | T
     }
 
 
-def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
+def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Executor | None = None) -> str:
     """Restore or run the stage into a staging folder, then move its files into place.
 
     A restore goes through the staging folder too, so a kill mid-copy leaves nothing in the build dir
     but a staging folder, which the next build that touches this folder sweeps (restored or not).
     """
-    key = key_of(job, _input_digests(job))
+    key = job_key(job)
     folder = next(iter(job.outputs.values())).parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_stale_staging(folder)
@@ -84,8 +89,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
         if not force and _restore(cache, key, staged):
             status = "cached"
         else:
-            module = importlib.import_module(job.module)
-            module.run(StageContext(job.params, job.inputs, staged, job.locate, None if force else cache, job.jobs))
+            _run_stage(job, staged, None if force else cache, executor)
             status = "ran"
         produced = {name: path for name, path in staged.items() if path.exists()}
         missing = [n for n in job.outputs if n not in produced and n not in job.optional_outputs]
@@ -98,6 +102,27 @@ def _build(job: Job, cache: ArtifactCache, force: bool) -> str:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return status
+
+
+def job_key(job: Job) -> str:
+    """The job's cache key (hashes its input files, which must exist)."""
+    return key_of(job, _input_digests(job))
+
+
+def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
+               executor: executors.Executor | None) -> None:
+    """Run the stage here, or on the executor; a stage with parallel work of its own (``Job.fans_out``)
+    runs here and sends that work to the executor."""
+    if executor is not None and not job.fans_out:
+        executor.run_job(job, staged)
+        return
+    module = importlib.import_module(job.module)
+    ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs)
+    if executor is None:
+        module.run(ctx)
+    else:
+        with executors.active(executor):
+            module.run(ctx)
 
 
 def _cache_files(produced: dict[str, Path]) -> dict[str, Path]:

@@ -3,8 +3,9 @@ keep the fastest (as the vendor's closed-loop script does on real chips). The fa
 the program to ship; the cost model's first choice (split 0) is kept beside it when it differs.
 
 Each split is its own cached unit (key: the inputs of the assemble stage, the split, the simulation
-settings), so a re-run recompiles nothing. Splits run ``jobs`` at a time in worker processes; a progress
-bar shows on a terminal and stays quiet otherwise.
+settings), so a re-run recompiles nothing. Splits run ``jobs`` at a time in worker processes, or on the
+build's executor (a Dask cluster) when it has one, the models travelling by content; a progress bar shows
+on a terminal and stays quiet otherwise.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import logging
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
 from accelbuild.build.code_identity import code_digest
+from accelbuild.build import executor
 from accelbuild.stages.context import SplitCache
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.targets.mx3.dfp import dfp_bytes
@@ -84,6 +86,18 @@ def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     return job.index, data, figures
 
 
+def compile_shipped(job: SplitJob, models: dict[str, bytes]) -> tuple[int, bytes, dict[str, Any]]:
+    """``compile_and_simulate`` on a machine without this filesystem: the models come as bytes (by name)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        local = []
+        for source in job.models:
+            path = Path(tmp) / source.name / "quantized.onnx"
+            path.parent.mkdir()
+            path.write_bytes(models[source.name])
+            local.append(replace(source, quantized=path))
+        return compile_and_simulate(replace(job, models=tuple(local)))
+
+
 def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tuple[bytes, dict[str, Any]]]:
     """Every split's (DFP bytes, figures), from the cache where possible, the rest computed in parallel."""
     results: dict[int, tuple[bytes, dict[str, Any]]] = {}
@@ -94,9 +108,16 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
             results[job.index] = hit
         else:
             todo.append(job)
-    log.info("closed loop: %d split(s), %d from the cache", len(jobs), len(jobs) - len(todo))
+    cluster = executor.current()
+    log.info("closed loop: %d split(s), %d from the cache%s", len(jobs), len(jobs) - len(todo),
+             f", the rest on {cluster.address}" if cluster is not None and todo else "")
     with _progress(len(todo)) as advance:
-        if workers > 1 and len(todo) > 1:
+        if cluster is not None and todo:
+            models = {m.name: Path(m.quantized).read_bytes() for m in todo[0].models}
+            for index, data, figures in cluster.map(compile_shipped, todo, models):
+                results[index] = (data, figures)
+                advance()
+        elif workers > 1 and len(todo) > 1:
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 for index, data, figures in pool.map(compile_and_simulate, todo):
                     results[index] = (data, figures)
