@@ -151,26 +151,28 @@ def _remote_cache_url(args: argparse.Namespace) -> str | None:
     """``--remote-cache``, else ``$ACCELBUILD_REMOTE_CACHE``, for the commands that take it."""
     if not hasattr(args, "remote_cache"):
         return None
-    text = args.remote_cache
-    text = os.environ.get("ACCELBUILD_REMOTE_CACHE") if text is None else text
+    text, source = args.remote_cache, "--remote-cache"
+    if text is None:
+        text, source = os.environ.get("ACCELBUILD_REMOTE_CACHE"), "ACCELBUILD_REMOTE_CACHE"
     if not text:
         return None
     from accelbuild.build.remote_cache import parse_url
 
-    return parse_url(text)
+    return parse_url(text, source)
 
 
 def _executor_address(args: argparse.Namespace) -> str | None:
     """``--executor``, else ``$ACCELBUILD_EXECUTOR``, for the commands that take it."""
     if not hasattr(args, "executor"):
         return None
-    text = args.executor
-    text = os.environ.get("ACCELBUILD_EXECUTOR") if text is None else text
+    text, source = args.executor, "--executor"
+    if text is None:
+        text, source = os.environ.get("ACCELBUILD_EXECUTOR"), "ACCELBUILD_EXECUTOR"
     if not text:
         return None
     from accelbuild.build.dask_executor import parse
 
-    return parse(text)
+    return parse(text, source)
 
 
 def _load(paths: list[str]):

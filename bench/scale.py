@@ -5,8 +5,8 @@
    ``accelbuild run --executor dask://...``; the ratio of the two. For reference, the same task locally with
    ``closed_loop.jobs`` 1 and 2 (a process pool), and its serial part (everything but the splits: re-mapping
    the candidates, choosing, writing; measured with every split restored from the cache), which bounds the
-   speed-up (Amdahl). Each configuration runs once to warm up, then ``--repeat`` times with an empty split
-   cache; the best time counts.
+   speed-up (Amdahl). Each configuration runs once to warm up, then ``--repeat`` rounds of all four in turn,
+   each with an empty split cache; the best time of each counts.
 2. Remote cache: the whole build (import .. benchmark, closed loop included) restored from a shared cache on
    an S3 server (moto on 127.0.0.1) into a fresh checkout, against a rebuild from nothing on this machine;
    wall-clock of ``accelbuild run -j 2`` for each (Python start-up included); the ratio.
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PIPELINE = """accelbuild: 1
@@ -76,9 +77,16 @@ def assemble_seconds(folder: Path, cache: Path, env: dict[str, str] | None = Non
     return task["seconds"]
 
 
-def best_of(repeat: int, run) -> float:
-    run()  # warm-up: worker imports, first-touch of the model
-    return min(run() for _ in range(repeat))
+def alternating(repeat: int, runs: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Each run once to warm up, then ``repeat`` rounds of all of them in turn (so that load from elsewhere
+    hits every configuration alike); the best time of each."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            times[name].append(run())
+    return {name: round(min(t), 2) for name, t in times.items()}
 
 
 def closed_loop(model: Path, work: Path, repeat: int) -> dict:
@@ -91,27 +99,29 @@ def closed_loop(model: Path, work: Path, repeat: int) -> dict:
     def fresh() -> Path:
         return work / f"split-cache-{next(counter)}"
 
-    figures = {"splits": None, "local": {}, "dask": {}}
-    for jobs in (1, 2):
-        figures["local"][f"jobs={jobs}"] = best_of(repeat, lambda j=jobs: assemble_seconds(folder, fresh(), jobs=j))
     warm = fresh()
     assemble_seconds(folder, warm)
     for entry in (warm / "entries").glob("*/*.json"):  # the task's own entry: keep only the splits' entries
         if "closed_loop.json" in json.loads(entry.read_text())["files"]:
             entry.unlink()
-    figures["serial_s"] = assemble_seconds(folder, warm)  # every split from the cache
+    serial = assemble_seconds(folder, warm)  # every split from the cache
     reference = (folder / "build/yolo/best_split.dfp").read_bytes()
-    figures["splits"] = len(json.loads((folder / "build/yolo/closed_loop.json").read_text())["splits"])
-    for workers in (1, 2):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=":0") as cluster:
+    splits = len(json.loads((folder / "build/yolo/closed_loop.json").read_text())["splits"])
+    clusters = [LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                             dashboard_address=":0") for n in (1, 2)]
+    try:
+        runs = {f"local jobs={j}": lambda j=j: assemble_seconds(folder, fresh(), jobs=j) for j in (1, 2)}
+        for n, cluster in zip((1, 2), clusters):
             env = {"ACCELBUILD_EXECUTOR": cluster.scheduler_address.replace("tcp://", "dask://")}
-            figures["dask"][f"workers={workers}"] = best_of(repeat, lambda e=env: assemble_seconds(folder, fresh(), e))
-            assert (folder / "build/yolo/best_split.dfp").read_bytes() == reference, "cluster build differs"
-    one, two = figures["dask"]["workers=1"], figures["dask"]["workers=2"]
-    figures["dask_ratio"] = round(one / two, 2)
-    figures["amdahl_bound"] = round(one / (figures["serial_s"] + (one - figures["serial_s"]) / 2), 2)
-    return figures
+            runs[f"dask workers={n}"] = lambda e=env: assemble_seconds(folder, fresh(), e)
+        times = alternating(repeat, runs)
+        assert (folder / "build/yolo/best_split.dfp").read_bytes() == reference, "a cluster build differs"
+    finally:
+        for cluster in clusters:
+            cluster.close()
+    one, two = times["dask workers=1"], times["dask workers=2"]
+    return {"splits": splits, "seconds": times, "serial_s": round(serial, 2), "dask_ratio": round(one / two, 2),
+            "amdahl_bound": round(one / (serial + (one - serial) / 2), 2)}
 
 
 def remote_restore(model: Path, work: Path) -> dict:
@@ -172,8 +182,8 @@ def main() -> int:
     print(f"{figures['cpus']} CPU(s); load average (1, 5, 15 min) {figures['load_before']} before, "
           f"{figures['load_after']} after (other work on the machine skews every figure)")
     print(f"closed loop, YOLOv8n, {loop['splits']} splits (assemble task seconds, best of {args.repeat}):")
-    for name, seconds in {**loop["local"], **loop["dask"]}.items():
-        print(f"  {'local' if name.startswith('jobs') else 'dask LocalCluster'} {name:<10} {seconds:7.2f} s")
+    for name, seconds in loop["seconds"].items():
+        print(f"  {name:<16} {seconds:7.2f} s")
     print(f"  serial part (splits from the cache): {loop['serial_s']:.2f} s")
     print(f"  2 workers vs 1: {loop['dask_ratio']}x (Amdahl bound from the serial part: {loop['amdahl_bound']}x)")
     print(f"remote cache (moto S3 on 127.0.0.1), whole build, {remote['artifact_bytes']} bytes of artifacts:")

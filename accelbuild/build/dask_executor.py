@@ -46,21 +46,21 @@ class ExecutorError(UserError):
     """The cluster cannot be used for this build: unreachable, no workers, or none running this accelbuild."""
 
 
-def parse(text: str | None) -> str | None:
-    """The executor address from ``--executor`` / ``ACCELBUILD_EXECUTOR``: None for a local build (unset,
-    empty or ``local``), else ``dask://HOST:PORT``; anything else is a ``UserError`` (exit 2)."""
+def parse(text: str | None, source: str = "--executor") -> str | None:
+    """The executor address from ``--executor`` / ``ACCELBUILD_EXECUTOR`` (``source``): None for a local
+    build (unset, empty or ``local``), else ``dask://HOST:PORT``; anything else is a ``UserError`` (exit 2)."""
     if text is None or text.strip() in ("", "local"):
         return None
     text = text.strip().rstrip("/")
     if not text.startswith(SCHEME):
-        raise UserError(f"{text}: unknown executor (expected dask://HOST:PORT, or local)")
+        raise UserError(f"{source} {text}: unknown executor (expected dask://HOST:PORT, or local)")
     host, sep, port = text[len(SCHEME):].rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UserError(f"{text}: expected dask://HOST:PORT (the Dask scheduler's address)")
+        raise UserError(f"{source} {text}: expected dask://HOST:PORT (the Dask scheduler's address)")
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise UserError(f"{text}: the Dask executor needs distributed: pip install 'accelbuild[dask]'") from None
+        raise UserError(f"{source} {text}: the Dask executor needs distributed: pip install 'accelbuild[dask]'") from None
     return text
 
 

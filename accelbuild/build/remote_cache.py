@@ -65,37 +65,38 @@ class RemoteSpec:
     down_marker: str | None = None
 
 
-def parse_url(text: str) -> str:
+def parse_url(text: str, source: str = "--remote-cache") -> str:
     """The URL, checked: a known fsspec protocol whose package is installed and a location; else a
-    ``UserError`` (exit 2). A plain path is a local (or mounted shared) folder."""
-    import_fsspec()
+    ``UserError`` (exit 2) naming ``source`` (the option or variable it came from). A plain path is a local
+    (or mounted shared) folder."""
+    import_fsspec(source)
     import fsspec
 
     text = text.strip()
     if not text:
-        raise UserError("--remote-cache: empty URL")
+        raise UserError(f"{source}: empty URL")
     protocol, _, rest = text.partition("://") if "://" in text else ("file", "", text)
     protocol = protocol.lower()
     try:
         fsspec.get_filesystem_class(protocol)
     except ValueError:
-        raise UserError(f"{text}: unknown storage protocol {protocol!r} for --remote-cache "
+        raise UserError(f"{source} {text}: unknown storage protocol {protocol!r} "
                         f"(use s3://bucket/prefix, gs://…, file:///path or another fsspec URL)") from None
     except ImportError:
         need = _EXTRAS.get(protocol, f"the fsspec implementation of {protocol}")
-        raise UserError(f"{text}: the remote cache needs {need}") from None
+        raise UserError(f"{source} {text}: the remote cache needs {need}") from None
     if not rest.strip("/"):
-        raise UserError(f"{text}: the remote cache URL names no bucket or folder")
+        raise UserError(f"{source} {text}: the URL names no bucket or folder")
     if protocol in ("file", "local"):
         return "file://" + str(Path(rest).expanduser().absolute())
     return f"{protocol}://{rest.rstrip('/')}"
 
 
-def import_fsspec() -> None:
+def import_fsspec(source: str = "--remote-cache") -> None:
     try:
         import fsspec  # noqa: F401
     except ImportError:
-        raise UserError("--remote-cache needs fsspec: pip install 'accelbuild[remote]'") from None
+        raise UserError(f"{source}: the remote cache needs fsspec: pip install 'accelbuild[remote]'") from None
 
 
 def _short(exc: BaseException) -> str:
