@@ -35,6 +35,7 @@ from accelbuild.quantize.calibration import (
     choose_range,
     quant_params,
 )
+from accelbuild.quantize.qdq.bias_correction import input_axis, output_shift
 from accelbuild.quantize.qdq.collect import collect
 from accelbuild.quantize.qdq.graph import Numbers, write_qdq
 from accelbuild.quantize.qdq.integers import IntegerWeights, integer_weights
@@ -52,7 +53,8 @@ class QdqConfig:
     """How to quantize. ``bits`` maps node names to 8 or 16 (the layer's weights and its output
     activation; a graph input's name sets that input's quantization); ``float_nodes`` names nodes left float (host layers); ``share_concat_scales`` gives a
     Concat's inputs and output one scale; ``unsigned_nonnegative`` (symmetric only) puts never-negative
-    tensors on the unsigned grid; ``percentile`` is used by the percentile method."""
+    tensors on the unsigned grid; ``percentile`` is used by the percentile method; ``bias_correction``
+    takes the mean output shift that weight quantization causes off each layer's bias."""
 
     weight_bits: int = 8
     activation_bits: int = 8
@@ -63,6 +65,7 @@ class QdqConfig:
     unsigned_nonnegative: bool = True
     bits: Mapping[str, int] = field(default_factory=dict)
     float_nodes: frozenset[str] = frozenset()
+    bias_correction: bool = True
     bins: int = DEFAULT_BINS
 
     def __post_init__(self) -> None:
@@ -86,6 +89,7 @@ class Calibrated:
     stats: dict[str, TensorStats]
     frames: int
     config: QdqConfig
+    means: dict[str, np.ndarray] = field(default_factory=dict)  # per-channel means of weighted layers' inputs
     weight_cache: dict[tuple[str, int, float], IntegerWeights] = field(default_factory=dict, repr=False)
 
 
@@ -128,8 +132,11 @@ def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig 
     _check_names(prepared, config)
     plan = make_plan(prepared, config.float_nodes, config.share_concat_scales)
     counted = _Counted(feeds)
-    stats = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax", bins=config.bins)
-    return Calibrated(prepared, plan, stats, counted.count, config)
+    nodes = {n.name: n for n in prepared.graph.node}
+    axes = {wp.activation: input_axis(nodes[wp.layer.name]) for wp in plan.weights} if config.bias_correction else {}
+    stats, means = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax", bins=config.bins,
+                           mean_axes={t: axis for t, axis in axes.items() if axis is not None})
+    return Calibrated(prepared, plan, stats, counted.count, config, means)
 
 
 def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqResult:
@@ -141,15 +148,19 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
     groups = {gid: _group_params(calibrated, gid, overrides) for gid in plan.groups}
     weights: dict[str, IntegerWeights] = {}
     layer_records = []
+    nodes = {n.name: n for n in graph.node}
     for wp in plan.weights:
         layer = wp.layer
         layer_bits = overrides.get(layer.name, config.weight_bits)
         input_scale = groups[plan.group_of[wp.activation]].scale
+        mean = calibrated.means.get(wp.activation)
+        shift = output_shift(nodes[layer.name], layer, mean) if mean is not None and (
+            wp.bias is not None or wp.can_add_bias) else None
         key = (layer.name, layer_bits, input_scale)
         if key not in calibrated.weight_cache:  # precision searches rebuild with the same weights often
             bias = g.constant(graph, wp.bias) if wp.bias else None
             ints = integer_weights(g.constant(graph, layer.weight), layer.axis, layer_bits, input_scale,
-                                   None if bias is None else bias.reshape(-1), layer.name)
+                                   None if bias is None else bias.reshape(-1), layer.name, shift)
             if bias is not None and ints.bias_codes is not None:  # a MatMul's Add may hold [1, N]
                 ints = replace(ints, bias_codes=ints.bias_codes.reshape(bias.shape))
             calibrated.weight_cache[key] = ints
@@ -158,7 +169,7 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
         layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
                               "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
                               "axis": layer.axis, "sqnr_db": round(ints.sqnr_db, 3),
-                              "int32_bias": ints.bias_codes is not None})
+                              "int32_bias": ints.bias_codes is not None, "bias_corrected": shift is not None})
     constants = {}
     for const in plan.constants:
         value = g.constant(graph, const.tensor)

@@ -7,7 +7,7 @@ frame's tensors and the fixed-size statistics, however many frames there are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -15,31 +15,36 @@ from onnx import helper
 
 from accelbuild.quantize import measure
 from accelbuild.quantize.calibration import DEFAULT_BINS, TensorStats
+from accelbuild.quantize.qdq.bias_correction import ChannelMean
 
 log = logging.getLogger(__name__)
 
 
 def collect(model: onnx.ModelProto, tensors: list[str], feeds: Iterable[dict[str, np.ndarray]],
-            histogram: bool = True, bins: int = DEFAULT_BINS) -> dict[str, TensorStats]:
-    """Statistics of ``tensors`` (graph inputs or node outputs) over every frame of ``feeds``."""
+            histogram: bool = True, bins: int = DEFAULT_BINS,
+            mean_axes: Mapping[str, int] | None = None) -> tuple[dict[str, TensorStats], dict[str, np.ndarray]]:
+    """Statistics of ``tensors`` (graph inputs or node outputs) over every frame of ``feeds``, and the
+    per-channel means of the tensors of ``mean_axes`` (tensor -> channel axis)."""
     stats = {t: TensorStats(bins, histogram) for t in tensors}
-    probe = _with_outputs(model, tensors)
-    sess = measure.session(probe)
+    means = {t: ChannelMean(axis) for t, axis in (mean_axes or {}).items()}
+    wanted = list(dict.fromkeys([*tensors, *means]))
+    sess = measure.session(_with_outputs(model, wanted))
     input_names = [i.name for i in sess.get_inputs()]
-    fetched = [t for t in tensors if t not in input_names]
+    fetched = [t for t in wanted if t not in input_names]
     frames = 0
     for feed in feeds:
         run = _run(sess, fetched, {k: v for k, v in feed.items() if k in input_names}) if fetched else []
-        for name, value in zip(fetched, run):
-            stats[name].add(value)
-        for name in tensors:
-            if name in input_names:
-                stats[name].add(feed[name])
+        values = {**{t: feed[t] for t in wanted if t in input_names}, **dict(zip(fetched, run))}
+        for name, value in values.items():
+            if name in stats:
+                stats[name].add(value)
+            if name in means:
+                means[name].add(value)
         frames += 1
     if frames == 0:
         raise ValueError("calibration needs at least one input frame")
     log.debug("calibrated %d tensor(s) over %d frame(s)", len(tensors), frames)
-    return stats
+    return stats, {t: m.mean for t, m in means.items()}
 
 
 def _with_outputs(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:

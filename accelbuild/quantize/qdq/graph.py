@@ -62,8 +62,10 @@ def write_qdq(model: onnx.ModelProto, plan: Plan, numbers: Numbers) -> onnx.Mode
         node = nodes[layer.name]
         node.input[layer.input_index] = _dequantized_initializer(
             graph, names, before, layer.name, f"{layer.name}/weight", ints.codes, ints.scales, layer.axis)
-        if weight_plan.bias is not None and ints.bias_codes is not None:
+        if ints.bias_codes is not None:
             reader = nodes[weight_plan.bias_node]
+            while len(reader.input) <= weight_plan.bias_index:  # a bias added by bias correction
+                reader.input.append("")
             reader.input[weight_plan.bias_index] = _dequantized_initializer(
                 graph, names, before, reader.name, f"{layer.name}/bias", ints.bias_codes, ints.bias_scales,
                 ints.bias_codes.ndim - 1)

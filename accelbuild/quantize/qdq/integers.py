@@ -10,6 +10,7 @@ fits, as onnxruntime's quantizer does, and the channel's weights are requantized
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +31,15 @@ class IntegerWeights:
     sqnr_db: float                    # of the weights
 
 
-def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float,
-                    bias: np.ndarray | None, name: str = "") -> IntegerWeights:
+def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float, bias: np.ndarray | None,
+                    name: str = "", shift: Callable[[np.ndarray], np.ndarray] | None = None) -> IntegerWeights:
+    """``shift`` (bias correction) maps the weight error to the mean output shift it causes; that shift
+    is taken off the bias (a missing bias counts as zeros)."""
     codes, scales = quantize(weight, bits, axis)
+    if shift is not None:
+        error = dequantize(codes, scales, axis) - weight
+        base = np.zeros(weight.shape[axis]) if bias is None else bias.astype(np.float64)
+        bias = (base - shift(error)).astype(np.float32)
     bias_codes = bias_scales = None
     if bias is not None:
         needed = (np.abs(bias.astype(np.float64)) / (np.float64(input_scale) * INT32_MAX)).astype(np.float32)

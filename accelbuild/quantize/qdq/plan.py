@@ -43,6 +43,7 @@ class WeightPlan:
     bias: str | None           # float bias initializer turned into int32, if any
     bias_node: str = ""        # the node reading the bias: the layer itself, or a MatMul's Add
     bias_index: int = 2
+    can_add_bias: bool = False  # no bias yet, but the layer takes one (bias correction may add it)
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,11 @@ def _weights(model: onnx.ModelProto, layers: dict[str, WeightedLayer], quantized
             add, index, tensor = biases[layer.name]
             plans.append(WeightPlan(layer, node.input[0], tensor, add, index))
         else:
-            plans.append(WeightPlan(layer, node.input[0], _bias(graph, node, layer), layer.name, 2))
+            bias = _bias(graph, node, layer)
+            free = len(node.input) < 3 or not node.input[2]
+            can_add = bias is None and free and (node.op_type == "Conv" or node.op_type == "Gemm" and float(
+                g.attribute(node, "alpha", 1.0)) == 1.0)
+            plans.append(WeightPlan(layer, node.input[0], bias, layer.name, 2, can_add))
     return plans
 
 
