@@ -11,13 +11,12 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from accelbuild import __version__
 from accelbuild.build.stages import STAGE_ORDER as STAGES
 from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
-
 
 log = logging.getLogger("accelbuild")
 

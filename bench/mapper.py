@@ -26,11 +26,11 @@ import onnx
 
 from accelbuild.frontends.input_shapes import ResolvedInput, apply_input_shapes
 from accelbuild.frontends.tflite import load_tflite
+from accelbuild.passes import run_passes
 from accelbuild.targets.mx3.hardware import load_hardware
-from accelbuild.targets.profile_files import builtin_profiles
 from accelbuild.targets.mx3.mapper import cost, search
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
-from accelbuild.passes import run_passes
+from accelbuild.targets.profile_files import builtin_profiles
 from accelbuild.testing import models, tflite_models
 
 HW = load_hardware(builtin_profiles()["mx3"])

@@ -75,15 +75,15 @@ def ours(weight: np.ndarray, bits: int, axis: int) -> np.ndarray:
 def measure_model(path: Path, bits: int, samples: int) -> dict[str, float]:
     model = onnx.load(str(path))
     layers = weighted_layers(model)
-    weights = {l.weight: onnx.numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == l.weight))
-               for l in layers}
+    weights = {layer.weight: onnx.numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == layer.weight))
+               for layer in layers}
     feeds = accuracy.random_inputs(model, samples, seed=0)
     reference = measure.run_all(measure.session(model), feeds)
     probe = measure.session(measure.with_bf16_activations(measure.weights_as_inputs(model, weights)))
     figures = {}
     for label, quantizer in (("accelbuild", ours), ("onnxruntime", ort_quantize)):
         started = time.perf_counter()
-        variant = {l.weight: quantizer(weights[l.weight], bits, l.axis) for l in layers}
+        variant = {layer.weight: quantizer(weights[layer.weight], bits, layer.axis) for layer in layers}
         figures[f"{label}_s"] = time.perf_counter() - started
         figures[f"{label}_sqnr_db"] = measure.compare(reference, measure.run_all(probe, feeds, variant))["sqnr_db"]
     return figures

@@ -9,6 +9,7 @@ import pytest
 from accelbuild.config.compose import variant_name
 from accelbuild.config.load import load_file, load_pipelines
 from accelbuild.errors import ConfigError, ConfigErrors
+
 from conftest import write
 
 BASE = """\

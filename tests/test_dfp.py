@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accelbuild.errors import InputFileError
+from accelbuild.quantize.precision import packed_size
 from accelbuild.targets.mx3.dfp import Dfp, Header, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
 from accelbuild.targets.mx3.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout
 from accelbuild.targets.mx3.dfp.reader import CHECKSUM_MESSAGE
-from accelbuild.quantize.precision import packed_size
 from accelbuild.targets.mx3.dfp.weights import WeightsSection, pack, read_tensor, unpack, unpack_scales
-from accelbuild.errors import InputFileError
 
 from conftest import sample_dfp, sample_header
 

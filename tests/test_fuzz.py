@@ -44,9 +44,9 @@ from accelbuild.config import schema_check
 from accelbuild.config.load import load_pipeline
 from accelbuild.config.spec import PipelineSpec
 from accelbuild.config.yaml_source import parse_yaml
+from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, UserError, Where, render_user_error
 from accelbuild.targets.mx3.dfp import describe, dfp_bytes, parse_dfp
 from accelbuild.targets.mx3.dfp.format import CHECKSUM_SIZE, PREAMBLE, TABLE_ENTRY
-from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, UserError, Where, render_user_error
 from accelbuild.testing import tflite_models
 
 from conftest import sample_dfp

@@ -12,9 +12,8 @@ from accelbuild.config.load import load_pipeline
 from accelbuild.config.schema_check import load_schema, resolve_ref, validate_merged
 from accelbuild.config.yaml_source import load_yaml, parse_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
-from accelbuild.targets.mx3.hardware import HardwareProfile, load_hardware
+from accelbuild.targets.mx3.hardware import MX3_PROFILES, HardwareProfile, load_hardware
 from accelbuild.targets.profile_files import ProfileError, load_profile
-from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.util.files import json_digest
 
 from conftest import REPO, write

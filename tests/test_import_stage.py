@@ -9,10 +9,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import run_cli, write
 from onnx import numpy_helper
 
 from accelbuild.testing import models
+
+from conftest import run_cli, write
 
 
 def _import(project: Path, model_line: str, shapes: str = "auto", expect: int = 0):

@@ -4,8 +4,8 @@ import pytest
 
 from accelbuild.config.load import load_pipeline, load_pipelines
 from accelbuild.errors import ConfigErrors
-from accelbuild.targets.profile_files import load_profile
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
 
 from conftest import write

@@ -82,8 +82,9 @@ def test_bad_dfps_exit_2(project: Path) -> None:
 
 
 def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
-    from accelbuild.testing.models import resnet50
     import onnx
+
+    from accelbuild.testing.models import resnet50
 
     onnx.save(resnet50(), project / "models/r50.onnx")
     text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 2}\nmodels:\n  - path: models/r50.onnx\n"

@@ -53,7 +53,8 @@ def _vi(name: str, shape: list[int]) -> onnx.ValueInfoProto:
 
 def test_channel_axes_of_each_weighted_op() -> None:
     rng = np.random.default_rng(0)
-    init = lambda name, shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+    def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
     nodes = [
         helper.make_node("Conv", ["x", "dw"], ["a"], name="depthwise", group=4, pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["a", "gw"], ["b"], name="grouped", group=2),
@@ -91,7 +92,7 @@ def test_quantized_model_matches_numpy_arithmetic(bits: int) -> None:
     layers = weighted_layers(model)
     q_model = quantized_model(model, quantize_layers(model, layers, {"fc": bits}))
     kinds = {t.name: t.data_type for t in q_model.graph.initializer}
-    assert kinds["fc.weight_q%d" % bits] == {4: TensorProto.INT4, 8: TensorProto.INT8, 16: TensorProto.INT16}[bits]
+    assert kinds[f"fc.weight_q{bits}"] == {4: TensorProto.INT4, 8: TensorProto.INT8, 16: TensorProto.INT16}[bits]
     assert kinds["b"] == TensorProto.FLOAT  # biases stay float
     x = rng.standard_normal((2, 16)).astype(np.float32)
     got = measure.session(q_model).run(None, {"x": x})[0]

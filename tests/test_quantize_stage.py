@@ -68,7 +68,7 @@ def test_unknown_layer_is_positioned_with_a_suggestion(project: Path) -> None:
 def test_bits_file(project: Path) -> None:
     write(project / "bits.json", json.dumps({"stem.conv": 4}))
     _build(project, "{bits_file: bits.json}")
-    assert {l["name"]: l["bits"] for l in _record(project)["layers"]}["stem.conv"] == 4
+    assert {layer["name"]: layer["bits"] for layer in _record(project)["layers"]}["stem.conv"] == 4
     write(project / "bits.json", json.dumps({"stem.conv": 5}))
     result = _build(project, "{bits_file: bits.json}", expect=2)
     assert "bits.json: layer 'stem.conv': bits must be 4, 8 or 16, not 5" in result.stderr

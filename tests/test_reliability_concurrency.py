@@ -21,7 +21,7 @@ import pytest
 from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 
-from conftest import TWO_MODEL_PIPELINE, two_model_checkout, CliResult, run_cli, tree_bytes
+from conftest import TWO_MODEL_PIPELINE, CliResult, run_cli, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE
 

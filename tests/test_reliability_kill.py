@@ -25,7 +25,7 @@ from accelbuild.build.cache import ArtifactCache
 from accelbuild.build.doit_backend import DB_NAME
 from accelbuild.build.worker import STAGING_PREFIX
 
-from conftest import TWO_MODEL_PIPELINE, two_model_checkout, run_cli, tree_bytes
+from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE  # deterministic: no host timings
 

@@ -16,7 +16,7 @@ import pytest
 
 from accelbuild.util.files import file_sha256
 
-from conftest import TWO_MODEL_PIPELINE, two_model_checkout, run_cli, tree_bytes
+from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE
 

@@ -11,6 +11,7 @@ import pytest
 from accelbuild.build import api, code_identity, plan
 from accelbuild.build.doit_backend import RunOptions
 from accelbuild.config.load import load_pipelines
+
 from conftest import run_cli, tree_bytes, write
 
 PIPELINE = """\

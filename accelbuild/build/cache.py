@@ -20,12 +20,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
-from pathlib import Path
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
 

@@ -10,7 +10,7 @@ path stays fast; each file set is hashed once per process.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import accelbuild
@@ -33,7 +33,7 @@ def _files(name: str) -> list[Path]:
     raise ValueError(f"no module or package {name} under {_ROOT}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def code_digest(names: tuple[str, ...]) -> str:
     """SHA-256 over the relative names and contents of every file of ``names`` (sorted, deduplicated)."""
     digest = hashlib.sha256()

@@ -9,9 +9,10 @@ modules are imported only when a stage actually runs, so start-up stays light.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.params import AccuracyInputs, CropParams, DataParams, ImportParams, QuantizeParams
@@ -38,7 +39,7 @@ class Stage:
     code: tuple[str, ...]  # modules and packages whose source shapes the outputs (code identity)
     inputs: Files
     outputs: Files
-    params: Callable[[PipelineSpec, "ModelSpec | None"], Any]  # a frozen dataclass
+    params: Callable[[PipelineSpec, ModelSpec | None], Any]  # a frozen dataclass
     optional_outputs: frozenset[str] = field(default_factory=frozenset)
     jobs: Callable[[PipelineSpec], int] | None = None  # processes the stage may use for its own work
 

@@ -12,8 +12,8 @@ import contextlib
 import fcntl
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 log = logging.getLogger(__name__)
 

@@ -229,11 +229,11 @@ def expand_matrix(node: Node, docs: dict[str, YamlDocument], file: str,
         raise ConfigError(where, f"matrix makes {len(combos)} variants; at most {MAX_VARIANTS}",
                           docs[matrix.file].snippet(where))
     variants = []
-    for combo in itertools.product(*(list(enumerate(matrix.value[k].value)) for k in keys)):
+    for combo in combos:
         tree = _copy(node)
-        for key, (index, value_node) in zip(keys, combo):
+        for key, value_node in zip(keys, combo):
             _set(tree, keys_at[key], value_node)
-        name = variant_name(keys, tuple(v.value for _, v in combo))
+        name = variant_name(keys, tuple(v.value for v in combo))
         variants.append(Variant(name, compose(tree, docs, file)))
     return variants
 

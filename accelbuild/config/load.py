@@ -6,16 +6,17 @@ Every problem is a ``ConfigError`` at the offending node; all problems of a file
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from accelbuild.config import compose, schema_check
 from accelbuild.config.spec import (
     AutoPrecision,
-    DataSettings,
     BenchmarkSpec,
     ClosedLoopSpec,
     CropSpec,
+    DataSettings,
     InputShapes,
     ModelSpec,
     OutputSpec,
@@ -23,7 +24,7 @@ from accelbuild.config.spec import (
     QuantizeSpec,
     Shape,
 )
-from accelbuild.config.yaml_source import YamlDocument, load_yaml
+from accelbuild.config.yaml_source import load_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, Where
 from accelbuild.targets.base import get_target
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -26,14 +26,14 @@ _TYPE_NAMES = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict[str, Any]:
     """A schema shipped in ``accelbuild/schemas`` by file name."""
     text = resources.files("accelbuild.schemas").joinpath(name).read_text(encoding="utf-8")
     return json.loads(text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str) -> Any:
     import jsonschema  # imported here: it is the slowest import on the start-up path
 

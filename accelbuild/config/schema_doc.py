@@ -8,9 +8,10 @@ A test checks the committed file matches, so the reference cannot drift from the
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from accelbuild.config.schema_check import resolve_ref, load_schema
+from accelbuild.config.schema_check import load_schema, resolve_ref
 
 
 def _kind(schema: dict[str, Any], root: dict[str, Any]) -> str:

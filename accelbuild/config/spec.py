@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
-from accelbuild.config.yaml_source import YamlDocument
 from accelbuild.errors import Where
 
 if TYPE_CHECKING:
     from accelbuild.targets.base import Target
 
-Shape = Union[tuple[int, ...], Literal["auto"]]
+Shape = tuple[int, ...] | Literal["auto"]
 ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow"]
 
 

@@ -60,7 +60,7 @@ def choose_bits(model: onnx.ModelProto, layers: list[WeightedLayer], default_bit
     budget = int(base_bytes * BUDGET_FRACTION)
     current = output_sqnr(bits)
     steps, extra, stalls = [], 0, 0
-    for layer in sorted(layers, key=lambda l: (sensitivity[l.name], l.name)):
+    for layer in sorted(layers, key=lambda layer: (sensitivity[layer.name], layer.name)):
         if default_bits == 16 or stalls >= MAX_STALLS:
             break
         cost = weight_bytes(layer.count, 16) - weight_bytes(layer.count, default_bits)

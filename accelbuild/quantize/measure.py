@@ -7,7 +7,7 @@ that). Weights can be turned into graph inputs so that many weight variants run 
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import ml_dtypes
 import numpy as np

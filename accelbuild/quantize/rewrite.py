@@ -19,7 +19,6 @@ from accelbuild.quantize.precision import storage_dtype
 from accelbuild.quantize.weights import WeightedLayer, dequantize, quantize, sqnr_db, weight_bytes
 
 
-
 @dataclass(frozen=True)
 class QuantizedLayer:
     layer: WeightedLayer

@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import onnx
 

@@ -19,12 +19,13 @@ place is never served stale.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from accelbuild.config import schema_check
 from accelbuild.config.yaml_source import MAX_FILE_BYTES, YamlDocument, load_yaml, parse_yaml

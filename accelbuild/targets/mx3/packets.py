@@ -9,7 +9,8 @@ so a pixel with C channels costs ceil(C / 8) * 10 bytes. Channels are dimension 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import onnx

@@ -13,8 +13,19 @@ import struct
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, float_inputs, input_count, output_shape, padding_known,
-    positive_options, register, register_custom,
+    OK,
+    Check,
+    Result,
+    activation,
+    const_inputs,
+    fail,
+    float_inputs,
+    input_count,
+    output_shape,
+    padding_known,
+    positive_options,
+    register,
+    register_custom,
 )
 from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import numel

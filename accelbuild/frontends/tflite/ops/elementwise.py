@@ -11,7 +11,15 @@ import numpy as np
 
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, SAME_SHAPE, Check, Result, activation, const_inputs, fail, input_count, register,
+    OK,
+    SAME_SHAPE,
+    Check,
+    Result,
+    activation,
+    const_inputs,
+    fail,
+    input_count,
+    register,
 )
 from accelbuild.frontends.tflite.reader import Operator
 

@@ -14,7 +14,14 @@ from onnx import TensorProto
 
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, register,
+    OK,
+    Check,
+    Result,
+    activation,
+    const_inputs,
+    fail,
+    input_count,
+    register,
 )
 from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import numel, onnx_type

@@ -9,8 +9,18 @@ from __future__ import annotations
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
-    OK, Check, Result, activation, const_inputs, fail, input_count, input_rank, output_shape, padding_known,
-    positive_options, register,
+    OK,
+    Check,
+    Result,
+    activation,
+    const_inputs,
+    fail,
+    input_count,
+    input_rank,
+    output_shape,
+    padding_known,
+    positive_options,
+    register,
 )
 from accelbuild.frontends.tflite.ops.conv import PADDING
 from accelbuild.frontends.tflite.reader import Operator

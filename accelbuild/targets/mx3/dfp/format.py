@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 MAGIC = b"ACCELDFP"
 FORMAT_VERSION = 1

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from accelbuild.targets.mx3.dfp.format import MAX_SECTIONS, REQUIRED_SECTIONS, section_name_problem
 

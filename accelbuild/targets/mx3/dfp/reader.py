@@ -21,12 +21,22 @@ import hashlib
 import json
 from pathlib import Path
 
+from accelbuild.errors import InputFileError
 from accelbuild.targets.mx3.dfp.format import (
-    CHECKSUM_SIZE, FLAGS, FORMAT_VERSION, MAGIC, MAX_SECTIONS, PREAMBLE, REQUIRED_SECTIONS,
-    TABLE_ENTRY, Span, align, canonical_json, section_name_problem,
+    CHECKSUM_SIZE,
+    FLAGS,
+    FORMAT_VERSION,
+    MAGIC,
+    MAX_SECTIONS,
+    PREAMBLE,
+    REQUIRED_SECTIONS,
+    TABLE_ENTRY,
+    Span,
+    align,
+    canonical_json,
+    section_name_problem,
 )
 from accelbuild.targets.mx3.dfp.model import Dfp, Header
-from accelbuild.errors import InputFileError
 
 CHECKSUM_MESSAGE = "checksum mismatch: the file was altered or damaged"
 

@@ -13,7 +13,8 @@ a multiple of 16 bytes, and returns the reference the program stores for each.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

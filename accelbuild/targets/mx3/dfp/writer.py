@@ -8,7 +8,14 @@ import hashlib
 from pathlib import Path
 
 from accelbuild.targets.mx3.dfp.format import (
-    FLAGS, FORMAT_VERSION, MAGIC, MAX_HEADER_LENGTH, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout,
+    FLAGS,
+    FORMAT_VERSION,
+    MAGIC,
+    MAX_HEADER_LENGTH,
+    PREAMBLE,
+    TABLE_ENTRY,
+    canonical_json,
+    plan_layout,
 )
 from accelbuild.targets.mx3.dfp.model import Dfp
 from accelbuild.util.files import write_bytes_atomic
