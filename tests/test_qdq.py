@@ -313,3 +313,37 @@ def test_decomposed_layer_norm_stays_float_between_quantized_neighbours() -> Non
     assert set(result.params) == {"x", "h", "ln", "y"}
     ln = next(n for n in result.model.graph.node if n.name == "ln.shift")
     assert ln.input[1] == "beta"  # the affine part keeps float parameters
+
+
+def test_bias_correction_removes_the_mean_output_shift_and_adds_a_missing_bias() -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")]  # no bias
+    model = _model(nodes, [_init("w", [8, 16, 1, 1], 1.0)], [_vi("x", [1, 16, 6, 6])], [_vi("y", [1, 8, 6, 6])])
+    rng = np.random.default_rng(5)
+    feeds = [{"x": (rng.standard_normal((1, 16, 6, 6)) * 0.1 + 4.0).astype(np.float32)} for _ in range(8)]
+    config = QdqConfig(method="minmax", activation_bits=16)  # 16-bit activations: the weight error shows
+    corrected = quantize_qdq(model, feeds, config)
+    plain = quantize_qdq(model, feeds, QdqConfig(method="minmax", activation_bits=16, bias_correction=False))
+    want = np.stack([run(model, f)[0] for f in feeds])
+    shift = {name: np.abs((np.stack([run(r.model, f)[0] for f in feeds]) - want).mean(axis=(0, 1, 3, 4))).max()
+             for name, r in (("corrected", corrected), ("plain", plain))}
+    assert shift["corrected"] < 0.2 * shift["plain"]
+    conv = next(n for n in corrected.model.graph.node if n.name == "conv")
+    assert len(conv.input) == 3 and conv.input[2] == "conv/bias_dequantized"
+    assert corrected.layers[0]["bias_corrected"] and not plain.layers[0]["bias_corrected"]
+    assert len(next(n for n in plain.model.graph.node if n.name == "conv").input) == 2
+
+
+def test_output_shift_of_grouped_convs_and_matmul() -> None:
+    from accelbuild.quantize.qdq.bias_correction import output_shift
+    from accelbuild.quantize.weights import WeightedLayer
+
+    rng = np.random.default_rng(6)
+    delta, mean = rng.standard_normal((6, 2, 3, 3)), rng.standard_normal(6)  # 3 groups of 2 -> 2
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=3)
+    shift = output_shift(conv, WeightedLayer("c", "Conv", "w", 1, 0, (6, 2, 3, 3)), mean)
+    want = [sum(delta[m, c].sum() * mean[(m // 2) * 2 + c] for c in range(2)) for m in range(6)]
+    np.testing.assert_allclose(shift(delta), want)
+    matmul = helper.make_node("MatMul", ["x", "w"], ["y"], name="m")
+    delta, mean = rng.standard_normal((4, 5)), rng.standard_normal(4)
+    np.testing.assert_allclose(output_shift(matmul, WeightedLayer("m", "MatMul", "w", 1, 1, (4, 5)), mean)(delta),
+                               mean @ delta)

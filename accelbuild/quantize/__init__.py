@@ -1,1 +1,2 @@
-"""Weight quantization: per-output-channel symmetric integers at 4/8/16 bits, and how much it costs."""
+"""Quantization: per-channel integer weights (mx3), activation calibration and post-training QDQ
+quantization (``qdq``), mixed precision (``auto_precision``), and measurement."""

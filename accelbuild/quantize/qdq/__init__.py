@@ -8,8 +8,9 @@ Two steps, so that precision searches can rebuild many variants from one calibra
 ``quantize_qdq(model, feeds, config)`` does both. The result holds the QDQ model (opset >= 21,
 per-channel integer weights, int32 biases, per-tensor activation QuantizeLinear/DequantizeLinear),
 a calibration record per activation tensor and the per-layer weight records. Rules (``rules.py``):
-fused Conv/Gemm/MatMul + Relu/Clip, pass-through operators, shared Concat scales when asked, per-layer
-bits for a layer's weights and output activation, and nodes left float.
+fused activations and MatMul biases, pass-through operators, bounded activations never clipped,
+decomposed LayerNorm left float, shared Concat scales when asked, per-layer bits for a layer's weights
+and output activation, and nodes left float; bias correction (``bias_correction.py``).
 """
 
 from __future__ import annotations
@@ -50,11 +51,15 @@ Feeds = dict[str, np.ndarray]
 
 @dataclass(frozen=True)
 class QdqConfig:
-    """How to quantize. ``bits`` maps node names to 8 or 16 (the layer's weights and its output
-    activation; a graph input's name sets that input's quantization); ``float_nodes`` names nodes left float (host layers); ``share_concat_scales`` gives a
-    Concat's inputs and output one scale; ``unsigned_nonnegative`` (symmetric only) puts never-negative
-    tensors on the unsigned grid; ``percentile`` is used by the percentile method; ``bias_correction``
-    takes the mean output shift that weight quantization causes off each layer's bias."""
+    """How to quantize.
+
+    ``bits`` maps node names to 8 or 16: the layer's weights and its output activation (a graph
+    input's name sets that input's quantization). ``float_nodes`` names nodes left float (host layers).
+    ``share_concat_scales`` gives a Concat's inputs and output one scale. ``unsigned_nonnegative``
+    (symmetric only) puts never-negative tensors on the unsigned grid. ``percentile`` is used by the
+    percentile method. ``bias_correction`` takes the mean output shift that weight quantization causes
+    off each layer's bias. ``bins``: histogram bins per sign (calibration memory per tensor).
+    """
 
     weight_bits: int = 8
     activation_bits: int = 8
