@@ -146,32 +146,34 @@ def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with t
     )
 
 
-def _remote_cache_url(args: argparse.Namespace) -> str | None:
-    """``--remote-cache``, else ``$ACCELBUILD_REMOTE_CACHE``, for the commands that take it."""
-    if not hasattr(args, "remote_cache"):
+def _option_or_env(args: argparse.Namespace, attribute: str, option: str, variable: str) -> tuple[str, str] | None:
+    """(value, where it came from): the option, else the environment variable, for commands that take it."""
+    if not hasattr(args, attribute):
         return None
-    text, source = args.remote_cache, "--remote-cache"
+    text, source = getattr(args, attribute), option
     if text is None:
-        text, source = os.environ.get("ACCELBUILD_REMOTE_CACHE"), "ACCELBUILD_REMOTE_CACHE"
-    if not text:
+        text, source = os.environ.get(variable), variable
+    return (text, source) if text else None
+
+
+def _remote_cache_url(args: argparse.Namespace) -> str | None:
+    """``--remote-cache``, else ``$ACCELBUILD_REMOTE_CACHE``."""
+    given = _option_or_env(args, "remote_cache", "--remote-cache", "ACCELBUILD_REMOTE_CACHE")
+    if given is None:
         return None
     from accelbuild.build.remote_cache import parse_url
 
-    return parse_url(text, source)
+    return parse_url(*given)
 
 
 def _executor_address(args: argparse.Namespace) -> str | None:
-    """``--executor``, else ``$ACCELBUILD_EXECUTOR``, for the commands that take it."""
-    if not hasattr(args, "executor"):
-        return None
-    text, source = args.executor, "--executor"
-    if text is None:
-        text, source = os.environ.get("ACCELBUILD_EXECUTOR"), "ACCELBUILD_EXECUTOR"
-    if not text:
+    """``--executor``, else ``$ACCELBUILD_EXECUTOR``."""
+    given = _option_or_env(args, "executor", "--executor", "ACCELBUILD_EXECUTOR")
+    if given is None:
         return None
     from accelbuild.build.dask_executor import parse
 
-    return parse(text, source)
+    return parse(*given)
 
 
 def _load(paths: list[str]):
