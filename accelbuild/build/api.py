@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from accelbuild.build import dask_executor, doit_backend, plan, remote_cache, worker
+from accelbuild.build import doit_backend, plan, remote_cache, worker
 from accelbuild.build import metrics as metrics_
 from accelbuild.build.doit_backend import Explanation, RunOptions, TaskResult
 from accelbuild.build.state import locked
@@ -75,7 +75,7 @@ class RunSummary:
 def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None,
         stream: TextIO | None = None, quiet: bool = False) -> RunSummary:
     built = plan.build_plan(pipelines, until)
-    with locked(options.state_dir), _remote(options) as options, dask_executor.session(options.executor):
+    with locked(options.state_dir), _remote(options) as options, _executor(options.executor):
         results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
     benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}
     outcomes = [outcome(p, built.artifacts[p.name], p.name in benchmarked) for p in pipelines]
@@ -90,6 +90,18 @@ def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = 
         if item.checks and not item.checks_ok:
             out.write(metrics_.check_table(item.name, item.checks) + "\n")
     return RunSummary(results, outcomes)
+
+
+@contextlib.contextmanager
+def _executor(address: str | None) -> Iterator[Any]:
+    """The Dask executor of a run with ``--executor`` (imported only then: the no-op path stays light)."""
+    if address is None:
+        yield None
+        return
+    from accelbuild.build import dask_executor
+
+    with dask_executor.session(address) as executor:
+        yield executor
 
 
 def _host_machines(benchmark: Path | None) -> list[str]:
@@ -133,7 +145,7 @@ def explain(pipelines: list[PipelineSpec], options: RunOptions, until: str | Non
     """Which tasks would run and why; with a remote cache, which of them it could restore; with an
     executor, the cluster is checked (reachable, workers running this accelbuild)."""
     jobs = plan.plan(pipelines, until)
-    with dask_executor.session(options.executor):
+    with _executor(options.executor):
         explanations = doit_backend.explain(jobs, options)
     if options.remote is not None:
         _note_remote_entries(jobs, explanations, remote_cache.open_store(options.remote))

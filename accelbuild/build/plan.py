@@ -70,13 +70,14 @@ def build_plan(pipelines: list[PipelineSpec], until: str | None = None) -> Plan:
     jobs: list[Job] = []
     artifacts: dict[str, dict[str, Path]] = {p.name: {} for p in pipelines}
     shared: dict[tuple[Any, ...], Job] = {}  # (matrix file, stage, model, digest, inputs) -> first job
-    moved: dict[Path, Path] = {}  # an output of a skipped variant task -> the shared task's output
+    moved: dict[Path, Path] = {}
+    memo: dict[int, Any] = {}  # jsonable results by object, for this plan (the objects outlive it)  # an output of a skipped variant task -> the shared task's output
     for pipeline in pipelines:
         for stage in stages_of(pipeline):
             if STAGE_ORDER.index(stage.name) > last:
                 continue
             for model in pipeline.models if stage.per_model else [None]:
-                job = _job(pipeline, stage, model)
+                job = _job(pipeline, stage, model, memo)
                 if pipeline.variant is not None:
                     job = replace(job, inputs={role: moved.get(p, p) for role, p in job.inputs.items()})
                     key = (pipeline.yaml_path, job.stage, job.model_name, job.param_digest,
@@ -94,9 +95,9 @@ def build_plan(pipelines: list[PipelineSpec], until: str | None = None) -> Plan:
     return Plan(jobs, artifacts)
 
 
-def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None) -> Job:
+def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: dict[int, Any] | None = None) -> Job:
     params = stage.params(pipeline, model)
-    params_json = jsonable(params)
+    params_json = jsonable(params, memo)
     code = code_digest(stage.code)
     prefix: tuple[str | int, ...] = ("models", model.index) if model else ()
     return Job(

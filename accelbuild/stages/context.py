@@ -54,22 +54,27 @@ class StageContext:
     jobs: int = 1  # processes a stage may use for its own parallel work (does not change its outputs)
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """The canonical JSON form of a parameter object (what is digested and shown by ``status``).
 
     Paths are refused: a parameter that holds an absolute path would make cache keys depend on where
     the checkout lives. Files are stage inputs (hashed by content), never parameters.
     """
     if hasattr(value, "as_param"):  # a spec value with its own canonical form (input shapes)
-        return jsonable(value.as_param())
+        return jsonable(value.as_param(), memo)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: jsonable(getattr(value, f.name), memo) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, dict):  # ``memo`` (by object): a profile shared by many tasks' params is walked once
+        if memo is not None and id(value) in memo:
+            return memo[id(value)]
+        result = {str(k): jsonable(v, memo) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        if memo is not None:
+            memo[id(value)] = result
+        return result
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, memo) for v in value]
     if isinstance(value, Path):
         raise TypeError(f"a stage parameter holds a path ({value}); make the file a stage input instead")
     if value is None or isinstance(value, (str, int, float, bool)):
