@@ -93,16 +93,7 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
         qdq += [node.input[i] for i in rules.data_positions(node) if node.input[i] in data]
         qdq += [o for o in node.output if o in data]
     qdq = [t for t in dict.fromkeys(qdq) if t not in fused]
-    parent = {t: t for t in qdq}
-    derived: set[str] = set()
-    for node in quantized:
-        linked = _linked_tensors(graph, node, share_concat_scales)
-        linked = [t for t in linked if t in parent]
-        for t in linked[1:]:
-            _union(parent, linked[0], t)
-        if len(linked) > 1:
-            derived.update(o for o in node.output if o in parent)
-    groups, group_of = _groups(qdq, parent, derived)
+    groups, group_of = _groups(qdq, *_shared(graph, quantized, qdq, share_concat_scales))
     _assign_layers(graph, groups, group_of, fused)
     skip = {(node, index) for node, index, _ in biases.values()}
     constants = _constants(graph, quantized, data, group_of, share_concat_scales, groups, skip)
@@ -172,6 +163,21 @@ def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: 
     if share_concat and node.op_type == "Concat":
         return [*[i for i in node.input if i], node.output[0]]
     return []
+
+
+def _shared(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], qdq: list[str],
+            share_concat: bool) -> tuple[dict[str, str], set[str]]:
+    """Union-find parents of the QDQ tensors that share quantization, and the derived tensors (outputs
+    whose values their inputs already hold)."""
+    parent = {t: t for t in qdq}
+    derived: set[str] = set()
+    for node in quantized:
+        linked = [t for t in _linked_tensors(graph, node, share_concat) if t in parent]
+        for t in linked[1:]:
+            _union(parent, linked[0], t)
+        if len(linked) > 1:
+            derived.update(o for o in node.output if o in parent)
+    return parent, derived
 
 
 def _union(parent: dict[str, str], a: str, b: str) -> None:
