@@ -63,11 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     clean.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     clean.add_argument("--cache", action="store_true", help="also remove the artifact cache")
 
-    inspect = sub.add_parser("inspect", help="print a DFP's header, models, ports, chips and sections")
-    inspect.add_argument("dfp", metavar="FILE.dfp")
+    inspect = sub.add_parser("inspect", help="print a DFP's (or an npu package's) header, models, ports and sections")
+    inspect.add_argument("dfp", metavar="FILE.dfp|FILE.tar.gz")
 
-    bench = sub.add_parser("bench", help="simulate a compiled DFP, like a device benchmark tool")
-    bench.add_argument("dfp", metavar="FILE.dfp")
+    bench = sub.add_parser("bench", help="simulate a compiled DFP or npu package, like a device benchmark tool")
+    bench.add_argument("dfp", metavar="FILE.dfp|FILE.tar.gz")
     bench.add_argument("--frames", type=_positive_int, metavar="N",
                        help="frames to simulate (default: the DFP's simcfg, else 200)")
     bench.add_argument("--json", action="store_true", help="print JSON to stdout")
@@ -352,6 +352,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from accelbuild.targets.npu import package
+
+    if package.is_package(Path(args.dfp)):
+        members = package.read_package(Path(args.dfp), args.dfp)
+        sys.stdout.write(package.describe(members, args.dfp, Path(args.dfp).stat().st_size))
+        return 0
     from accelbuild.targets.mx3.dfp import describe, read_dfp
 
     dfp = read_dfp(args.dfp)
@@ -360,6 +366,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from accelbuild.targets.npu import package
+
+    if package.is_package(Path(args.dfp)):
+        return _bench_package(args)
     from accelbuild.targets.mx3.sim import timing
     from accelbuild.targets.mx3.sim.program import load_program
 
@@ -383,6 +393,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for m in report["models"]:
         print(f"  {m['name']}: {m['fps']:.1f} FPS, latency {m['latency_ms']:.3f} ms "
               f"(first frame {m['first_frame_latency_ms']:.3f} ms)")
+    return 0
+
+
+def _bench_package(args: argparse.Namespace) -> int:
+    """``bench`` of an npu package: the unit-timeline simulation, printed as ``hrt_model_exec perf`` does."""
+    from accelbuild.targets.npu import package
+    from accelbuild.targets.npu.simulation import simulate_package
+
+    runs = simulate_package(package.read_package(Path(args.dfp), args.dfp), args.dfp)
+    models = [{"name": r.name, "frames": r.timeline.frames_in_flight, "threads": r.timeline.frames_in_flight,
+               "batch_size": r.timeline.batch_size, "fps": round(runs.model_fps(r), 2),
+               "fps_alone": round(r.timeline.fps, 2), "latency_ms": round(r.timeline.latency_ms, 4)}
+              for r in runs.models]
+    report = {"simulated": True, "package": args.dfp, "platform": runs.hw.name,
+              "fps": round(sum(m["fps"] for m in models), 2), "models": models}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.dfp}: platform {runs.hw.name} (simulated: modelled accelerator)")
+    for m in models:
+        print(f"  {m['name']}: frames in flight {m['frames']}, batch {m['batch_size']}, "
+              f"average latency {m['latency_ms']:.3f} ms, frame rate {m['fps']:.2f} FPS")
     return 0
 
 

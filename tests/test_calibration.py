@@ -128,3 +128,12 @@ def test_entropy_never_clips_into_the_bulk_of_a_distribution_far_from_zero() -> 
     logits = (np.random.default_rng(8).standard_normal(200_000) - 10.0).astype(np.float32)  # class logits
     low, high = choose_range(stats_of(logits), "entropy", 8, symmetric=False)
     assert low <= float(np.quantile(logits, 0.01)) and high == 0.0
+
+
+def test_sixteen_bits_never_clip_with_percentile_or_entropy() -> None:
+    """At 16 bits the rounding step is already tiny: clipping the rare outliers only adds error."""
+    values = np.concatenate([np.random.default_rng(0).normal(size=100_000), [80.0]]).astype(np.float32)
+    stats = stats_of(values)
+    assert choose_range(stats, "percentile", 8, False)[1] < 10  # 8 bits: the outlier is clipped
+    for method in ("percentile", "entropy"):
+        assert choose_range(stats, method, 16, False) == (float(values.min()), 80.0)

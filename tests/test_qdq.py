@@ -114,7 +114,7 @@ def test_onnxruntime_runs_the_same_integer_arithmetic_as_numpy(share: bool, symm
 def test_model_form_opset_ir_and_records(tmp_path) -> None:
     result = quantize_qdq(residual_model(), frames(4), QdqConfig(method="entropy"))
     model = result.model
-    assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 21
+    assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == 19  # 8-bit only
     save_onnx(model, tmp_path / "q.onnx")
     session = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["x"] and [o.name for o in session.get_outputs()] == ["y"]
@@ -261,6 +261,7 @@ def test_int32_bias_overflow_raises_the_weight_scale() -> None:
     assert np.all(np.abs(ints.bias_codes.astype(np.int64)) <= INT32_MAX)
     np.testing.assert_allclose(ints.bias_codes * ints.bias_scales, bias, rtol=1e-6)
     assert ints.scales[0] > ints.scales[1]
+    assert ints.raised_for_bias == 2  # both channels; reported in the layer record, and once by the quantize stage
 
 
 def test_bounded_activations_are_never_clipped() -> None:
@@ -347,3 +348,21 @@ def test_output_shift_of_grouped_convs_and_matmul() -> None:
     delta, mean = rng.standard_normal((4, 5)), rng.standard_normal(4)
     np.testing.assert_allclose(output_shift(matmul, WeightedLayer("m", "MatMul", "w", 1, 1, (4, 5)), mean)(delta),
                                mean @ delta)
+
+
+def test_eight_bit_models_load_with_onnxruntimes_default_optimisations() -> None:
+    """A float (host) MaxPool chain behind a DequantizeLinear made onnxruntime 1.32's QDQ propagation and
+    S8->U8 transformers write an inconsistent QuantizeLinear at opset 21; 8-bit models are at opset 19."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", onnx.TensorProto.FLOAT, [4, 3, 3, 3], rng.normal(size=108).astype(np.float32))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p0"], name="pool0", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["p0"], ["y"], name="pool1", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    model = _model(nodes, [w], [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])])
+    feeds = [{"x": rng.normal(size=(1, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+    for bits, opset in (({}, 19), ({"conv": 16}, 21)):
+        result = quantize_qdq(model, feeds, QdqConfig(float_nodes=frozenset({"pool0", "pool1"}), bits=bits))
+        assert next(o.version for o in result.model.opset_import if o.domain in ("", "ai.onnx")) == opset
+        session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        assert session.run(None, feeds[0])[0].shape == (1, 4, 8, 8)

@@ -66,7 +66,6 @@ def _run(job: Job, inputs: dict[str, Path], outputs: dict[str, Path]) -> None:
 
 def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:
     """The model's ``bits`` / ``bits_file`` name weighted layers of its AI section."""
-    from accelbuild.quantize.weights import weighted_layers
     from accelbuild.stages import quantize
 
     pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
@@ -77,6 +76,6 @@ def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: 
                         if j.stage == "quantize" and j.model_name == model.name)
     ctx = StageContext(quantize_job.params, quantize_job.inputs, {}, quantize_job.locate)
     try:
-        quantize.check_overrides(ctx, weighted_layers(onnx.load(str(ai))))
+        quantize.check_overrides(ctx, onnx.load(str(ai)))
     except (ConfigError, InputFileError) as exc:
         errors.append(exc)

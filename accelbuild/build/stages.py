@@ -15,9 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.stages.params import AccuracyInputs, CropParams, DataParams, ImportParams, QuantizeParams
+from accelbuild.stages.params import (
+    AccuracyInputs,
+    ActivationParams,
+    CropParams,
+    DataParams,
+    ImportParams,
+    QuantizeParams,
+)
 
 STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
+# quantize defaults of the families that quantize activations (DESIGN.md, "Target families")
+DEFAULT_ACTIVATION_BITS = 8
+DEFAULT_CALIBRATION = "percentile"
+DEFAULT_CALIBRATION_FRAMES = 16
 
 Files = Callable[[PipelineSpec, "ModelSpec | None"], dict[str, Path]]
 
@@ -59,19 +70,19 @@ def model_data(model: ModelSpec) -> dict[str, Path]:
     from accelbuild.data.files import data_files
 
     folder = model.data.path
-    return {f"data:{path.relative_to(folder).as_posix()}": path for path in data_files(data_spec(model.data))}
+    return {f"data:{path.relative_to(folder).as_posix()}": path
+            for path in data_files(data_spec(model.data.params, folder))}
 
 
-def data_spec(data: Any, folder: Path | None = None) -> Any:
-    """The ``accelbuild.data`` spec of ``models[].data`` settings (a DataSettings, or DataParams + folder)."""
+def data_spec(data: DataParams, folder: Path) -> Any:
+    """The ``accelbuild.data`` spec (what the loader reads) of ``models[].data`` parameters and its folder."""
     from accelbuild.data.spec import DataSpec
 
-    return DataSpec(folder or data.path, data.text, data.count, data.resize, data.color, data.mean, data.std)
+    return DataSpec(folder, data.text, data.count, data.resize, data.color, data.mean, data.std)
 
 
 def data_params(model: ModelSpec) -> DataParams | None:
-    d = model.data
-    return None if d is None else DataParams(d.text, d.count, d.resize, d.color, d.mean, d.std)
+    return None if model.data is None else model.data.params
 
 
 def accuracy_inputs(pipeline: PipelineSpec) -> AccuracyInputs:
@@ -130,13 +141,17 @@ def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
 def _quantize_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     assert model is not None
     folder = model_dir(pipeline, model)
-    return {name: folder / name for name in ("quantized.onnx", "quantize.json")}
+    names = ("quantized.onnx", "quantize.json")
+    if pipeline.target_impl.integer_activations:
+        names += ("calibration.json",)
+    return {name: folder / name for name in names}
 
 
 def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> QuantizeParams:
     assert model is not None
     q = model.quantize
     target = pipeline.target_impl
+    precision = target.precision(pipeline)
     return QuantizeParams(
         model=model.name,
         family=pipeline.target.family,
@@ -146,7 +161,10 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
         auto_precision=q.auto_precision,
         accuracy=accuracy_inputs(pipeline),
         data=data_params(model),
-        precision=target.precision(pipeline),
+        precision=precision,
+        activations=ActivationParams(q.activation_bits or DEFAULT_ACTIVATION_BITS,
+                                     q.calibration or DEFAULT_CALIBRATION,
+                                     q.calibration_frames or DEFAULT_CALIBRATION_FRAMES) if precision.integer else None,
         target=target.quantize_params(pipeline),
     )
 

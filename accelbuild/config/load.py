@@ -16,6 +16,7 @@ from accelbuild.config.spec import (
     BenchmarkSpec,
     ClosedLoopSpec,
     CropSpec,
+    DataParams,
     DataSettings,
     InputShapes,
     ModelSpec,
@@ -293,8 +294,8 @@ class _Checker:
                 self.error(at + ("preprocess", key), f"{key} needs 1 or {channels} value(s) for color "
                                                      f"{pre['color']}, not {len(pre[key])}")
         resize = tuple(pre["resize"]) if pre["resize"] is not None else None
-        return DataSettings(folder, d["path"], d.get("count"), resize, pre["color"],  # type: ignore[arg-type]
-                            tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]))
+        return DataSettings(folder, DataParams(d["path"], d.get("count"), resize, pre["color"],  # type: ignore[arg-type]
+                                               tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"])))
 
     def input_shapes(self, at: tuple[Any, ...], value: Any) -> InputShapes:
         def shape(v: Any) -> Shape:

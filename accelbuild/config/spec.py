@@ -70,16 +70,24 @@ class QuantizeSpec:
 
 
 @dataclass(frozen=True)
-class DataSettings:
-    """``models[].data``: a folder of images or .npy arrays, and how images become inputs."""
+class DataParams:
+    """``models[].data`` without its folder: what stages are parameterised by (the folder's files are
+    their inputs ``data:<relative path>``)."""
 
-    path: Path
-    text: str  # as written in the YAML, for messages
+    text: str  # the folder as the YAML writes it (messages, records)
     count: int | None
     resize: tuple[int, int] | None
     color: str
     mean: tuple[float, ...]
     std: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """``models[].data``: a folder of images or .npy arrays (resolved) and how images become inputs."""
+
+    path: Path
+    params: DataParams
 
 
 @dataclass(frozen=True)

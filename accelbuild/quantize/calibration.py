@@ -19,6 +19,9 @@ Methods (``choose_range``), every range includes zero and lies within [min, max]
   of the values. KL against the clipped reference does not see how far clipped values move: unbounded,
   it cuts into the bulk of distributions far from zero (a detector's all-negative class logits) and
   clips SiLU and hard-swish networks hard enough to lose several dB at their outputs (bench/ptq.py).
+- At 16 bits, ``percentile`` and ``entropy`` take [min, max]: 65,536 levels resolve the whole range finer
+  than 256 resolve a clipped one, so clipping only adds error (a raised layer whose outliers carry the
+  signal, e.g. a detector's rare positive logits, would otherwise stay clipped however many bits it gets).
 - ``mse``: the clip range with the least expected squared error (uniform rounding noise ``step^2/12``
   inside the range, squared distance outside it) over ``MSE_RATIOS`` candidate shrink factors of the
   largest magnitude; asymmetric ranges refine each end in turn.
@@ -213,7 +216,7 @@ def choose_range(stats: TensorStats, method: Method, bits: int, symmetric: bool,
     if stats.count == 0:
         return 0.0, 0.0
     low, high = min(stats.min, 0.0), max(stats.max, 0.0)
-    if method == "minmax" or high == low:
+    if method == "minmax" or high == low or (bits >= 16 and method in ("percentile", "entropy")):
         return low, high
     if stats.counts is None:
         raise ValueError(f"method {method!r} needs a histogram")

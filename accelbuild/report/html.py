@@ -268,23 +268,29 @@ for(var h=0;h<heads.length;h++){heads[h].addEventListener('click',function(){
 
 
 def _document(data: dict[str, Any], body: str) -> str:
-    name = esc(data.get("pipeline", ""))
-    return ("<!DOCTYPE html>\n"
-            f'<html lang="en"><head><meta charset="utf-8"><title>{name} · accelbuild benchmark report</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<style>{CSS}</style></head><body>{_header(data)}<main>{body}</main>"
-            f"<script>{SCRIPT}</script></body></html>\n")
-
-
-def _header(data: dict[str, Any]) -> str:
     facts = [f"{esc(data.get('chip_gen', '?'))}", f"{esc(data.get('num_chips', '?'))} chip(s)",
              f"{_num(data.get('clock_mhz'), 0)} MHz"]
     if data.get("mapping", {}).get("effort"):
         facts.append(f"effort {esc(data['mapping']['effort'])}")
-    badge = f'<span class="badge">{SIMULATED}</span>' if data.get("simulated") else ""
-    tabs = "".join(f'<a href="#{tab_id}">{title}</a>' for tab_id, title in TABS)
-    return (f"<header><h1>{esc(data.get('pipeline', ''))} — benchmark report</h1>"
-            f'<div class="sub"><span>{" · ".join(facts)}</span>{badge}</div><nav>{tabs}</nav></header>')
+    return page(data.get("pipeline", ""), facts, bool(data.get("simulated")), TABS, body)
+
+
+def page(pipeline: str, facts: Sequence[str], simulated: bool, tabs: Sequence[tuple[str, str]], body: str) -> str:
+    """The report shell every family shares: header (``facts`` are HTML), tab bar, ``body`` (the
+    ``section`` of each tab), the inline CSS and script."""
+    name = esc(pipeline)
+    return ("<!DOCTYPE html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><title>{name} · accelbuild benchmark report</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{CSS}</style></head><body>{_header(pipeline, facts, simulated, tabs)}<main>{body}</main>"
+            f"<script>{SCRIPT}</script></body></html>\n")
+
+
+def _header(pipeline: str, facts: Sequence[str], simulated: bool, tabs: Sequence[tuple[str, str]]) -> str:
+    badge = f'<span class="badge">{SIMULATED}</span>' if simulated else ""
+    links = "".join(f'<a href="#{tab_id}">{title}</a>' for tab_id, title in tabs)
+    return (f"<header><h1>{esc(pipeline)} — benchmark report</h1>"
+            f'<div class="sub"><span>{" · ".join(facts)}</span>{badge}</div><nav>{links}</nav></header>')
 
 
 # ----------------------------------------------------------------------------------------- summary
@@ -918,3 +924,8 @@ def _core_grid(chip: int, mac: list[float], alu: list[float],
             y += PITCH
         y += 8
     return _svg(GRID_LABEL + ROW * PITCH, max(y - 8, 1), "".join(parts), f"core utilisation of chip {chip}", "grid")
+
+
+# Building blocks for other families' reports (the npu and ethos-u reports draw with these).
+section, card, table, figure, tag, svg, rect, text, line, legend, swatch, num, si, pct, ticks = (
+    _section, _card, _table, _figure, _tag, _svg, _rect, _text, _line, _legend, _swatch, _num, _si, _pct, _ticks)

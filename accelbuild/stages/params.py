@@ -3,7 +3,7 @@
 Each is frozen and holds plain values only (no paths: files are stage inputs), because the build
 digests exactly this object for doit and the artifact cache. Built from the spec by
 ``accelbuild.build.stages``; read by the stage modules. Light to import: planning a no-op run builds
-every task's parameters.
+every task's parameters. ``DataParams`` (``models[].data`` without its folder) is defined with the spec.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbuild.config.spec import AutoPrecision, InputShapes
+from accelbuild.config.spec import AutoPrecision, DataParams, InputShapes
 
 
 @dataclass(frozen=True)
@@ -43,23 +43,29 @@ class AccuracyInputs:
 
 
 @dataclass(frozen=True)
-class DataParams:
-    """``models[].data`` without its folder (the files are stage inputs ``data:<relative path>``)."""
-
-    text: str  # the folder as the YAML writes it
-    count: int | None
-    resize: tuple[int, int] | None
-    color: str
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-
-
-@dataclass(frozen=True)
 class PrecisionRules:
     """What a family's hardware computes with, which the quantize stage follows."""
 
     weight_bits: tuple[int, ...]  # weight precisions the family stores
-    activations: str  # "bfloat16": float activations as the chip rounds them
+    activations: str  # "bfloat16": float activations as the chip rounds them; "integer": calibrated (QDQ)
+    activation_bits: tuple[int, ...] = ()  # integer activations: the precisions the engine computes with
+    symmetric: bool = False  # integer activations: zero point 0 (else asymmetric)
+    share_concat_scales: bool = False  # integer activations: a Concat's inputs and output share one scale
+    conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels (ethos-u)
+
+    @property
+    def integer(self) -> bool:
+        """Activations are quantized too (from calibration data), not only weights."""
+        return self.activations == "integer"
+
+
+@dataclass(frozen=True)
+class ActivationParams:
+    """How a family that quantizes activations calibrates them (``quantize.activation_bits`` etc.)."""
+
+    bits: int
+    calibration: str  # minmax | percentile | entropy | mse
+    calibration_frames: int  # the first N inputs calibrate; the rest measure accuracy
 
 
 @dataclass(frozen=True)
@@ -73,4 +79,9 @@ class QuantizeParams:
     accuracy: AccuracyInputs
     data: DataParams | None  # models[].data: used instead of ``accuracy`` when given
     precision: PrecisionRules
+    activations: ActivationParams | None  # families that quantize activations; None for mx3
     target: Any  # the family's own part (e.g. mx3's host packet formats), a frozen dataclass
+
+
+__all__ = ["AccuracyInputs", "ActivationParams", "CropParams", "DataParams", "ImportParams", "PrecisionRules",
+           "QuantizeParams"]

@@ -17,7 +17,7 @@ from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends.onnx_model import save_onnx
 from accelbuild.quantize import auto_precision, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
-from accelbuild.quantize.weights import WeightedLayer, weighted_layers
+from accelbuild.quantize.weights import weighted_layers
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import QuantizeParams
 from accelbuild.targets.base import get_target
@@ -36,12 +36,18 @@ def run(ctx: StageContext) -> None:
     ai = onnx.load(str(ctx.inputs["ai"]))
     pre_path = ctx.inputs["ai"].with_name("pre.onnx")
     pre = onnx.load(str(pre_path)) if pre_path.exists() else None
-    layers = weighted_layers(ai)
     q: QuantizeParams = ctx.params
     _check_precision(ctx, q)
-    bits = {layer.name: q.weight_bits for layer in layers}
-    bits.update(_overrides(ctx, layers))
     samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs, q.data))
+    if q.precision.integer:
+        from accelbuild.stages import quantize_integer
+
+        bits = _overrides(ctx, quantize_integer.layer_names(ai), "layer")
+        quantize_integer.quantize(ctx, ai, samples, bits)
+        return
+    layers = weighted_layers(ai)
+    bits = {layer.name: q.weight_bits for layer in layers}
+    bits.update(_overrides(ctx, [layer.name for layer in layers]))
     auto_record = None
     if q.auto_precision is not None:
         target = q.auto_precision
@@ -84,22 +90,31 @@ def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
             raise ConfigError(ctx.locate("quantize", "bits", name),
                               f"{bits}-bit weights are not stored by this target (it stores "
                               f"{', '.join(map(str, allowed))} bits)")
+    if q.activations is not None and q.activations.bits not in q.precision.activation_bits:
+        raise ConfigError(ctx.locate("quantize", "activation_bits"),
+                          f"{q.activations.bits}-bit activations are not computed by this target (it computes "
+                          f"{', '.join(map(str, q.precision.activation_bits))} bits)")
 
 
-def check_overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]:
-    """The per-layer bits of ``bits`` / ``bits_file``, each naming a weighted layer (else a user error)."""
+def check_overrides(ctx: StageContext, ai: onnx.ModelProto) -> dict[str, int]:
+    """The per-layer bits of ``bits`` / ``bits_file``, each naming a layer of ``ai`` that the family's
+    precision rules let it set (else a user error)."""
     _check_precision(ctx, ctx.params)
-    return _overrides(ctx, layers)
+    if ctx.params.precision.integer:
+        from accelbuild.stages import quantize_integer
+
+        return _overrides(ctx, quantize_integer.layer_names(ai), "layer")
+    return _overrides(ctx, [layer.name for layer in weighted_layers(ai)])
 
 
-def _overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]:
-    names = [layer.name for layer in layers]
+def _overrides(ctx: StageContext, names: list[str], what: str = "weighted layer") -> dict[str, int]:
+    """``bits`` / ``bits_file``, each name one of ``names`` (else a positioned user error)."""
     q: QuantizeParams = ctx.params
     if q.bits:
         for name in q.bits:
             if name not in names:
                 where = ctx.locate("quantize", "bits", name, key=True)
-                raise ConfigError(where, f"no weighted layer named {name!r} in model {q.model!r}"
+                raise ConfigError(where, f"no {what} named {name!r} in model {q.model!r}"
                                          f"{did_you_mean(name, names)}")
         return dict(q.bits)
     if q.bits_file is not None:
@@ -108,7 +123,7 @@ def _overrides(ctx: StageContext, layers: list[WeightedLayer]) -> dict[str, int]
         for name in table:
             if name not in names:  # at the YAML line that names the file: that is where the fix starts
                 raise ConfigError(ctx.locate("quantize", "bits_file"),
-                                  f"{shown}: no weighted layer named {name!r} in model {q.model!r}"
+                                  f"{shown}: no {what} named {name!r} in model {q.model!r}"
                                   f"{did_you_mean(name, names)}")
         return table
     return {}

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from accelbuild.stages.params import PrecisionRules
 
 # family name (target.family) -> module whose TARGET attribute implements it
-FAMILIES = {"mx3": "accelbuild.targets.mx3.target"}
+FAMILIES = {"mx3": "accelbuild.targets.mx3.target", "npu": "accelbuild.targets.npu.target",
+            "ethos-u": "accelbuild.targets.ethos_u.target"}
 
 
 class Target(Protocol):
@@ -28,6 +29,7 @@ class Target(Protocol):
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
     checks: frozenset[str]  # the ``checks`` whose figure this family's benchmark.json carries
+    integer_activations: bool  # quantizes activations too (its precision rules say "integer")
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:
         """The typed ``target`` spec from schema-valid data; problems go to ``checker.error``."""
@@ -43,6 +45,9 @@ class Target(Protocol):
 
     def quantize_record(self, ai: onnx.ModelProto, params: Any) -> dict[str, Any]:
         """Fields the family adds to quantize.json (mx3: host packet bytes per frame)."""
+
+    def host_nodes(self, ai: onnx.ModelProto, params: Any) -> frozenset[str]:
+        """Families that quantize activations: the nodes the host will run, left float in the QDQ model."""
 
 
 def get_target(family: str) -> Target:

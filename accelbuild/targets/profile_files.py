@@ -83,6 +83,30 @@ def looks_like_path(chip_gen: str) -> bool:
     return chip_gen.endswith((".yaml", ".yml")) or "/" in chip_gen or "\\" in chip_gen
 
 
+def resolve_profile(value: str, kind: ProfileKind, checker: Any, at: tuple[Any, ...],
+                    setting: str) -> tuple[Path, dict[str, Any] | None]:
+    """A target's profile setting (``chip_gen``, ``platform``): a built-in name or a path to a profile file.
+
+    Returns the file and its merged profile (read only; ``None`` when it has problems). Problems go to
+    ``checker.error`` at ``at``: a missing file, an invalid profile, or an unknown name (``setting`` names
+    the key in the message, with the built-in names and a did-you-mean).
+    """
+    builtins = kind.builtins()
+    if value in builtins:
+        return builtins[value], load_profile(builtins[value], kind, copy=False)
+    if looks_like_path(value):
+        path = checker.existing(at, value)
+        if path.is_file():
+            try:
+                return path, load_profile(path, kind, shown=value, copy=False)
+            except (InputFileError, ConfigError) as exc:
+                checker.error(at, str(exc))
+        return path, None
+    checker.error(at, f"unknown {setting} {value!r} (built-in profiles: {', '.join(sorted(builtins))}; "
+                      f"or a path to a profile .yaml){schema_check.did_you_mean(value, list(builtins))}")
+    return Path(value), None
+
+
 def load_profile(path: Path, kind: ProfileKind, shown: str | None = None, *, copy: bool = True) -> dict[str, Any]:
     """The profile at ``path`` with its ``inherits`` chain merged, validated against ``kind``'s schema.
 

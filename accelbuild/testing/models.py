@@ -443,3 +443,96 @@ def resnet50(seed: int = 0, size: int = 224) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
                              producer_name="accelbuild-testing")
+
+
+class _Net:
+    """Random-weight conv nets with BatchNorm folded (conv bias), as ``resnet50`` builds them."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def conv(self, name: str, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1,
+             act: str | None = "Relu") -> str:
+        fan_in = cin // group * k * k
+        w = (self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(w, f"{name}.weight"))
+        self.inits.append(numpy_helper.from_array(np.zeros(cout, np.float32), f"{name}.bias"))
+        self.nodes.append(helper.make_node("Conv", [x, f"{name}.weight", f"{name}.bias"], [name], name=name,
+                                           kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4,
+                                           group=group))
+        if act is None:
+            return name
+        out = f"{name}.{act.lower()}"
+        if act == "Clip":  # ReLU6
+            self.const("const.relu6.min", 0.0)
+            self.const("const.relu6.max", 6.0)
+            self.nodes.append(helper.make_node("Clip", [name, "const.relu6.min", "const.relu6.max"], [out], name=out))
+        else:
+            self.nodes.append(helper.make_node(act, [name], [out], name=out))
+        return out
+
+    def const(self, name: str, value: float) -> None:
+        if all(t.name != name for t in self.inits):
+            self.inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+
+    def op(self, op_type: str, name: str, inputs: list[str], **attrs: Any) -> str:
+        self.nodes.append(helper.make_node(op_type, inputs, [name], name=name, **attrs))
+        return name
+
+    def classifier(self, x: str, cin: int, classes: int = 1000) -> str:
+        self.op("GlobalAveragePool", "pool", [x])
+        self.op("Flatten", "flat", ["pool"])
+        w = (self.rng.standard_normal((classes, cin)) * 0.01).astype(np.float32)
+        self.inits += [numpy_helper.from_array(w, "fc.weight"),
+                       numpy_helper.from_array(np.zeros(classes, np.float32), "fc.bias")]
+        self.nodes.append(helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1))
+        return "logits"
+
+    def model(self, name: str, size: int, classes: int = 1000) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                                  [1, 3, size, size])],
+                                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])],
+                                  self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+                                 producer_name=PRODUCER_NAME)
+
+
+def resnet18(seed: int = 0, size: int = 224) -> onnx.ModelProto:
+    """ResNet-18 with random weights (BatchNorm folded): 1.82 GMAC and 11.7 M parameters at 224x224, the
+    network of the RDK X5 calibration figure."""
+    net = _Net(seed)
+    x = net.conv("stem", "input", 3, 64, 7, 2)
+    x = net.op("MaxPool", "stem.pool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for stage, width in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            name, stride = f"layer{stage + 1}.{block}", (2 if block == 0 and stage > 0 else 1)
+            y = net.conv(f"{name}.conv1", x, cin, width, 3, stride)
+            y = net.conv(f"{name}.conv2", y, width, width, 3, act=None)
+            shortcut = net.conv(f"{name}.down", x, cin, width, 1, stride, act=None) if stride != 1 or cin != width \
+                else x
+            y = net.op("Add", f"{name}.add", [y, shortcut])
+            x, cin = net.op("Relu", f"{name}.out", [y]), width
+    net.classifier(x, 512)
+    return net.model("resnet18", size)
+
+
+def mobilenet_v1(seed: int = 0, size: int = 224, width: float = 1.0) -> onnx.ModelProto:
+    """MobileNetV1 (ReLU6, the MLPerf variant's layers) with random weights (BatchNorm folded): 0.57 GMAC and
+    4.2 M parameters at 224x224 and width 1.0, the network of the TDA4VM calibration figure."""
+    net = _Net(seed)
+
+    def channels(c: int) -> int:
+        return max(8, int(c * width))
+
+    x = net.conv("stem", "input", 3, channels(32), 3, 2, act="Clip")
+    cin = channels(32)
+    plan = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + [(1024, 2), (1024, 1)]
+    for i, (cout, stride) in enumerate(plan):
+        x = net.conv(f"block{i + 1}.dw", x, cin, cin, 3, stride, group=cin, act="Clip")
+        x = net.conv(f"block{i + 1}.pw", x, cin, channels(cout), 1, act="Clip")
+        cin = channels(cout)
+    net.classifier(x, cin, 1001)
+    return net.model("mobilenet_v1", size, 1001)

@@ -5,7 +5,7 @@ Two steps, so that precision searches can rebuild many variants from one calibra
     calibrated = calibrate(model, feeds, QdqConfig(method="percentile"))   # runs the float model
     result = build(calibrated, bits={"conv3": 16})                         # no model runs
 
-``quantize_qdq(model, feeds, config)`` does both. The result holds the QDQ model (opset >= 21,
+``quantize_qdq(model, feeds, config)`` does both. The result holds the QDQ model (opset 19, or 21 with 16-bit tensors,
 per-channel integer weights, int32 biases, per-tensor activation QuantizeLinear/DequantizeLinear),
 a calibration record per activation tensor and the per-layer weight records. Rules (``rules.py``):
 fused activations and MatMul biases, pass-through operators, bounded activations never clipped,
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.version_converter
 
 from accelbuild.passes import graph as g
 from accelbuild.passes.cleanup import name_nodes
@@ -41,6 +42,7 @@ from accelbuild.quantize.qdq.collect import collect
 from accelbuild.quantize.qdq.graph import Numbers, write_qdq
 from accelbuild.quantize.qdq.integers import IntegerWeights, integer_weights
 from accelbuild.quantize.qdq.plan import Plan, make_plan
+from accelbuild.quantize.qdq.rules import CONVENTIONS, TFLITE_FIXED
 from accelbuild.quantize.weights import weight_bytes
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ class QdqConfig:
     (symmetric only) puts never-negative tensors on the unsigned grid. ``percentile`` is used by the
     percentile method. ``bias_correction`` takes the mean output shift that weight quantization causes
     off each layer's bias. ``bins``: histogram bins per sign (calibration memory per tensor).
+    ``conventions="tflite"`` follows TFLite's integer kernels (``rules.py``): signed activations (int16
+    symmetric), fixed output parameters of Logistic/Softmax/Tanh, average pooling and resizing keep
+    their input's quantization; ``accelbuild.targets.ethos_u`` writes such a model as int8 TFLite.
     """
 
     weight_bits: int = 8
@@ -72,12 +77,15 @@ class QdqConfig:
     float_nodes: frozenset[str] = frozenset()
     bias_correction: bool = True
     bins: int = DEFAULT_BINS
+    conventions: str = "onnx"
 
     def __post_init__(self) -> None:
         if self.weight_bits not in WEIGHT_BITS:
             raise ValueError(f"weight_bits must be 8 or 16, not {self.weight_bits}")
         if self.activation_bits not in ACTIVATION_BITS:
             raise ValueError(f"activation_bits must be 8 or 16, not {self.activation_bits}")
+        if self.conventions not in CONVENTIONS:
+            raise ValueError(f"conventions must be one of {', '.join(CONVENTIONS)}, not {self.conventions!r}")
         if self.method not in METHODS:
             raise ValueError(f"calibration must be one of {', '.join(METHODS)}, not {self.method!r}")
         for name, bits in self.bits.items():
@@ -135,7 +143,7 @@ def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig 
     """Plan the model and measure the planned tensors over ``feeds`` (streamed, one frame at a time)."""
     prepared = prepare(model)
     _check_names(prepared, config)
-    plan = make_plan(prepared, config.float_nodes, config.share_concat_scales)
+    plan = make_plan(prepared, config.float_nodes, config.share_concat_scales, config.conventions)
     counted = _Counted(feeds)
     nodes = {n.name: n for n in prepared.graph.node}
     axes = {wp.activation: input_axis(nodes[wp.layer.name]) for wp in plan.weights} if config.bias_correction else {}
@@ -174,17 +182,41 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
         layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
                               "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
                               "axis": layer.axis, "sqnr_db": round(ints.sqnr_db, 3),
-                              "int32_bias": ints.bias_codes is not None, "bias_corrected": shift is not None})
+                              "int32_bias": ints.bias_codes is not None, "bias_corrected": shift is not None,
+                              "raised_for_bias": ints.raised_for_bias})
     constants = {}
     for const in plan.constants:
         value = g.constant(graph, const.tensor)
+        const_bits = overrides.get(const.node, config.activation_bits)
         params = groups[const.group] if const.group is not None else quant_params(
-            float(value.min()), float(value.max()), overrides.get(const.node, config.activation_bits),
-            config.symmetric, config.unsigned_nonnegative)
+            float(value.min()), float(value.max()), const_bits, *_grid(config, const_bits))
         constants[(const.node, const.index)] = (params.quantize(value), params)
-    model = write_qdq(calibrated.model, plan, Numbers(groups, weights, constants))
+    model = eight_bit_opset(write_qdq(calibrated.model, plan, Numbers(groups, weights, constants)))
     params = {t: groups[gid] for t, gid in plan.group_of.items()}
     return QdqResult(model, _tensor_records(calibrated, params), layer_records, params)
+
+
+EIGHT_BIT_OPSET = 19  # QuantizeLinear without output_dtype; int8/uint8 only
+
+
+def eight_bit_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A QDQ model with no 16-bit tensor, at opset 19 when it converts cleanly (else as it is).
+
+    onnxruntime (1.32) cannot load some opset-21 QDQ models with its default optimisations: QDQ
+    propagation through a float MaxPool inserts a QuantizeLinear with ``output_dtype`` INT8, and the
+    S8->U8 transformer then changes its zero point to uint8 but not the attribute ("output_dtype INT8
+    does not match y_zero_point type UINT8"). Opset 19 has no such attribute; int16 needs opset 21.
+    """
+    sixteen = {onnx.TensorProto.INT16, onnx.TensorProto.UINT16}
+    if any(t.data_type in sixteen for t in model.graph.initializer):
+        return model
+    try:
+        lowered = onnx.version_converter.convert_version(model, EIGHT_BIT_OPSET)
+        onnx.checker.check_model(lowered)
+    except Exception as exc:  # the converter raises bare RuntimeErrors for ops it cannot lower
+        log.debug("QDQ model kept at its opset: %s", exc)
+        return model
+    return lowered
 
 
 def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]) -> QuantParams:
@@ -198,9 +230,26 @@ def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]
         extra.add(g.constant(calibrated.model.graph, name))
         parts.append(extra)
     stats = parts[0] if len(parts) == 1 else TensorStats.merged(parts)
+    if config.conventions == "tflite" and group.fixed is not None:
+        scale, zero = TFLITE_FIXED[group.fixed][bits]
+        return _fixed_params(scale, zero, bits)
+    symmetric, unsigned = _grid(config, bits)
     method = "minmax" if group.bounded else config.method
-    low, high = choose_range(stats, method, bits, config.symmetric, config.percentile, config.unsigned_nonnegative)
-    return quant_params(low, high, bits, config.symmetric, config.unsigned_nonnegative)
+    low, high = choose_range(stats, method, bits, symmetric, config.percentile, unsigned)
+    return quant_params(low, high, bits, symmetric, unsigned)
+
+
+def _grid(config: QdqConfig, bits: int) -> tuple[bool, bool]:
+    """(symmetric, unsigned_nonnegative) for activations of ``bits``: TFLite conventions use signed
+    grids only, and int16 activations are symmetric there."""
+    if config.conventions == "tflite":
+        return config.symmetric or bits == 16, False
+    return config.symmetric, config.unsigned_nonnegative
+
+
+def _fixed_params(scale: float, zero: int, bits: int) -> QuantParams:
+    qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return QuantParams((qmin - zero) * scale, (qmax - zero) * scale, scale, zero, bits, signed=True)
 
 
 def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> dict[str, dict[str, Any]]:
@@ -211,7 +260,7 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
         record: dict[str, Any] = {
             "range": [float(np.float32(p.low)), float(np.float32(p.high))],
             "scale": p.scale, "zero_point": p.zero_point, "bits": p.bits, "dtype": p.dtype.name,
-            "symmetric": config.symmetric, "method": "minmax" if group.bounded else config.method,
+            "symmetric": _grid(config, p.bits)[0], "method": "minmax" if group.bounded else config.method,
             "frames": calibrated.frames,
         }
         if len(group.members) > 1:

@@ -29,6 +29,7 @@ class IntegerWeights:
     bias_codes: np.ndarray | None     # int32
     bias_scales: np.ndarray | None    # float32: input scale * weight scale
     sqnr_db: float                    # of the weights
+    raised_for_bias: int = 0          # channels whose weight scale was raised so the int32 bias fits
 
 
 def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float, bias: np.ndarray | None,
@@ -41,17 +42,19 @@ def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float
         base = np.zeros(weight.shape[axis]) if bias is None else bias.astype(np.float64)
         bias = (base - shift(error)).astype(np.float32)
     bias_codes = bias_scales = None
+    raised = 0
     if bias is not None:
         needed = (np.abs(bias.astype(np.float64)) / (np.float64(input_scale) * INT32_MAX)).astype(np.float32)
         low = scales < needed
-        if np.any(low):
-            log.warning("%s: raised the weight scale of %d channel(s) so the int32 bias fits", name, int(low.sum()))
+        if np.any(low):  # reported once per built model (layer records), not per precision-search trial
+            raised = int(low.sum())
+            log.debug("%s: raised the weight scale of %d channel(s) so the int32 bias fits", name, raised)
             scales = np.where(low, np.nextafter(needed, np.float32(np.inf)), scales).astype(np.float32)
             codes = _codes(weight, scales, bits, axis)
         bias_scales = (np.float32(input_scale) * scales).astype(np.float32)
         bias_codes = np.clip(np.rint(bias.astype(np.float64) / bias_scales), -INT32_MAX, INT32_MAX).astype(np.int32)
     return IntegerWeights(codes, scales, bias_codes, bias_scales,
-                          sqnr_db(weight, dequantize(codes, scales, axis)))
+                          sqnr_db(weight, dequantize(codes, scales, axis)), raised)
 
 
 def _codes(weight: np.ndarray, scales: np.ndarray, bits: int, axis: int) -> np.ndarray:

@@ -34,6 +34,7 @@ class Group:
     constants: list[str] = field(default_factory=list)  # initializers quantized with this group's params
     layers: set[str] = field(default_factory=set)       # node names whose per-layer bits apply
     bounded: bool = False                               # only bounded activations: observed range, no clip
+    fixed: str | None = None                            # the bounded op producing every source (TFLite params)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Plan:
 
 
 def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
-              share_concat_scales: bool = False) -> Plan:
+              share_concat_scales: bool = False, conventions: str = "onnx") -> Plan:
     """The plan for a shape-inferred model (see the module docstring)."""
     graph = model.graph
     order = g.topological_order(graph)
@@ -93,7 +94,7 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
         qdq += [node.input[i] for i in rules.data_positions(node) if node.input[i] in data]
         qdq += [o for o in node.output if o in data]
     qdq = [t for t in dict.fromkeys(qdq) if t not in fused]
-    groups, group_of = _groups(qdq, *_shared(graph, quantized, qdq, share_concat_scales))
+    groups, group_of = _groups(qdq, *_shared(graph, quantized, qdq, share_concat_scales, conventions))
     _assign_layers(graph, groups, group_of, fused)
     skip = {(node, index) for node, index, _ in biases.values()}
     constants = _constants(graph, quantized, data, group_of, share_concat_scales, groups, skip)
@@ -156,9 +157,10 @@ def _rank(graph: onnx.GraphProto, tensor: str) -> int | None:
     return len(value.type.tensor_type.shape.dim) if value and value.type.tensor_type.HasField("shape") else None
 
 
-def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: bool) -> list[str]:
+def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: bool,
+                    conventions: str = "onnx") -> list[str]:
     """Tensors of ``node`` that must share one quantization: input first, then outputs."""
-    if rules.passes_scale_through(graph, node):
+    if rules.passes_scale_through(graph, node, conventions):
         return [node.input[0], *[o for o in node.output if o]]
     if share_concat and node.op_type == "Concat":
         return [*[i for i in node.input if i], node.output[0]]
@@ -166,13 +168,13 @@ def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: 
 
 
 def _shared(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], qdq: list[str],
-            share_concat: bool) -> tuple[dict[str, str], set[str]]:
+            share_concat: bool, conventions: str = "onnx") -> tuple[dict[str, str], set[str]]:
     """Union-find parents of the QDQ tensors that share quantization, and the derived tensors (outputs
     whose values their inputs already hold)."""
     parent = {t: t for t in qdq}
     derived: set[str] = set()
     for node in quantized:
-        linked = [t for t in _linked_tensors(graph, node, share_concat) if t in parent]
+        linked = [t for t in _linked_tensors(graph, node, share_concat, conventions) if t in parent]
         for t in linked[1:]:
             _union(parent, linked[0], t)
         if len(linked) > 1:
@@ -238,6 +240,9 @@ def _mark_bounded(graph: onnx.GraphProto, groups: dict[int, Group]) -> None:
     for group in groups.values():
         group.bounded = not group.constants and all(
             t in producers and producers[t].op_type in rules.BOUNDED for t in group.sources)
+        ops = {producers[t].op_type for t in group.sources if t in producers}
+        if group.bounded and len(ops) == 1 and next(iter(ops)) in rules.TFLITE_FIXED:
+            group.fixed = next(iter(ops))
 
 
 def _constants(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], data: set[str],

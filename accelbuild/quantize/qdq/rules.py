@@ -24,6 +24,11 @@ engines follow around them (TIDL, SiMa, Horizon, TFLite/Vela-class engines alike
   its nodes stay float, its input and output are quantized by their neighbours.
 - Concat: when asked (the profile's choice), every input and the output share one scale and zero
   point, so the engine concatenates codes without requantizing.
+- TFLite conventions (``QdqConfig(conventions="tflite")``, for int8 TFLite and Arm Vela): activations on
+  the signed grid only (int8 with a zero point; int16 symmetric, zero point 0); the outputs of Logistic,
+  Softmax and Tanh take TFLite's fixed parameters (``TFLITE_FIXED``); average pooling and resizing (any
+  mode) keep their input's quantization, as TFLite's integer kernels compute on codes without
+  requantizing.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ DATA_INPUTS: dict[str, tuple[int, ...] | None] = {
     "Conv": (0,), "ConvTranspose": (0,), "Gemm": (0,), "MatMul": (0, 1),
     # elementwise arithmetic and activations
     "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1), "Sum": ALL, "Max": ALL, "Min": ALL,
-    "Relu": (0,), "Clip": (0,), "LeakyRelu": (0,), "PRelu": (0,), "Sigmoid": (0,), "HardSigmoid": (0,),
+    "Relu": (0,), "Clip": (0,), "LeakyRelu": (0,), "PRelu": (0, 1), "Sigmoid": (0,), "HardSigmoid": (0,),
     "HardSwish": (0,), "Tanh": (0,), "Softmax": (0,), "Elu": (0,), "Mish": (0,), "Softplus": (0,),
     # pooling, normalisation-free reductions, resampling, padding
     "AveragePool": (0,), "GlobalAveragePool": (0,), "ReduceMean": (0,), "ReduceSum": (0,),
@@ -58,6 +63,14 @@ FUSING = WEIGHTED | {"Add", "Sub", "Mul", "Div", "AveragePool", "GlobalAveragePo
 # Bounded activations have no outliers to clip; clipping a probability would change decisions.
 BOUNDED = {"Sigmoid", "HardSigmoid", "Softmax", "Tanh"}
 CONSTANT_OPERANDS = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "PRelu", "Concat"}
+CONVENTIONS = ("onnx", "tflite")
+# TFLite's fixed output quantization of bounded activations: op -> bits -> (scale, zero point)
+TFLITE_FIXED: dict[str, dict[int, tuple[float, int]]] = {
+    "Sigmoid": {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)},
+    "Softmax": {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)},
+    "Tanh": {8: (1.0 / 128, 0), 16: (1.0 / 32768, 0)},
+}
+TFLITE_PASS_THROUGH = {"AveragePool", "Resize"}
 
 
 def data_positions(node: onnx.NodeProto) -> list[int]:
@@ -69,8 +82,11 @@ def data_positions(node: onnx.NodeProto) -> list[int]:
     return [i for i in positions if node.input[i]]
 
 
-def passes_scale_through(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
-    """The output keeps the input's quantization: data movement, max-pooling, nearest resampling."""
+def passes_scale_through(graph: onnx.GraphProto, node: onnx.NodeProto, conventions: str = "onnx") -> bool:
+    """The output keeps the input's quantization: data movement, max-pooling, nearest resampling (under
+    TFLite conventions also average pooling and every resampling)."""
+    if conventions == "tflite" and node.op_type in TFLITE_PASS_THROUGH:
+        return True
     if node.op_type == "Resize":
         return g.attribute(node, "mode", b"nearest") in (b"nearest", "nearest")
     if node.op_type == "Pad":  # copies of the input, or zeros (exact on every grid); not other constants

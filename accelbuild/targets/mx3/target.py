@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
-from accelbuild.config import schema_check
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.quantize.precision import BITS
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
@@ -21,7 +19,7 @@ from accelbuild.targets.mx3.spec import (
     Mx3TargetSpec,
     PacketParams,
 )
-from accelbuild.targets.profile_files import load_profile, looks_like_path
+from accelbuild.targets.profile_files import load_profile, resolve_profile
 
 SPLITS = "splits/"
 CHOICE = "cost_model_choice.dfp"  # the cost model's first choice, when the closed loop ships another split
@@ -128,6 +126,7 @@ class Mx3Target:
     family = "mx3"
     code = _CODE
     checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_chips"})
+    integer_activations = False
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,
@@ -139,24 +138,7 @@ class Mx3Target:
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
         chip_gen = t["chip_gen"]
-        builtins = MX3_PROFILES.builtins()
-        if chip_gen in builtins:
-            profile_path = builtins[chip_gen]
-        elif looks_like_path(chip_gen):
-            profile_path = checker.existing(("target", "chip_gen"), chip_gen)
-            if profile_path.is_file():
-                try:
-                    load_profile(profile_path, MX3_PROFILES, shown=chip_gen)
-                except (InputFileError, ConfigError) as exc:
-                    checker.error(("target", "chip_gen"), str(exc))
-        else:
-            hint = schema_check.did_you_mean(chip_gen, list(builtins))
-            checker.error(
-                ("target", "chip_gen"),
-                f"unknown chip_gen {chip_gen!r} (built-in profiles: {', '.join(sorted(builtins))}; "
-                f"or a path to a profile .yaml){hint}",
-            )
-            profile_path = Path(chip_gen)
+        profile_path, _ = resolve_profile(chip_gen, MX3_PROFILES, checker, ("target", "chip_gen"), "chip_gen")
         return Mx3TargetSpec("mx3", chip_gen, profile_path, t["num_chips"], t["effort"], t["target_fps"],
                              t["input_format"], t["output_format"], t["share_input"])
 
@@ -189,6 +171,9 @@ class Mx3Target:
         from accelbuild.targets.mx3.packets import packet_record
 
         return {"packets": packet_record(ai, params.input_format, params.output_format)}
+
+    def host_nodes(self, ai: Any, params: PacketParams) -> frozenset[str]:
+        return frozenset()  # mx3 quantizes weights only; crop decides what the host runs
 
 
 TARGET = Mx3Target()

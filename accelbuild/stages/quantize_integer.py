@@ -1,0 +1,91 @@
+"""The quantize stage for families that quantize activations too (npu, ethos-u).
+
+Post-training static quantization (``accelbuild.quantize.qdq``): activation ranges are calibrated on the
+first ``calibration_frames`` inputs; the remaining inputs measure the output's accuracy against float
+(when there are none left, the calibration inputs do, and the record says so). Layers the target will
+run on the host (``Target.host_nodes``) stay float in ``quantized.onnx``. Outputs: ``quantized.onnx``
+(QDQ; onnxruntime runs it as it is), ``calibration.json`` (per tensor: range, scale, zero point, bits;
+the method and frames used) and ``quantize.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.frontends.onnx_model import save_onnx
+from accelbuild.passes import graph as g
+from accelbuild.quantize import auto_precision, measure, precision_measures, qdq
+from accelbuild.stages.context import StageContext
+from accelbuild.stages.params import QuantizeParams
+from accelbuild.targets.base import get_target
+from accelbuild.util.files import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def split_frames(samples: list[measure.Feeds], calibration_frames: int) -> tuple[list[measure.Feeds],
+                                                                               list[measure.Feeds], str]:
+    """Calibration inputs, accuracy inputs, and which inputs measure accuracy ("held-out" or
+    "calibration": there were no inputs beyond the calibration frames)."""
+    calibration = samples[:calibration_frames]
+    held_out = samples[calibration_frames:]
+    return (calibration, held_out, "held-out") if held_out else (calibration, calibration, "calibration")
+
+
+def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, int]) -> None:
+    """Calibrate, choose per-layer precisions (``bits`` given, or auto_precision), write the outputs."""
+    q: QuantizeParams = ctx.params
+    assert q.activations is not None  # the quantize stage sends only integer families here
+    target = get_target(q.family)
+    host = frozenset(target.host_nodes(ai, q.target))
+    calibration, measured_on, which = split_frames(samples, q.activations.calibration_frames)
+    config = qdq.QdqConfig(weight_bits=q.weight_bits, activation_bits=q.activations.bits,
+                           symmetric=q.precision.symmetric, method=q.activations.calibration,
+                           share_concat_scales=q.precision.share_concat_scales, bits=bits, float_nodes=host,
+                           conventions=q.precision.conventions)
+    calibrated = qdq.calibrate(ai, calibration, config)
+    auto_record = None
+    if q.auto_precision is not None:
+        goal = q.auto_precision
+        candidates = precision_measures.qdq_candidates(calibrated)
+        decision = auto_precision.raise_to_target(candidates, precision_measures.qdq_cosine(calibrated, measured_on),
+                                                  goal.min_cosine, goal.max_extra_bytes)
+        # only the raised layers: naming a layer at its low bits would also set its output activation
+        bits = {**bits, **{name: b for name, b in decision.bits.items() if b == 16}}
+        auto_record = decision.record
+        log.info("%s: auto precision raised %d layer(s) to 16 bits; cosine %.5f (%s)", q.model,
+                 len(decision.record["raised"]), decision.cosine,
+                 "target reached" if decision.reached else "target not reached")
+    result = qdq.build(calibrated, bits)
+    for layer in result.layers:
+        if layer["raised_for_bias"]:
+            log.warning("%s: %s: raised the weight scale of %d channel(s) so the int32 bias fits", q.model,
+                        layer["name"], layer["raised_for_bias"])
+    save_onnx(result.model, ctx.outputs["quantized.onnx"])
+    reference = measure.run_all(measure.session(ai), measured_on)
+    measured = measure.run_all(measure.session(result.model), measured_on)
+    settings = {"method": q.activations.calibration, "activation_bits": q.activations.bits,
+                "symmetric": q.precision.symmetric, "frames": len(calibration)}
+    write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
+    write_json_atomic(ctx.outputs["quantize.json"], {
+        "weight_bits": q.weight_bits,
+        "activation_bits": q.activations.bits,
+        "calibration": {**settings, **accuracy.describe_inputs(q.accuracy, q.data, len(calibration))},
+        "weights": sum(r["weights"] for r in result.layers),
+        "weight_bytes": sum(r["weight_bytes"] for r in result.layers),
+        "layers": result.layers,
+        "activations": "integer",
+        "host_nodes": sorted(host),
+        "output": {**measure.compare(reference, measured),
+                   **accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)), "measured_on": which},
+        "auto_precision": auto_record,
+        **target.quantize_record(ai, q.target),
+    })
+
+
+def layer_names(ai: onnx.ModelProto) -> list[str]:
+    """What per-layer ``bits`` may name here: any node (its weights and output activation) or graph input."""
+    return [n.name for n in ai.graph.node] + [i.name for i in g.real_inputs(ai.graph)]

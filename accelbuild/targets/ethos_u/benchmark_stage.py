@@ -1,0 +1,99 @@
+"""benchmark: ``benchmark.json`` (Vela's estimates, labelled with its version, and the int8 model's accuracy
+against float measured in LiteRT), ``layer_stats.yaml`` (Vela's per-layer figures) and ``report.html``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import onnx
+import yaml
+
+from accelbuild import accuracy
+from accelbuild.quantize import measure
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.ethos_u.report import render
+from accelbuild.targets.ethos_u.spec import BenchmarkParams
+from accelbuild.targets.ethos_u.tflite import verify
+from accelbuild.targets.ethos_u.tflite.writer import io_layout
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+KIB = 1024
+
+
+def run(ctx: StageContext) -> None:
+    p: BenchmarkParams = ctx.params
+    models = [_model(ctx, p, name, p.data[i]) for i, name in enumerate(p.models)]
+    estimated_by = f"vela {p.vela_version}"
+    summary = {
+        "estimated_by": estimated_by,
+        "accelerator": p.accelerator,
+        "fps": round(sum(m["fps"] for m in models), 2),
+        "latency_ms": max(m["latency_ms"] for m in models),
+        "npu_ops": sum(m["npu_ops"] for m in models),
+        "cpu_ops": sum(len(m["cpu_ops"]) for m in models),
+        "sram_bytes": max(m["sram_bytes"] for m in models),
+        "offload": {"npu_layers": sum(m["npu_ops"] for m in models),
+                    "host_layers": sum(len(m["cpu_ops"]) for m in models)},
+        "models": models,
+    }
+    write_json_atomic(ctx.outputs["benchmark.json"], summary)
+    stats = {m["name"]: [_layer(layer) for layer in _vela(ctx, m["name"])["layers"]] for m in models}
+    write_bytes_atomic(ctx.outputs["layer_stats.yaml"],
+                       yaml.safe_dump(stats, sort_keys=False, default_flow_style=False).encode())
+    write_bytes_atomic(ctx.outputs["report.html"], render(p.pipeline, summary, stats).encode())
+    for m in models:
+        log.info("%s: %s: %.1f FPS, %.3f ms (estimated by %s); %d NPU / %d CPU operators; cosine %.5f vs float",
+                 p.pipeline, m["name"], m["fps"], m["latency_ms"], estimated_by, m["npu_ops"], len(m["cpu_ops"]),
+                 m["accuracy"]["cosine"])
+
+
+def _vela(ctx: StageContext, name: str) -> dict[str, Any]:
+    return json.loads(ctx.inputs[f"{name}/vela.json"].read_text())
+
+
+def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any) -> dict[str, Any]:
+    record = _vela(ctx, name)
+    s = record["summary"]
+    feeds = accuracy.ai_inputs(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"], p.accuracy, data)
+    qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))
+    interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes())
+    ai = measure.session(onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])))
+    inputs = [i.name for i in ai.get_inputs()]
+    outputs = [o.name for o in ai.get_outputs()]
+    layout = io_layout(qdq)
+    lite, reference, quantized = [], [], []
+    q_session = measure.session(qdq)
+    for feed in feeds:
+        seen, out = verify.run_tflite(interp, feed, layout, inputs, outputs)
+        lite.append([out[o] for o in outputs])
+        reference.append(ai.run(outputs, {k: feed[k] for k in inputs}))
+        quantized.append(q_session.run(outputs, seen))
+    flash = float(s.get("off_chip_flash_memory_used", 0)) + float(s.get("on_chip_flash_memory_used", 0))
+    return {
+        "name": name,
+        "fps": round(float(s["inferences_per_second"]), 2),
+        "latency_ms": round(float(s["inference_time"]) * 1000.0, 6),
+        "cycles": int(s["cycles_total"]),
+        "clock_mhz": float(s["core_clock"]) / 1e6,
+        "system_config": s.get("system_config"),
+        "memory_mode": s.get("memory_mode"),
+        "npu_ops": record["npu_ops"],
+        "cpu_ops": record["cpu_ops"],
+        "sram_bytes": int(round(float(s["sram_memory_used"]) * KIB)),
+        "flash_bytes": int(round(flash * KIB)),
+        "dram_bytes": int(round(float(s.get("dram_memory_used", 0)) * KIB)),
+        "macs": int(s.get("nn_macs", 0)),
+        "accuracy": {**measure.compare(reference, lite), "runtime": "LiteRT, int8.tflite",
+                     **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
+        "crosscheck": {"against": "quantized.onnx in onnxruntime", **measure.compare(quantized, lite)},
+    }
+
+
+def _layer(row: dict[str, Any]) -> dict[str, Any]:
+    return {"name": row.get("name"), "op": row.get("original_operator"), "npu_op": row.get("nng_operator"),
+            "unit": row.get("target"), "cycles": row.get("op_cycles"), "macs": row.get("mac_count"),
+            "sram_accesses": row.get("sram_ac"), "dram_accesses": row.get("dram_ac"),
+            "flash_accesses": row.get("offflash_ac"), "mac_utilisation_pct": row.get("util_mac")}

@@ -1,0 +1,68 @@
+"""map: quantized.onnx -> ``<model>/int8.tflite`` (the full-integer TFLite model) and ``<model>/int8.json``
+(its operators and the check that LiteRT runs it like quantized.onnx runs in onnxruntime)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.errors import ConfigError, StageError
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.ethos_u import vela
+from accelbuild.targets.ethos_u.spec import WriteParams
+from accelbuild.targets.ethos_u.tflite import verify
+from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, io_layout, write_int8_tflite
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+# The check is per operator (verify.layerwise): each TFLite operator, fed its own input codes, against the
+# QDQ operator fed the same codes. End to end, each operator may round its requantization one step away
+# from onnxruntime's float rounding (TFLite rounds in fixed point) and deep networks compound that; the
+# output difference is recorded, not checked.
+
+
+def run(ctx: StageContext) -> None:
+    p: WriteParams = ctx.params
+    vela.require()
+    qdq = onnx.load(str(ctx.inputs["quantized.onnx"]))
+    try:
+        data = write_int8_tflite(qdq)
+    except UnsupportedOperatorsError as exc:
+        raise ConfigError(ctx.locate("path"), f"model {p.model!r}: {exc}") from exc
+    feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], p.accuracy, p.data)
+    layers = verify.layerwise(data, qdq, feeds)
+    outputs = verify.compare(data, qdq, feeds)
+    record = {
+        "bytes": len(data),
+        "operators": dict(sorted(Counter(_builtins(data)).items())),
+        "channel_last": io_layout(qdq),
+        "check": {"against": "quantized.onnx in onnxruntime (no graph optimizations)",
+                  "runtime": "LiteRT (builtin kernels)", "frames": layers.frames,
+                  **accuracy.describe_inputs(p.accuracy, p.data, layers.frames),
+                  "layers": {"tensors": layers.tensors, "max_steps": layers.max_steps,
+                             "worst_tensor": layers.worst_tensor, "within_one_step": layers.within_one,
+                             "allowed_steps": p.max_steps},
+                  "outputs": {"max_steps": outputs.max_steps, "within_one_step": outputs.within_one}},
+    }
+    if layers.max_steps > p.max_steps:
+        raise StageError(f"{p.model}: int8.tflite in LiteRT differs from quantized.onnx by {layers.max_steps:g} "
+                         f"quantization steps at {layers.worst_tensor!r} (fed the same input codes; allowed "
+                         f"{p.max_steps:g})")
+    write_bytes_atomic(ctx.outputs["int8.tflite"], data)
+    write_json_atomic(ctx.outputs["int8.json"], record)
+    log.info("%s: int8.tflite %d bytes, %d operators; every tensor within %g step(s) of quantized.onnx's operator "
+             "(outputs end to end: up to %g steps, %.1f %% within one)", p.model, len(data),
+             sum(record["operators"].values()), layers.max_steps, outputs.worst, 100 * outputs.within_one)
+
+
+def _builtins(data: bytes) -> list[str]:
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(data, 0)
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    graph = model.Subgraphs(0)
+    return [names[model.OperatorCodes(graph.Operators(i).OpcodeIndex()).BuiltinCode()]
+            for i in range(graph.OperatorsLength())]

@@ -1,0 +1,54 @@
+"""The ``target`` section of a pipeline of family ethos-u, typed, and the parameter objects of its stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from accelbuild.stages.params import AccuracyInputs, DataParams
+
+
+@dataclass(frozen=True)
+class EthosUTargetSpec:
+    family: Literal["ethos-u"]
+    accelerator: str
+    system_config: str | None
+    memory_mode: str | None
+    optimise: Literal["Performance", "Size"]
+
+
+@dataclass(frozen=True)
+class NoQuantizeParams:
+    """ethos-u adds nothing to the quantize stage's parameters."""
+
+
+@dataclass(frozen=True)
+class WriteParams:
+    """map: write ``<model>/int8.tflite`` from quantized.onnx and check it in LiteRT."""
+
+    model: str
+    accuracy: AccuracyInputs        # the inputs the check runs on (models[].data when given)
+    data: DataParams | None
+    max_steps: float                # allowed output disagreement, in output quantization steps
+
+
+@dataclass(frozen=True)
+class VelaParams:
+    """assemble: Vela's options and version (a new Vela is a new compiler: it re-runs)."""
+
+    model: str
+    accelerator: str
+    system_config: str | None
+    memory_mode: str | None
+    optimise: str
+    vela_version: str
+
+
+@dataclass(frozen=True)
+class BenchmarkParams:
+    pipeline: str
+    models: tuple[str, ...]
+    accuracy: AccuracyInputs
+    data: tuple[DataParams | None, ...]
+    accelerator: str
+    vela_version: str

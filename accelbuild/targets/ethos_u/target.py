@@ -1,0 +1,193 @@
+"""Family ethos-u behind the target boundary: Arm Ethos-U NPUs through the real Vela compiler.
+
+Stages (per model, then one benchmark for the pipeline):
+
+- map: ``<model>/int8.tflite``, the full-integer TFLite model written from quantized.onnx
+  (``tflite/writer.py``) and checked in LiteRT against quantized.onnx in onnxruntime
+  (``<model>/int8.json`` records the check);
+- assemble: Vela compiles it: ``<model>/int8_vela.tflite``, ``vela/<model>/`` (Vela's summary and
+  per-layer CSV, its console output) and ``<model>/vela.json`` (what accelbuild read from them);
+- benchmark: ``benchmark.json`` (Vela's estimates, labelled with its version, and the int8 model's
+  accuracy against float measured in LiteRT), ``layer_stats.yaml`` and ``report.html``.
+
+Vela and LiteRT come with the ``accelbuild[ethos-u]`` extra; without it, loading a pipeline of this
+family is an exit-2 error naming the extra.
+"""
+
+from __future__ import annotations
+
+import configparser
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from accelbuild.build.stages import (
+    DEFAULT_ACTIVATION_BITS,
+    Stage,
+    accuracy_data,
+    accuracy_inputs,
+    data_params,
+    model_data,
+    model_dir,
+)
+from accelbuild.config import schema_check
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.ethos_u import vela
+from accelbuild.targets.ethos_u.spec import (
+    BenchmarkParams,
+    EthosUTargetSpec,
+    NoQuantizeParams,
+    VelaParams,
+    WriteParams,
+)
+
+# the writer check: every tensor within one step of quantized.onnx's operator (map_stage); TFLite's int16
+# Logistic/Tanh/Softmax are lookup-table approximations, 2 steps of 1/32768 off
+MAX_STEPS = {8: 1.0, 16: 2.0}
+VELA_FILES = ("summary.csv", "per-layer.csv", "vela.log")
+
+
+def _model(model: ModelSpec | None) -> ModelSpec:
+    assert model is not None
+    return model
+
+
+def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    m = _model(model)
+    folder = model_dir(pipeline, m)
+    inputs = {"quantized.onnx": folder / "quantized.onnx", "ai.onnx": folder / "ai.onnx",
+              "crop.json": folder / "crop.json"}
+    inputs.update(model_data(m) if m.data is not None else accuracy_data(pipeline))
+    return inputs
+
+
+def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    folder = model_dir(pipeline, _model(model))
+    return {"int8.tflite": folder / "int8.tflite", "int8.json": folder / "int8.json"}
+
+
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> WriteParams:
+    m = _model(model)
+    bits = m.quantize.activation_bits or DEFAULT_ACTIVATION_BITS
+    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), MAX_STEPS[bits])
+
+
+def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"int8.tflite": model_dir(pipeline, _model(model)) / "int8.tflite"}
+
+
+def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    m = _model(model)
+    folder = model_dir(pipeline, m)
+    outputs = {"int8_vela.tflite": folder / "int8_vela.tflite", "vela.json": folder / "vela.json"}
+    outputs.update({f"vela/{name}": pipeline.output.dir / "vela" / m.name / name for name in VELA_FILES})
+    return outputs
+
+
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> VelaParams:
+    t = pipeline.target
+    return VelaParams(_model(model).name, t.accelerator, t.system_config, t.memory_mode, t.optimise, vela.version())
+
+
+def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    inputs: dict[str, Path] = {}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        for name in ("ai.onnx", "crop.json", "quantized.onnx", "int8.tflite", "int8.json", "vela.json"):
+            inputs[f"{m.name}/{name}"] = folder / name
+        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
+    inputs.update(accuracy_data(pipeline))
+    return inputs
+
+
+def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in ("benchmark.json", "layer_stats.yaml", "report.html")}
+
+
+def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
+    return BenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
+                           tuple(data_params(m) for m in pipeline.models), pipeline.target.accelerator,
+                           vela.version())
+
+
+_CODE = ("accelbuild.targets.ethos_u", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report",
+         "accelbuild.util.tflite_builder")
+
+
+@lru_cache(maxsize=1)
+def vela_ini_names() -> dict[str, tuple[str, ...]]:
+    """System configs and memory modes of the vela.ini that Vela uses by default."""
+    import ethosu.vela
+
+    parser = configparser.ConfigParser()
+    parser.read(Path(ethosu.vela.__file__).parent.parent / "config_files" / "Arm" / "vela.ini")
+    names: dict[str, list[str]] = {"System_Config": [], "Memory_Mode": []}
+    for section in parser.sections():
+        kind, _, name = section.partition(".")
+        if kind in names:
+            names[kind].append(name)
+    return {k: tuple(v) for k, v in names.items()}
+
+
+class EthosUTarget:
+    family = "ethos-u"
+    code = _CODE
+    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
+    integer_activations = True
+    stages = (
+        Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),
+        Stage("assemble", True, "accelbuild.targets.ethos_u.assemble_stage", (), _assemble_inputs,
+              _assemble_outputs, _assemble_params),
+        Stage("benchmark", False, "accelbuild.targets.ethos_u.benchmark_stage", (), _benchmark_inputs,
+              _benchmark_outputs, _benchmark_params),
+    )
+
+    def target_spec(self, t: dict[str, Any], checker: Any) -> EthosUTargetSpec:
+        spec = EthosUTargetSpec("ethos-u", t["accelerator"], t.get("system_config"), t.get("memory_mode"),
+                                t["optimise"])
+        try:
+            vela.require()
+        except vela.MissingExtraError as exc:
+            checker.error(("target", "family"), str(exc))
+            return spec
+        known = vela.accelerators()
+        if spec.accelerator not in known:
+            checker.error(("target", "accelerator"), f"unknown accelerator {spec.accelerator!r} for Vela "
+                          f"{vela.version()} (one of {', '.join(known)})"
+                          f"{schema_check.did_you_mean(spec.accelerator, list(known))}")
+        names = vela_ini_names()
+        for key, kind in (("system_config", "System_Config"), ("memory_mode", "Memory_Mode")):
+            value = getattr(spec, key)
+            if value is not None and value not in names[kind]:
+                checker.error(("target", key), f"Vela {vela.version()} has no {key} {value!r} (one of "
+                              f"{', '.join(names[kind])}){schema_check.did_you_mean(value, list(names[kind]))}")
+        return spec
+
+    def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
+        for model in spec.models:
+            q = model.quantize
+            if q.weight_bits != 8:
+                checker.error(("models", model.index, "quantize", "weight_bits"),
+                              f"Ethos-U takes int8 weights (weight_bits: 8), not {q.weight_bits}")
+            for key in ("bits", "bits_file", "auto_precision"):
+                if getattr(q, key, None):
+                    checker.error(("models", model.index, "quantize", key),
+                                  f"{key} does not apply to ethos-u: the whole model is int8, or int16x8 with "
+                                  "activation_bits: 16", key=True)
+
+    def precision(self, spec: PipelineSpec) -> PrecisionRules:
+        return PrecisionRules(weight_bits=(8,), activations="integer", activation_bits=(8, 16), symmetric=False,
+                              share_concat_scales=True, conventions="tflite")  # TFLite's int8 Concat requantizes nothing
+
+    def quantize_params(self, spec: PipelineSpec) -> NoQuantizeParams:
+        return NoQuantizeParams()
+
+    def quantize_record(self, ai: Any, params: NoQuantizeParams) -> dict[str, Any]:
+        return {}
+
+    def host_nodes(self, ai: Any, params: Any) -> frozenset[str]:
+        return frozenset()  # Vela decides what stays on the CPU, from the int8 TFLite model
+
+
+TARGET = EthosUTarget()

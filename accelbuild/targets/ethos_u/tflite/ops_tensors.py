@@ -1,0 +1,234 @@
+"""Elementwise arithmetic, activations and data movement: Add/Sub/Mul, Relu/Clip/LeakyRelu/PRelu/Sigmoid/
+Tanh/HardSwish/Softmax, Concat, Reshape/Flatten/Squeeze/Unsqueeze, Transpose, Identity, Pad, Slice, Split."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from accelbuild.passes import graph as g
+from accelbuild.quantize.qdq.rules import TFLITE_FIXED
+from accelbuild.targets.ethos_u.tflite import layout
+from accelbuild.targets.ethos_u.tflite.qgraph import QTensor
+from accelbuild.targets.ethos_u.tflite.writer import CLIP_ACTIVATIONS, Unsupported, Writer
+from accelbuild.util.tflite_builder import Quant
+
+BINARY = {"Add": "ADD", "Sub": "SUB", "Mul": "MUL"}
+INT8_ONLY = {"HardSwish"}
+UNARY = {"Sigmoid": "LOGISTIC", "Tanh": "TANH", "HardSwish": "HARD_SWISH", "Relu": "RELU"}
+
+
+def binary(w: Writer, node: onnx.NodeProto) -> None:
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    inputs = [w.operand(name, node, out) for name in node.input]
+    options: dict = {"fused_activation_function": fused.activation}
+    if node.op_type != "Mul":
+        options["pot_scale_int16"] = False
+    w.op(BINARY[node.op_type], inputs, [w.tensor(out)], options)
+    w.done.update(fused.nodes)
+
+
+def divide(w: Writer, node: onnx.NodeProto) -> None:
+    """Div by a constant scalar: MUL by its reciprocal, stored exactly (one code, the scale carries it)."""
+    const = w.qg.consts.get(node.input[1])
+    if const is None or const.codes.size != 1:
+        raise Unsupported("only division by a constant scalar (TFLite has no int8 DIV)")
+    value = float((const.codes.astype(np.int64).reshape(-1)[0] - const.zero_points.reshape(-1)[0])
+                  * const.scales.reshape(-1)[0])
+    if value == 0.0:
+        raise Unsupported("division by zero")
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    reciprocal = np.float32(1.0 / value)
+    top = 127 if out.bits == 8 else 32767
+    dtype = "int8" if out.bits == 8 else "int16"
+    codes = np.full([1] * len(w.shape(out)), top if reciprocal > 0 else -top, dtype=dtype)
+    operand = w.const(f"{node.name}/reciprocal", codes, dtype, Quant([float(abs(reciprocal)) / top], [0]))
+    w.op("MUL", [w.operand(node.input[0], node, out), operand], [w.tensor(out)],
+         {"fused_activation_function": fused.activation})
+    w.done.update(fused.nodes)
+
+
+def hard_sigmoid(w: Writer, node: onnx.NodeProto) -> None:
+    """HardSigmoid(x) = clip(alpha x + beta, 0, 1): a 1x1 depthwise convolution with weight alpha and bias
+    beta in every channel and a fused ReLU; the output's quantization (its top at most 1) clips above."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    qmax = (1 << (out.bits - 1)) - 1
+    if len(x.shape) != 4 or (qmax - out.zero_point) * out.scale > 1 + 1e-6:
+        raise Unsupported("HardSigmoid of a 4-D tensor whose output range tops out at most at 1")
+    alpha = float(g.attribute(node, "alpha", 0.2))  # type: ignore[arg-type]
+    beta = float(g.attribute(node, "beta", 0.5))  # type: ignore[arg-type]
+    channels = w.shape(x)[3]
+    weight_scale = np.float32(abs(alpha) / 127)
+    weights = np.full((1, 1, 1, channels), 127 if alpha > 0 else -127, dtype=np.int8)
+    bias_scale = np.float32(x.scale) * weight_scale
+    dtype = "int64" if x.bits == 16 else "int32"
+    bias = np.full(channels, np.rint(beta / float(bias_scale)), dtype=dtype)
+    w.op("DEPTHWISE_CONV_2D", [w.tensor(x),
+                               w.const(f"{node.name}/alpha", weights, "int8", Quant([float(weight_scale)] * channels,
+                                                                                   [0] * channels, 3)),
+                               w.const(f"{node.name}/beta", bias, dtype, Quant([float(bias_scale)] * channels,
+                                                                               [0] * channels))],
+         [w.tensor(out)], {"padding": "VALID", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+                           "fused_activation_function": "RELU", "dilation_w_factor": 1, "dilation_h_factor": 1})
+
+
+def unary(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    if node.op_type in INT8_ONLY and out.bits != 8:
+        raise Unsupported(f"{UNARY[node.op_type]} has no int16 kernel in TFLite")
+    _check_fixed(node.op_type, out)
+    w.op(UNARY[node.op_type], [w.tensor(x)], [w.tensor(out)])
+
+
+def _check_fixed(op: str, out: QTensor) -> None:
+    fixed = TFLITE_FIXED.get(op, {}).get(out.bits)
+    if fixed is not None and (abs(out.scale - fixed[0]) > 1e-9 * fixed[0] or out.zero_point != fixed[1]):
+        raise Unsupported(f"output must be quantized with scale {fixed[0]:g}, zero point {fixed[1]} "
+                          "(quantize with conventions='tflite')")
+
+
+def clip(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    low, high = w.clip_bounds(node)
+    if (low, high) == (0.0, np.inf):
+        w.op("RELU", [w.tensor(x)], [w.tensor(out)])
+        return
+    builtin = CLIP_ACTIVATIONS.get((low, high))
+    if builtin is None:
+        raise Unsupported(f"Clip({low}, {high}) on its own (ReLU, ReLU6, [-1, 1] and [0, 1] are supported)")
+    w.op(builtin, [w.tensor(x)], [w.tensor(out)])
+
+
+def leaky_relu(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    alpha = float(g.attribute(node, "alpha", 0.01))  # type: ignore[arg-type]
+    w.op("LEAKY_RELU", [w.tensor(x)], [w.tensor(out)], {"alpha": alpha})
+
+
+def prelu(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    if out.bits != 8:  # LiteRT accepts an int16 PRELU and computes garbage (the map check caught it)
+        raise Unsupported("PRELU has no int16 kernel in TFLite")
+    w.op("PRELU", [w.tensor(x), w.operand(node.input[1], node, out)], [w.tensor(out)])
+
+
+def softmax(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    rank = len(x.shape)
+    if layout.axis(int(g.attribute(node, "axis", -1)), rank, w.is_nhwc(x)) != rank - 1:  # type: ignore[arg-type]
+        raise Unsupported("softmax over an axis that is not the innermost one in TFLite's layout")
+    _check_fixed("Softmax", out)
+    w.op("SOFTMAX", [w.tensor(x)], [w.tensor(out)], {"beta": 1.0})
+
+
+def concat(w: Writer, node: onnx.NodeProto) -> None:
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    rank = len(out.shape)
+    inputs = [w.operand(name, node, out) for name in node.input if name]
+    axis = layout.axis(int(g.attribute(node, "axis", 0)), rank, w.is_nhwc(out))  # type: ignore[arg-type]
+    w.op("CONCATENATION", inputs, [w.tensor(out)], {"axis": axis, "fused_activation_function": fused.activation})
+    w.done.update(fused.nodes)
+
+
+def reshape(w: Writer, node: onnx.NodeProto) -> None:
+    """Reshape, Flatten, Squeeze, Unsqueeze: a RESHAPE of the values in ONNX order; a TRANSPOSE on
+    either side only where a channel-last tensor's order differs from ONNX's."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    source = w.tensor(x)
+    if w.is_nhwc(x) and not layout.same_order(x.shape):
+        plain = w.like(x, f"{node.name}/nchw", x.shape)
+        w.op("TRANSPOSE", [source, w.int32(f"{node.name}/to_nchw", layout.TO_NCHW)], [plain])
+        source = plain
+    target_shape = list(out.shape) if w.is_nhwc(out) and not layout.same_order(out.shape) else list(w.shape(out))
+    target = w.tensor(out) if target_shape == list(w.shape(out)) else w.like(out, f"{node.name}/nchw_out",
+                                                                              tuple(target_shape))
+    w.op("RESHAPE", [source, w.int32(f"{node.name}/shape", target_shape)], [target], {"new_shape": target_shape})
+    if target != w.tensor(out):
+        w.op("TRANSPOSE", [target, w.int32(f"{node.name}/to_nhwc", layout.TO_NHWC)], [w.tensor(out)])
+
+
+def transpose(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    rank = len(x.shape)
+    perm = tuple(int(p) for p in g.attribute(node, "perm", list(range(rank))[::-1]))  # type: ignore[union-attr]
+    tperm = layout.compose(perm, w.is_nhwc(x), w.is_nhwc(out))
+    if tperm == tuple(range(rank)):
+        if out.key in w.qg.outputs:
+            shape = list(w.shape(out))
+            w.op("RESHAPE", [w.tensor(x), w.int32(f"{node.name}/shape", shape)], [w.tensor(out)], {"new_shape": shape})
+        else:
+            w.alias(out, x)
+        return
+    w.op("TRANSPOSE", [w.tensor(x), w.int32(f"{node.name}/perm", tperm)], [w.tensor(out)])
+
+
+def identity(w: Writer, node: onnx.NodeProto) -> None:
+    w.alias(w.q(node.output[0]), w.q(node.input[0]))
+
+
+def pad(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    if _text(g.attribute(node, "mode", b"constant")) != "constant":
+        raise Unsupported("only constant padding")
+    pads = w.qg.constant(node.input[1])
+    value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if pads is None or (value is not None and np.any(value)):
+        raise Unsupported("pads must be constant and the pad value zero")
+    if len(node.input) > 3 and node.input[3]:
+        raise Unsupported("Pad with axes")
+    rank = len(x.shape)
+    pairs = np.asarray(pads, dtype=np.int64).reshape(2, rank).T
+    if np.any(pairs < 0):
+        raise Unsupported("negative pads")
+    perm = layout.permutation(w.is_nhwc(x), rank)
+    paddings = np.ascontiguousarray(pairs[list(perm)].astype(np.int32))
+    w.op("PAD", [w.tensor(x), w.const(f"{node.name}/paddings", paddings, "int32")], [w.tensor(out)])
+
+
+def slice_(w: Writer, node: onnx.NodeProto) -> None:
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    rank = len(x.shape)
+    values = [w.qg.constant(name) if name else None for name in list(node.input[1:5]) + [""] * (4 - len(node.input[1:5]))]
+    starts, ends, axes, steps = values
+    if starts is None or ends is None:
+        raise Unsupported("starts and ends must be constants")
+    axes = list(range(len(starts))) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
+    steps = [1] * len(axes) if steps is None else [int(s) for s in steps.reshape(-1)]
+    begin, end, stride = [0] * rank, list(x.shape), [1] * rank
+    for a, s, e, st in zip(axes, starts.reshape(-1), ends.reshape(-1), steps):
+        if st <= 0:
+            raise Unsupported("negative or zero steps")
+        size = x.shape[a]
+        s, e = int(s), int(e)
+        s = min(max(s + size if s < 0 else s, 0), size)
+        e = min(max(e + size if e < 0 else e, 0), size)
+        begin[a], end[a], stride[a] = s, e, st
+    perm = layout.permutation(w.is_nhwc(x), rank)
+    begin, end, stride = ([v[p] for p in perm] for v in (begin, end, stride))
+    if all(s == 1 for s in stride):
+        sizes = [e - b for b, e in zip(begin, end)]
+        w.op("SLICE", [w.tensor(x), w.int32(f"{node.name}/begin", begin), w.int32(f"{node.name}/size", sizes)],
+             [w.tensor(out)])
+        return
+    w.op("STRIDED_SLICE", [w.tensor(x), w.int32(f"{node.name}/begin", begin), w.int32(f"{node.name}/end", end),
+                           w.int32(f"{node.name}/strides", stride)], [w.tensor(out)],
+         {"begin_mask": 0, "end_mask": 0})
+
+
+def split(w: Writer, node: onnx.NodeProto) -> None:
+    x = w.q(node.input[0])
+    outs = [w.q(o) for o in node.output]
+    rank = len(x.shape)
+    onnx_axis = int(g.attribute(node, "axis", 0)) % rank  # type: ignore[arg-type]
+    sizes = [o.shape[onnx_axis] for o in outs]
+    axis = layout.axis(onnx_axis, rank, w.is_nhwc(x))
+    axis_tensor = w.const(f"{node.name}/axis", np.asarray(axis, dtype=np.int32), "int32")
+    w.op("SPLIT_V", [w.tensor(x), w.int32(f"{node.name}/sizes", sizes), axis_tensor], [w.tensor(o) for o in outs],
+         {"num_splits": len(outs)})
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

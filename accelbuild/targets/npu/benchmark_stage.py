@@ -1,0 +1,123 @@
+"""Benchmark stage of family npu: the package in; ``benchmark.json`` (simulated speed, offload, batch,
+accuracy of the package's arithmetic against float), ``perf.json`` (the static performance report's
+data: the unit-timeline simulation of each model) and ``report.html`` out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.quantize import measure
+from accelbuild.report.npu import render_npu_report
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.npu import numerics, package
+from accelbuild.targets.npu.simulation import PackageRun, offload_record, simulate_package
+from accelbuild.targets.npu.spec import NpuBenchmarkParams
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
+    """The pre-processing sections the crop stage wrote: accuracy inputs go through them."""
+    found = {}
+    for role, path in inputs.items():
+        if role.endswith("/ai.onnx") and exists(path.with_name("pre.onnx")):
+            found[role.replace("ai.onnx", "pre.onnx")] = path.with_name("pre.onnx")
+    return found
+
+
+def run(ctx: StageContext) -> None:
+    b: NpuBenchmarkParams = ctx.params
+    shown = ctx.inputs["package"].name
+    members = package.read_package(ctx.inputs["package"], shown)
+    runs = simulate_package(members, shown)
+    by_name = {r.name: r for r in runs.models}
+    models = []
+    for index, name in enumerate(b.models):
+        r = by_name[name]
+        t = r.timeline
+        models.append({"name": name, "fps": round(runs.model_fps(r), 2), "latency_ms": round(t.latency_ms, 4),
+                       "fps_alone": round(t.fps, 2), "batch_size": t.batch_size, "frames_in_flight": t.frames_in_flight,
+                       "cost_model_fps": round(t.cost_model_fps, 2), "agreement": round(t.agreement, 4),
+                       "separated_by": t.separated_by,
+                       "accuracy": _accuracy(ctx, members, name, b.data[index] if b.data else None)})
+    summary = _summary(runs, models)
+    write_json_atomic(ctx.outputs["benchmark.json"], summary)
+    perf = {"simulated": True, "platform": runs.hw.name, "clock_mhz": runs.hw.clock_mhz,
+            "models": [{"name": r.name, **r.timeline.record()} for r in runs.models]}
+    write_json_atomic(ctx.outputs["perf.json"], perf)
+    write_bytes_atomic(ctx.outputs["report.html"], render_npu_report(_report_data(b, runs, summary)).encode("utf-8"))
+    for m in models:
+        log.info("%s: %s: %.1f FPS, latency %.3f ms, batch %d (simulated); cost model %.1f FPS (x%.3f)%s; "
+                 "cosine %.5f vs float", b.pipeline, m["name"], m["fps"], m["latency_ms"], m["batch_size"],
+                 m["cost_model_fps"], m["agreement"],
+                 f", separated by {m['separated_by']}" if m["separated_by"] else "", m["accuracy"]["cosine"])
+
+
+def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any) -> dict[str, Any]:
+    """The package's subgraphs in sequence against the float model, on the model's accuracy inputs."""
+    b: NpuBenchmarkParams = ctx.params
+    ai_path = ctx.inputs[f"{name}/ai.onnx"]
+    ai = onnx.load(str(ai_path))
+    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, b.accuracy, data, ai)
+    reference = measure.run_all(measure.session(ai), feeds)
+    measured = numerics.run_sequence(numerics.steps_of(members, name), feeds, [o.name for o in ai.graph.output])
+    return {**measure.compare(reference, measured), **accuracy.describe_inputs(b.accuracy, data, len(feeds))}
+
+
+def _summary(runs: PackageRun, models: list[dict[str, Any]]) -> dict[str, Any]:
+    desired = [s.desired_batch_size for r in runs.models for s in r.schedules.values()]
+    return {
+        "simulated": True,
+        "platform": runs.hw.name,
+        "fps": round(sum(m["fps"] for m in models), 2),
+        "fps_is": "one model's rate" if len(models) == 1 else "a sum over models taking turns on the NPU",
+        "latency_ms": max(m["latency_ms"] for m in models),
+        "batch_size": min((m["batch_size"] for m in models), default=1),
+        "frames_in_flight": max((m["frames_in_flight"] for m in models), default=1),
+        "desired_batch_size": max(desired, default=1),
+        "offload": offload_record(runs),
+        "agreement": {"predicted_fps": round(sum(r.timeline.cost_model_fps for r in runs.models), 2),
+                      "simulated_fps": round(sum(r.timeline.fps for r in runs.models), 2),
+                      "ratio": round(min(r.timeline.agreement for r in runs.models), 4),
+                      "explanation": _agreement_text(runs)},
+        "models": models,
+    }
+
+
+def _agreement_text(runs: PackageRun) -> str:
+    parts = []
+    for r in runs.models:
+        t = r.timeline
+        if t.separated_by:
+            parts.append(f"{r.name}: simulation and cost model differ by more than 10%, mostly by "
+                         f"{t.separated_by.replace('_', ' ')} ({t.effects[t.separated_by]:+.1%})")
+        else:
+            parts.append(f"{r.name}: simulation within 10% of the cost model")
+    return "; ".join(parts)
+
+
+def _report_data(b: NpuBenchmarkParams, runs: PackageRun, summary: dict[str, Any]) -> dict[str, Any]:
+    layers = []
+    for r in runs.models:
+        for sid, s in sorted(r.schedules.items()):
+            for plan in s.record()["layers"]:
+                layers.append({"subgraph": f"{r.name}_{sid}", **plan})
+    first = runs.models[0].timeline
+    return {
+        "pipeline": b.pipeline, "platform": runs.hw.name, "clock_mhz": runs.hw.clock_mhz, "benchmark": summary,
+        "layers": layers,
+        "timeline": {"units": first.units, "frame_us": first.latency_ms * 1e3,
+                     "intervals": [i.record() for i in first.intervals]},
+        "bandwidth": {"t_us": [first.ddr_bin_us * (k + 0.5) for k in range(len(first.ddr_gbps))],
+                      "bytes_per_second": [v * 1e9 for v in first.ddr_gbps],
+                      "peak_bytes_per_second": runs.hw.memory.effective_ddr_bytes_per_second},
+    }
+
+

@@ -1,0 +1,218 @@
+"""The NPU's view of a model: layers with Q/DQ folded away, fused where the profile allows, with their work.
+
+``layers_of(info, hw, names)`` turns the nodes named (default: every layer) into ``Layer`` records in
+topological order: the unit that runs them, MACs or element work per frame, weight bytes, the bits they
+compute with (from their weight and activation Q/DQ; ``default_bits`` in a float model), and where their
+inputs come from and their output goes (other layers, or outside: DDR). Both the scheduler and the
+partitioner's estimates start here, so they price the same layers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import onnx
+
+from accelbuild.targets.npu.graph_info import MATRIX_OPS, QDQ_OPS, GraphInfo, attribute
+from accelbuild.targets.npu.hardware import NpuHardware, Unit
+
+FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})  # metadata only: no work
+_TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
+                      "Log", "Erf", "Gelu"})
+_REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
+                     "ArgMax", "ArgMin"})
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One NPU layer (a fused group of nodes: head first)."""
+
+    name: str                                   # the head node's name
+    members: tuple[str, ...]
+    ops: tuple[str, ...]
+    unit: str
+    order: int                                  # its last member's position in the model's order
+    macs: int                                   # per frame (matrix layers)
+    work: float                                 # per frame: element operations (other layers)
+    util: float                                 # matrix: share of the array a frame's work keeps busy
+    weight_bytes: int
+    sources: tuple[tuple[str | None, int], ...]  # (producing layer or None = outside, bytes per frame)
+    out_bytes: int                              # per frame
+    readers: tuple[str, ...]                    # layers reading the output (in this set)
+    is_output: bool                             # the output leaves the set (model output / other subgraph)
+    bits: int                                   # 16 when any operand is 16-bit, else 8
+
+    @property
+    def in_bytes(self) -> int:
+        return sum(nbytes for _, nbytes in self.sources)
+
+    @property
+    def free(self) -> bool:
+        return all(op in FREE_OPS for op in self.ops)
+
+
+def compute_cycles(layer: Layer, unit: Unit, batch: int) -> int:
+    """Cycles the layer's unit is busy for ``batch`` frames (no memory effects)."""
+    if layer.free:
+        return 0
+    factor = unit.bits16_factor if layer.bits == 16 else 1.0
+    if unit.kind == "matrix":
+        return math.ceil(layer.macs * batch * factor / (unit.macs_per_cycle * unit.efficiency * layer.util))
+    return math.ceil(layer.work * batch * factor / (unit.elements_per_cycle * unit.efficiency))
+
+
+def layers_of(info: GraphInfo, hw: NpuHardware, names: Iterable[str] | None = None, *, fuse: bool = True,
+              default_bits: int = 8) -> list[Layer]:
+    """The NPU layers of ``names`` (default: every layer of ``info``), in order, fused where allowed."""
+    chosen = info.layers() if names is None else _chosen(info, names)
+    inside = {n.name for n in chosen}
+    groups = _fuse(info, hw, chosen, inside) if fuse else [[n] for n in chosen]
+    group_of = {node.name: group[0].name for group in groups for node in group}
+    owned_outputs = info.output_layers()
+    edges = info.layer_edges(inside)
+    result = []
+    groups.sort(key=lambda group: info.order(group[-1].name))  # a group runs when its last member can
+    for group in groups:
+        head, tail = group[0], group[-1]
+        unit = hw.unit_for(head.op_type)
+        if unit is None:
+            raise ValueError(f"layer {head.name}: the {hw.name} NPU does not run {head.op_type}")
+        members = {n.name for n in group}
+        sources: dict[str, int] = {}   # producing layer -> bytes per frame
+        outside: dict[str, int] = {}   # tensor from outside the set (DDR) -> bytes per frame
+        for node in group:
+            for tensor in info.data_inputs(node):
+                src = _source_layer(info, tensor)
+                if src in members:
+                    continue
+                key = group_of.get(src) if src is not None else None
+                nbytes = info.elements(tensor) * _tensor_bits(info, src, default_bits) // 8
+                if key is None:
+                    outside[tensor] = nbytes
+                else:
+                    sources[key] = max(sources.get(key, 0), nbytes)
+        readers = sorted({group_of[r] for m in members for r in edges.get(m, []) if r in group_of} - {head.name},
+                         key=info.order)
+        leaves = _leaves(info, members, inside)
+        weight_bits = info.weight_bits(head) or default_bits
+        act_bits = info.activation_bits(tail) or default_bits
+        result.append(Layer(
+            name=head.name, members=tuple(n.name for n in group), ops=tuple(n.op_type for n in group),
+            unit=unit.name, order=info.order(tail.name), macs=info.macs(head), work=element_work(info, head),
+            util=_util(info, head, unit), weight_bytes=info.weight_elements(head) * weight_bits // 8,
+            sources=tuple([*sources.items(), *((None, nbytes) for nbytes in outside.values())]),
+            out_bytes=sum(info.elements(out) for out in tail.output if out) * act_bits // 8,
+            readers=tuple(readers), is_output=leaves or bool(members & owned_outputs),
+            bits=16 if 16 in (weight_bits, act_bits) else 8))
+    return result
+
+
+def _chosen(info: GraphInfo, names: Iterable[str]) -> list[onnx.NodeProto]:
+    return [info.node(name) for name in sorted(set(names), key=info.order)]
+
+
+def _leaves(info: GraphInfo, members: set[str], inside: set[str]) -> bool:
+    """Whether a node outside the set reads what the group produces."""
+    for name in members:
+        for out in info.node(name).output:
+            for reader in _readers_through_qdq(info, out):
+                if reader not in inside:
+                    return True
+    return False
+
+
+def _readers_through_qdq(info: GraphInfo, tensor: str) -> list[str]:
+    result = []
+    for node in info.consumers.get(tensor, []):
+        owner = info.owner.get(node.name)
+        if node.op_type in QDQ_OPS and owner != node.name:
+            for out in node.output:
+                result.extend(_readers_through_qdq(info, out))
+        elif owner is not None:
+            result.append(owner)
+    return result
+
+
+def _source_layer(info: GraphInfo, tensor: str) -> str | None:
+    node = info.producer.get(tensor)
+    return None if node is None else info.owner.get(node.name)
+
+
+def _tensor_bits(info: GraphInfo, layer: str | None, default_bits: int) -> int:
+    if layer is None:
+        return default_bits
+    return info.activation_bits(info.node(layer)) or default_bits
+
+
+def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside: set[str]) -> list[list[onnx.NodeProto]]:
+    """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one."""
+    heads = hw.fusion_heads()
+    edges = info.layer_edges(inside)
+    taken: set[str] = set()
+    groups = []
+    for node in chosen:
+        if node.name in taken:
+            continue
+        group = [node]
+        for chain in heads.get(node.op_type, ()):
+            candidate = [node]
+            for op in chain[1:]:
+                readers = edges.get(candidate[-1].name, [])
+                if len(readers) != 1 or readers[0] in taken or readers[0] not in inside:
+                    break
+                nxt = info.node(readers[0])
+                if nxt.op_type != op or _leaves(info, {candidate[-1].name}, inside):
+                    break
+                candidate.append(nxt)
+            if len(candidate) == len(chain):
+                group = candidate
+                break
+        taken.update(n.name for n in group)
+        groups.append(group)
+    return groups
+
+
+def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
+    """Element operations of one frame of a non-matrix layer (0 for matrix and metadata-only layers)."""
+    op = node.op_type
+    if op in MATRIX_OPS or op in FREE_OPS:
+        return 0.0
+    out = sum(info.elements(t) for t in node.output if t)
+    if op in _REDUCE:
+        return float(info.elements(node.input[0]))
+    if op in ("MaxPool", "AveragePool"):
+        kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
+        return float(out * math.prod(kernel))
+    if op == "Resize":
+        mode = attribute(node, "mode", b"nearest")
+        return float(out * (4 if mode in (b"linear", "linear") else 1))
+    if op == "Softmax":
+        return 4.0 * out
+    if op in _TWO_OPS:
+        return 2.0 * out
+    return float(out)
+
+
+def _util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
+    """Share of the MAC array a layer keeps busy: reduction and output dimensions rounded up to the array."""
+    if unit.kind != "matrix":
+        return 1.0
+    a_in, a_out = unit.align
+    weight = info.shape(node.input[1]) if len(node.input) > 1 else None
+    if node.op_type in ("Conv", "ConvTranspose") and weight is not None and len(weight) >= 3:
+        group = int(attribute(node, "group", 1))  # type: ignore[call-overload]
+        if node.op_type == "Conv" and group > 1 and weight[1] == 1:
+            return unit.depthwise_efficiency / a_in
+        k = math.prod(weight[1:]) if node.op_type == "Conv" else weight[0] // group * math.prod(weight[2:])
+        n = weight[0] // group if node.op_type == "Conv" else weight[1]
+        return _fill(k, a_in) * _fill(n, a_out)
+    inp, out = info.shape(node.input[0]), info.shape(node.output[0])
+    if not inp or not out:
+        return 1.0
+    return _fill(inp[-1], a_in) * _fill(out[-1], a_out)
+
+
+def _fill(size: int, align: int) -> float:
+    return size / (math.ceil(size / align) * align) if size > 0 else 1.0

@@ -1,0 +1,165 @@
+"""Family npu behind the target boundary: its ``target`` section, precision rules, the layers its quantize
+stage leaves float (the host's), and its map (partition + schedule), assemble (package) and benchmark
+(unit-timeline simulation, reports) stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.npu.hardware import NPU_PROFILES
+from accelbuild.targets.npu.spec import (
+    NpuAssembleParams,
+    NpuBenchmarkParams,
+    NpuMapParams,
+    NpuQuantizeParams,
+    NpuTargetSpec,
+    OffloadSettings,
+)
+from accelbuild.targets.profile_files import load_profile, resolve_profile
+
+OUTPUTS_OF_MAP = ("partition.json", "schedule.json")
+OUTPUTS_OF_BENCHMARK = ("benchmark.json", "perf.json", "report.html")
+
+
+def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
+    return load_profile(pipeline.target.profile_path, NPU_PROFILES, copy=False)  # read only
+
+
+def package_name(pipeline: PipelineSpec) -> str:
+    """``<name>.tar.gz``: the pipeline's artifact name (``output.dfp_name`` without its extension)."""
+    return f"{Path(pipeline.output.dfp_name).stem}.tar.gz"
+
+
+def _data_inputs(pipeline: PipelineSpec) -> dict[str, Path]:
+    inputs = dict(accuracy_data(pipeline))
+    for m in pipeline.models:  # roles per model: two models may read files of the same name
+        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
+    return inputs
+
+
+def _model_files(pipeline: PipelineSpec, names: tuple[str, ...]) -> dict[str, Path]:
+    return {f"{m.name}/{name}": model_dir(pipeline, m) / name for m in pipeline.models for name in names}
+
+
+def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return _model_files(pipeline, ("ai.onnx", "quantized.onnx"))
+
+
+def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in OUTPUTS_OF_MAP}
+
+
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuMapParams:
+    t = pipeline.target
+    return NpuMapParams(pipeline.name, tuple(m.name for m in pipeline.models), _profile(pipeline), t.offload,
+                        t.effort, t.compile_mode, t.batch_size, accuracy_inputs(pipeline),
+                        tuple(data_params(m) for m in pipeline.models))
+
+
+def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output.dir
+    return {**_model_files(pipeline, ("quantized.onnx",)),
+            **{name: out / name for name in OUTPUTS_OF_MAP}}
+
+
+def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output.dir
+    return {"package": out / package_name(pipeline), "layer_stats.yaml": out / "layer_stats.yaml"}
+
+
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuAssembleParams:
+    return NpuAssembleParams(pipeline.name, tuple(m.name for m in pipeline.models), package_name(pipeline),
+                             _profile(pipeline))
+
+
+def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    out = pipeline.output.dir
+    return {"package": out / package_name(pipeline), **{name: out / name for name in OUTPUTS_OF_MAP},
+            **_model_files(pipeline, ("ai.onnx", "crop.json")), **_data_inputs(pipeline)}
+
+
+def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in OUTPUTS_OF_BENCHMARK}
+
+
+def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
+    return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
+                              tuple(data_params(m) for m in pipeline.models))
+
+
+_CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
+         "accelbuild.report")
+
+
+class NpuTarget:
+    family = "npu"
+    code = _CODE
+    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
+    integer_activations = True
+    stages = (
+        Stage("map", False, "accelbuild.targets.npu.map_stage", (), _map_inputs, _map_outputs, _map_params),
+        Stage("assemble", False, "accelbuild.targets.npu.assemble_stage", (), _assemble_inputs, _assemble_outputs,
+              _assemble_params),
+        Stage("benchmark", False, "accelbuild.targets.npu.benchmark_stage", (), _benchmark_inputs,
+              _benchmark_outputs, _benchmark_params),
+    )
+
+    def target_spec(self, t: dict[str, Any], checker: Any) -> NpuTargetSpec:
+        platform = t["platform"]
+        profile_path, profile = resolve_profile(platform, NPU_PROFILES, checker, ("target", "platform"),
+                                                "npu platform")
+        o = t["offload"]
+        if o["host"] == "dsp" and profile is not None and profile["host"]["dsp"] is None:
+            checker.error(("target", "offload", "host"),
+                          f"platform {platform} has no DSP to offload to (its profile lists none); use host: arm")
+        if profile is not None and t["batch_size"] > profile["npu"]["max_batch"]:
+            checker.error(("target", "batch_size"), f"platform {platform} compiles batches of at most "
+                                                    f"{profile['npu']['max_batch']}, not {t['batch_size']}")
+        offload = OffloadSettings(o["host"], tuple(o["deny_ops"]), tuple(o["deny_layers"]), o["max_subgraphs"],
+                                  o["fail_on_fallback"])
+        return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload)
+
+    def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
+        if spec.closed_loop.enabled:
+            checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family npu has none "
+                                                      "(its scheduler searches tilings with target.effort)")
+        for model in spec.models:
+            q = model.quantize
+            if q.weight_bits == 4:
+                checker.error(("models", model.index, "quantize", "weight_bits"),
+                              "4-bit weights are stored by mx3 only; family npu stores 8 or 16 bits")
+
+    def precision(self, spec: PipelineSpec) -> PrecisionRules:
+        q = _profile(spec)["quantization"]
+        return PrecisionRules(weight_bits=tuple(sorted(q["weight_bits"])), activations="integer",
+                              activation_bits=tuple(sorted(q["activation_bits"])),
+                              symmetric=q["activation_symmetric"], share_concat_scales=q["concat_shared_scale"])
+
+    def quantize_params(self, spec: PipelineSpec) -> NpuQuantizeParams:
+        return NpuQuantizeParams(_profile(spec), spec.target.offload)
+
+    def quantize_record(self, ai: Any, params: NpuQuantizeParams) -> dict[str, Any]:
+        return {}
+
+    def host_nodes(self, ai: Any, params: NpuQuantizeParams) -> frozenset[str]:
+        from accelbuild.targets.npu.hardware import npu_hardware
+        from accelbuild.targets.npu.partition import assign_units
+
+        units = assign_units(ai, npu_hardware(params.profile), offload(params.offload))
+        return frozenset(name for name, unit in units.items() if unit != "npu")
+
+
+def offload(settings: OffloadSettings) -> Any:
+    """The partitioner's ``Offload`` for ``target.offload``."""
+    from accelbuild.targets.npu.partition import Offload
+
+    return Offload(host=settings.host, deny_ops=frozenset(settings.deny_ops),
+                   deny_layers=frozenset(settings.deny_layers), max_subgraphs=settings.max_subgraphs,
+                   fail_on_fallback=settings.fail_on_fallback)
+
+
+TARGET = NpuTarget()

@@ -1,0 +1,195 @@
+"""Tiny float ONNX models, one per operator the int8 TFLite writer supports (tests of family ethos-u)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+SHAPE = (1, 4, 8, 8)
+
+
+class Net:
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def const(self, name: str, value: np.ndarray | list, dtype: type = np.float32) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def op(self, op: str, inputs: list[str], name: str, **attrs: object) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def conv(self, x: str, cin: int, cout: int, k: int = 1, name: str = "conv", group: int = 1, **attrs: object) -> str:
+        w = self.const(f"{name}.w", self.rng.normal(0, 0.5, (cout, cin // group, k, k)))
+        b = self.const(f"{name}.b", self.rng.normal(0, 0.1, cout))
+        return self.op("Conv", [x, w, b], name, group=group, kernel_shape=[k, k], **attrs)
+
+    def model(self, output: str, shape: list[int], input_shape: tuple[int, ...] = SHAPE) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                   list(input_shape))],
+                                  [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def _stem(n: Net) -> str:
+    return n.conv("x", 4, 8, 1, "stem")
+
+
+def conv_relu() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Relu", [n.conv("x", 4, 8, 3, pads=[1, 1, 1, 1])], "relu")
+    return n.model(y, [1, 8, 8, 8])
+
+
+def conv_stride2_same() -> onnx.ModelProto:
+    n = Net()
+    return n.model(n.conv("x", 4, 8, 3, strides=[2, 2], pads=[0, 0, 1, 1]), [1, 8, 4, 4])
+
+
+def conv_explicit_pad() -> onnx.ModelProto:
+    n = Net()
+    return n.model(n.conv("x", 4, 8, 3, pads=[2, 0, 0, 2]), [1, 8, 8, 8])
+
+
+def depthwise_relu6() -> onnx.ModelProto:
+    n = Net()
+    y = n.conv(_stem(n), 8, 8, 3, "dw", group=8, pads=[1, 1, 1, 1])
+    y = n.op("Clip", [y, n.const("lo", 0.0), n.const("hi", 6.0)], "relu6")
+    return n.model(y, [1, 8, 8, 8])
+
+
+def depthwise_multiplier() -> onnx.ModelProto:
+    n = Net()
+    return n.model(n.conv("x", 4, 8, 3, "dw", group=4, pads=[1, 1, 1, 1]), [1, 8, 8, 8])
+
+
+def gemm_relu() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Flatten", [_stem(n)], "flat", axis=1)
+    w = n.const("fc.w", n.rng.normal(0, 0.1, (10, 512)))
+    y = n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 10))], "fc", transB=1)
+    return n.model(n.op("Relu", [y], "relu"), [1, 10])
+
+
+def matmul_bias() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("GlobalAveragePool", [_stem(n)], "gap")
+    y = n.op("Flatten", [y], "flat", axis=1)
+    y = n.op("MatMul", [y, n.const("mm.w", n.rng.normal(0, 0.5, (8, 6)))], "mm")
+    return n.model(n.op("Add", [y, n.const("mm.b", n.rng.normal(0, 0.1, 6))], "bias"), [1, 6])
+
+
+def add_sub_mul() -> onnx.ModelProto:
+    n = Net()
+    a = _stem(n)
+    b = n.conv("x", 4, 8, 1, "other")
+    y = n.op("Add", [a, b], "add")
+    y = n.op("Sub", [y, n.const("sub.c", n.rng.normal(0, 0.5, (8, 1, 1)))], "sub")
+    return n.model(n.op("Mul", [y, n.const("mul.c", n.rng.uniform(0.5, 1.5, (8, 1, 1)))], "mul"), [1, 8, 8, 8])
+
+
+def pools() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("MaxPool", [_stem(n)], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])
+    y = n.op("AveragePool", [y], "avgpool", kernel_shape=[2, 2], strides=[2, 2])
+    return n.model(y, [1, 8, 2, 2])
+
+
+def global_pool_mean() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("ReduceMean", [_stem(n)], "mean", axes=[2, 3], keepdims=1)
+    return n.model(n.op("GlobalAveragePool", [n.op("Relu", [y], "relu")], "gap"), [1, 8, 1, 1])
+
+
+def activations() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("LeakyRelu", [_stem(n)], "leaky", alpha=0.1)
+    y = n.op("HardSwish", [n.conv(y, 8, 8, 1, "c2")], "hswish")
+    y = n.op("PRelu", [n.conv(y, 8, 8, 1, "c3"), n.const("slope", n.rng.uniform(0.05, 0.3, (8, 1, 1)))], "prelu")
+    return n.model(y, [1, 8, 8, 8])
+
+
+def bounded() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Sigmoid", [_stem(n)], "sigmoid")
+    y = n.op("Tanh", [n.conv(y, 8, 8, 1, "c2")], "tanh")
+    y = n.op("Flatten", [n.op("GlobalAveragePool", [n.conv(y, 8, 8, 1, "c3")], "gap")], "flat", axis=1)
+    return n.model(n.op("Softmax", [y], "softmax", axis=-1), [1, 8])
+
+
+def concat_channels() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Concat", [_stem(n), n.conv("x", 4, 4, 3, "other", pads=[1, 1, 1, 1])], "concat", axis=1)
+    return n.model(y, [1, 12, 8, 8])
+
+
+def reshapes() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "reshape")
+    y = n.op("Transpose", [y], "transpose", perm=[0, 2, 1])
+    y = n.op("Unsqueeze", [y, n.const("axes", [1], np.int64)], "unsqueeze")
+    y = n.op("Squeeze", [y, n.const("axes2", [1], np.int64)], "squeeze")
+    return n.model(n.op("Flatten", [y], "flat", axis=1), [1, 512])
+
+
+def reshape_into_conv() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Reshape", [_stem(n), n.const("shape", [1, 16, 4, 8], np.int64)], "reshape")
+    return n.model(n.conv(y, 16, 4, 1, "after"), [1, 4, 4, 8])
+
+
+def resize_nearest() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Resize", [_stem(n), "", n.const("scales", [1, 1, 2, 2])], "up", mode="nearest",
+             coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    return n.model(y, [1, 8, 16, 16])
+
+
+def resize_bilinear() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Resize", [_stem(n), "", n.const("scales", [1, 1, 2, 2])], "up", mode="linear",
+             coordinate_transformation_mode="half_pixel")
+    return n.model(y, [1, 8, 16, 16])
+
+
+def pad_slice_split() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 2, 0, 0, 1, 0], np.int64)], "pad")
+    y = n.op("Slice", [y, n.const("starts", [1, 0], np.int64), n.const("ends", [7, 9], np.int64),
+                       n.const("sl_axes", [1, 2], np.int64)], "slice")
+    n.nodes.append(helper.make_node("Split", [y, n.const("split", [2, 4], np.int64)], ["a", "b"], name="split",
+                                    axis=1))
+    y = n.op("Concat", [n.conv("a", 2, 4, 1, "ca"), n.conv("b", 4, 4, 1, "cb")], "concat", axis=1)
+    return n.model(y, [1, 8, 9, 10])
+
+
+def hard_sigmoid_div() -> onnx.ModelProto:
+    """PaddleOCR's hard-swish and SE gate: x * HardSigmoid(...), x * clip(x + 3, 0, 6) / 6."""
+    n = Net()
+    x = _stem(n)
+    gate = n.op("HardSigmoid", [n.conv(n.op("GlobalAveragePool", [x], "gap"), 8, 8, 1, "se")], "hsig",
+                alpha=0.2, beta=0.5)
+    y = n.op("Mul", [x, gate], "se_mul")
+    clip = n.op("Clip", [n.op("Add", [y, n.const("three", 3.0)], "add3"), n.const("lo", 0.0), n.const("hi", 6.0)],
+                "clip")
+    y = n.op("Div", [n.op("Mul", [y, clip], "hswish_mul"), n.const("six", 6.0)], "div6")
+    return n.model(y, [1, 8, 8, 8])
+
+
+CASES: dict[str, Callable[[], onnx.ModelProto]] = {f.__name__: f for f in (
+    hard_sigmoid_div,
+    conv_relu, conv_stride2_same, conv_explicit_pad, depthwise_relu6, depthwise_multiplier, gemm_relu, matmul_bias,
+    add_sub_mul, pools, global_pool_mean, activations, bounded, concat_channels, reshapes, reshape_into_conv,
+    resize_nearest, resize_bilinear, pad_slice_split)}
+
+
+def feeds(count: int = 6, seed: int = 1, shape: tuple[int, ...] = SHAPE) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(count)]

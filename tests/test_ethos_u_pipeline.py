@@ -1,0 +1,82 @@
+"""Family ethos-u end to end through the CLI: the shipped example pipeline, real Vela and LiteRT."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+pytest.importorskip("ethosu.vela")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-m", "accelbuild.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_example_pipeline_builds(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("build", "__pycache__"))
+    (tmp_path / ".git").mkdir()
+    result = _cli("run", "examples/valid/09_ethos_u.yaml", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "examples/valid/build/09_ethos_u"
+    bench = json.loads((out / "benchmark.json").read_text())
+    assert bench["estimated_by"].startswith("vela ")
+    assert bench["cpu_ops"] == 0 and bench["offload"]["host_layers"] == 0
+    for model in ("nhwc", "mlp"):
+        assert (out / model / "int8.tflite").read_bytes()[4:8] == b"TFL3"
+        assert (out / model / "int8_vela.tflite").is_file()
+        assert (out / "vela" / model / "per-layer.csv").is_file()
+        check = json.loads((out / model / "int8.json").read_text())["check"]
+        assert check["layers"]["max_steps"] <= 1 and check["outputs"]["within_one_step"] >= 0.99
+    entry = bench["models"][0]
+    assert entry["fps"] > 0 and entry["latency_ms"] > 0 and entry["sram_bytes"] > 0
+    assert entry["accuracy"]["cosine"] > 0.99 and entry["accuracy"]["runtime"].startswith("LiteRT")
+    report = (out / "report.html").read_text()
+    assert "estimated by Vela" in report
+    first = {p: p.read_bytes() for p in sorted(out.rglob("*.tflite"))}
+    again = _cli("run", "examples/valid/09_ethos_u.yaml", "--force", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*.tflite"))} == first
+    status = _cli("status", "examples/valid/09_ethos_u.yaml", "--check", cwd=tmp_path)
+    assert status.returncode == 0, status.stdout
+
+
+def test_unsupported_operator_is_exit_2(tmp_path: Path) -> None:
+    import onnx
+    from ethos_u_models import Net
+
+    n = Net()
+    model = n.model(n.op("Erf", [n.conv("x", 4, 8, 1, "stem")], "erf"), [1, 8, 8, 8])
+    onnx.save(model, str(tmp_path / "erf.onnx"))
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: erf.onnx\n")
+    result = _cli("run", "p.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Erf (erf)" in result.stderr and "p.yaml:4:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_extra_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Without ethos-u-vela (its import made to fail: the missing-package path, not a mock of Vela)."""
+    from accelbuild import cli
+    from accelbuild.targets.ethos_u import vela
+
+    monkeypatch.setattr(vela, "_installed", lambda module: module != "ethosu.vela")
+    shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("build", "__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["validate", "examples/valid/09_ethos_u.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "examples/valid/09_ethos_u.yaml:5:" in err and "accelbuild[ethos-u]" in err, err
+    assert "Traceback" not in err

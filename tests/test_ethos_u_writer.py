@@ -1,0 +1,112 @@
+"""The int8 TFLite writer of family ethos-u, against LiteRT and Vela (both real, from the ethos-u extra)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+pytest.importorskip("ethosu.vela")
+
+from ethos_u_models import CASES, conv_relu, feeds  # noqa: E402
+
+from accelbuild.quantize.qdq import QdqConfig, quantize_qdq  # noqa: E402
+from accelbuild.targets.ethos_u import vela  # noqa: E402
+from accelbuild.targets.ethos_u.tflite.verify import compare, layerwise  # noqa: E402
+from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, write_int8_tflite  # noqa: E402
+
+# cases whose output goes through more than one requantization after the last exact one: each may
+# round one step away from onnxruntime, so a few values can be two steps off
+CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split"}
+INT16_UNSUPPORTED = {"activations"}  # HARD_SWISH has no int16 kernel in TFLite
+
+
+def _build(name: str, bits: int = 8) -> tuple[bytes, object, list]:
+    inputs = feeds()
+    config = QdqConfig(conventions="tflite", activation_bits=bits, share_concat_scales=True)
+    q = quantize_qdq(CASES[name](), inputs, config)
+    return write_int8_tflite(q.model), q.model, inputs
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
+    if bits == 16 and name in INT16_UNSUPPORTED:
+        with pytest.raises(UnsupportedOperatorsError, match="HARD_SWISH has no int16 kernel"):
+            _build(name, bits)
+        return
+    data, qdq, inputs = _build(name, bits)
+    layers = layerwise(data, qdq, inputs)  # every operator fed the same codes: within one step
+    # int16 Logistic/Tanh/Softmax in TFLite are lookup-table approximations: 2 steps of 1/32768
+    assert layers.max_steps <= (2 if bits == 16 and name == "bounded" else 1) and layers.tensors >= 1, layers
+    agreement = compare(data, qdq, inputs)  # end to end: one step per requantization in a chain at most
+    assert agreement.worst <= (2.01 if name in CHAINED else 1.01), agreement
+    assert agreement.within_one >= 0.95, agreement
+
+
+@pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
+@pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear"])
+def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
+    data, _, _ = _build(name)
+    result = vela.compile_tflite(data, vela.VelaOptions(accelerator))
+    assert result.model[4:8] == b"TFL3"
+    assert result.cpu_ops == [] and result.npu_ops > 0
+    assert result.summary["accelerator_configuration"] == accelerator.replace("ethos-u", "Ethos_U").replace("-", "_")
+    assert float(result.summary["inferences_per_second"]) > 0
+    assert sum(int(layer["op_cycles"]) for layer in result.layers) > 0
+
+
+def test_vela_reports_cpu_operators() -> None:
+    from ethos_u_models import Net
+
+    n = Net()
+    y = n.op("ReduceMean", [n.conv("x", 4, 8, 1, "stem")], "channel_mean", axes=[1], keepdims=1)
+    model = n.model(y, [1, 1, 8, 8])
+    inputs = feeds()
+    data = write_int8_tflite(quantize_qdq(model, inputs, QdqConfig(conventions="tflite")).model)
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("MEAN", "channel_mean")]
+    assert "depth" in result.cpu_ops[0]["reason"]
+
+
+def test_unsupported_operators_are_listed() -> None:
+    from ethos_u_models import Net
+
+    n = Net()
+    y = n.op("Div", [n.conv("x", 4, 8, 1, "stem"), n.conv("x", 4, 8, 1, "other")], "div")
+    y = n.op("Erf", [y], "erf")
+    model = n.model(y, [1, 8, 8, 8])
+    q = quantize_qdq(model, feeds(), QdqConfig(conventions="tflite"))
+    with pytest.raises(UnsupportedOperatorsError) as info:
+        write_int8_tflite(q.model)
+    assert info.value.exit_code == 2
+    ops = {op for op, _, _ in info.value.problems}
+    assert {"Div", "Erf"} <= ops
+    assert "Div (div)" in str(info.value)
+
+
+def test_bytes_identical_across_runs() -> None:
+    first = [_build("pad_slice_split")[0], _build("bounded", 16)[0]]
+    second = [_build("pad_slice_split")[0], _build("bounded", 16)[0]]
+    assert first == second
+    compiled = [vela.compile_tflite(first[0], vela.VelaOptions("ethos-u55-128")) for _ in range(2)]
+    assert hashlib.sha256(compiled[0].model).digest() == hashlib.sha256(compiled[1].model).digest()
+    assert compiled[0].per_layer_csv == compiled[1].per_layer_csv
+
+
+def test_tflite_conventions_fix_bounded_outputs() -> None:
+    q = quantize_qdq(CASES["bounded"](), feeds(), QdqConfig(conventions="tflite"))
+    records = q.tensors
+    assert (records["sigmoid"]["scale"], records["sigmoid"]["zero_point"]) == (1 / 256, -128)
+    assert (records["tanh"]["scale"], records["tanh"]["zero_point"]) == (1 / 128, 0)
+    assert (records["softmax"]["scale"], records["softmax"]["zero_point"]) == (1 / 256, -128)
+    plain = quantize_qdq(conv_relu(), feeds(), QdqConfig(conventions="tflite", activation_bits=16))
+    assert all(r["zero_point"] == 0 and r["dtype"] == "int16" for r in plain.tensors.values())
+
+
+def test_missing_extra_is_exit_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vela, "_installed", lambda module: module != "ethosu.vela")
+    with pytest.raises(vela.MissingExtraError, match=r"ethos-u-vela: pip install 'accelbuild\[ethos-u\]'") as info:
+        vela.require()
+    assert info.value.exit_code == 2

@@ -1,0 +1,158 @@
+"""Family npu through the CLI: every artifact of DESIGN.md, byte identity across runs and -j, the
+package for inspect and bench, offload errors and checks."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import onnx
+import pytest
+import yaml
+
+from conftest import run_cli, tree_bytes, write
+
+PIPELINE = """\
+accelbuild: 1
+name: n
+target:
+  family: npu
+  platform: {platform}
+  batch_size: 4
+  offload: {offload}
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes: {{images: [256, 256, 3]}}
+    quantize: {{calibration: minmax, calibration_frames: 4}}
+benchmark: {{accuracy: {{samples: 6}}}}
+"""
+ARTIFACTS = ("det/quantized.onnx", "det/calibration.json", "det/quantize.json", "partition.json", "schedule.json",
+             "layer_stats.yaml", "n.tar.gz", "perf.json", "report.html", "benchmark.json")
+
+
+def _build(project: Path, platform: str = "tda4vm", offload: str = "{deny_ops: [Resize]}", *args: str,
+           expect: int = 0, folder: str = "."):
+    root = project / folder
+    if folder != ".":
+        (root / "models").mkdir(parents=True, exist_ok=True)
+        for model in (project / "models").iterdir():
+            (root / "models" / model.name).write_bytes(model.read_bytes())
+    write(root / "p.yaml", PIPELINE.format(platform=platform, offload=offload))
+    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=root, timeout=300)
+    assert result.code == expect, result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import shutil
+
+    from conftest import EXAMPLE_MODELS
+
+    project = tmp_path_factory.mktemp("npu")
+    shutil.copytree(EXAMPLE_MODELS, project / "models")
+    _build(project)
+    return project / "build" / "n"
+
+
+def test_every_artifact_of_the_contract(built: Path) -> None:
+    for name in ARTIFACTS:
+        assert (built / name).is_file(), name
+    partition = json.loads((built / "partition.json").read_text())
+    assert {"subgraphs", "npu_layers", "host_layers", "host_ops"} <= set(partition)
+    units = [s["unit"] for s in partition["subgraphs"]]
+    assert "npu" in units and "arm" in units
+    assert partition["host_ops"].get("Resize") == 2  # denied: mid-graph offload splits the NPU part
+    assert units.count("npu") >= 2
+    assert partition["composition"]["max_abs_error"]["det"] <= 1e-4
+    for entry in partition["subgraphs"]:
+        assert {"id", "unit", "model", "nodes", "inputs", "outputs", "file"} <= set(entry)
+    schedule = json.loads((built / "schedule.json").read_text())
+    for s in schedule["subgraphs"]:
+        assert {"desired_batch_size", "actual_batch_size", "cycles"} <= set(s)
+        assert {"name", "unit", "start_cycle", "end_cycle", "ddr_bytes"} <= set(s["layers"][0])
+    bench = json.loads((built / "benchmark.json").read_text())
+    assert bench["simulated"] is True and bench["fps"] > 0 and bench["latency_ms"] > 0
+    assert bench["batch_size"] >= 1 and bench["offload"]["host_layers"] == partition["host_layers"]
+    assert bench["offload"]["subgraphs"] == len(partition["subgraphs"])
+    assert bench["models"][0]["accuracy"]["cosine"] > 0.99
+    stats = yaml.safe_load((built / "layer_stats.yaml").read_text())
+    assert stats[0]["layers"][0]["end_cycle"] >= stats[0]["layers"][0]["start_cycle"]
+    report = (built / "report.html").read_text()
+    for tab in ("Summary", "Temporal statistics", "Layer details", "Timeline"):
+        assert tab in report
+    quantize = json.loads((built / "det/quantize.json").read_text())
+    assert quantize["activations"] == "integer" and quantize["calibration"]["frames"] == 4
+    assert sorted(quantize["host_nodes"]) == sorted(n for s in partition["subgraphs"] if s["unit"] != "npu"
+                                                     for n in s["nodes"])
+
+
+def test_package_members_and_configs(built: Path) -> None:
+    with tarfile.open(built / "n.tar.gz") as tar:
+        infos = tar.getmembers()
+        names = [i.name for i in infos]
+        assert all(i.mtime == 0 and i.uid == 0 and i.uname == "" for i in infos)
+        configs = [json.load(tar.extractfile(i)) for i in infos if i.name.endswith(".json")
+                   and i.name != "profile.json"]
+    assert "layer_stats.yaml" in names and any(n.endswith(".npu") for n in names)
+    host = [c for c in configs if c["processor"] != "npu"]
+    assert host and all(c["file"].endswith(".onnx") for c in host)
+    for c in configs:
+        assert {"name", "sequence", "processor", "config_params"} <= set(c)
+        if c["processor"] == "npu":
+            assert {"desired_batch_size", "actual_batch_size"} <= set(c["config_params"])
+
+
+def test_inspect_and_bench_accept_the_package(built: Path, tmp_path: Path) -> None:
+    result = run_cli("inspect", "n.tar.gz", cwd=built)
+    assert result.code == 0 and "subgraph(s) in sequence" in result.stdout and "det_0.npu" in result.stdout
+    result = run_cli("bench", "n.tar.gz", "--json", cwd=built)
+    assert result.code == 0, result.stderr
+    bench = json.loads((built / "benchmark.json").read_text())
+    assert result.json()["fps"] == bench["fps"]
+    write(tmp_path / "broken.tar.gz", "not a package")
+    result = run_cli("inspect", "broken.tar.gz", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.stderr
+
+
+def test_byte_identical_across_runs_and_jobs(built: Path, project: Path) -> None:
+    _build(project, "tda4vm", "{deny_ops: [Resize]}", "-j", "2")
+    again = tree_bytes(project / "build" / "n")
+    first = tree_bytes(built)
+    assert sorted(again) == sorted(first)
+    assert [name for name in first if first[name] != again[name]] == []
+
+
+def test_fail_on_fallback_lists_the_host_layers(project: Path) -> None:
+    result = _build(project, "x5", "{deny_ops: [Resize], fail_on_fallback: true}", expect=1)
+    assert "fail_on_fallback" in result.stderr and "Resize" in result.stderr
+
+
+def test_too_many_subgraphs_names_the_splitting_layers(project: Path) -> None:
+    result = _build(project, "mlsoc", "{deny_ops: [Resize], max_subgraphs: 1}", expect=1)
+    assert "max_subgraphs 1" in result.stderr and "neck" in result.stderr
+
+
+def test_unknown_deny_layer_is_positioned(project: Path) -> None:
+    result = _build(project, "tda4vm", "{deny_layers: [neck.p4.upp]}", expect=2)
+    assert "p.yaml:7:" in result.stderr and "did you mean 'neck.p4.up'" in result.stderr
+
+
+def test_checks_apply(project: Path) -> None:
+    text = PIPELINE.format(platform="am62a", offload="{deny_ops: [Resize]}") + "checks: {max_host_layers: 1}\n"
+    write(project / "p.yaml", text)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project, timeout=300)
+    assert result.code == 1 and "max_host_layers" in result.stdout + result.stderr
+
+
+def test_quantized_model_runs_as_it_is(built: Path) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    model = onnx.load(str(built / "det/quantized.onnx"))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {i.name: np.zeros([d or 1 for d in i.shape], np.float32) for i in sess.get_inputs()}
+    assert sess.run(None, feed)

@@ -1,0 +1,134 @@
+"""The npu cost model and scheduler: hand-computed costs per unit kind, batch, effort, compile mode, records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accelbuild.quantize.qdq import QdqConfig, quantize_qdq
+from accelbuild.targets.npu.hardware import load_npu_hardware
+from accelbuild.targets.npu.schedule import schedule
+from accelbuild.testing import models, npu_graphs
+
+X5 = load_npu_hardware("x5")
+
+
+def _four_units() -> onnx.ModelProto:
+    """Conv 1x1 32->32 on 8x8 (TAE), Sigmoid (VAE), MaxPool 2x2/2 (AAE), Transpose (TRANS)."""
+    w = numpy_helper.from_array(np.full((32, 32, 1, 1), 0.01, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Sigmoid", ["conv"], ["sig"], name="sig"),
+             helper.make_node("MaxPool", ["sig"], ["pool"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Transpose", ["pool"], ["y"], name="t", perm=[0, 1, 3, 2])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 4, 4])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_cost_model_by_hand_one_layer_per_unit_kind() -> None:
+    sched = schedule(_four_units(), X5, effort="lazy")
+    conv, sig, pool, trans = sched.layers
+    assert [p.layer.unit for p in sched.layers] == ["TAE", "VAE", "AAE", "TRANS"]
+    # compute: matrix MACs / (5000 x 0.5 x util 1); vector 2 ops per Sigmoid element / (128 x 0.5);
+    # pool 512 outputs x 4 window / (64 x 0.5); layout 512 moves / (64 x 0.5)
+    assert conv.compute_cycles == math.ceil(8 * 8 * 32 * 32 / 2500) == 27
+    assert sig.compute_cycles == math.ceil(2 * 2048 / 64) == 64
+    assert pool.compute_cycles == math.ceil(4 * 512 / 32) == 64
+    assert trans.compute_cycles == math.ceil(512 / 32) == 16
+    # DDR: the conv loads its input (2,048 B) and weights (1,024 B); outputs stay on chip for the next layer
+    # except the last, stored (512 B); 8.532 bytes per cycle (17.064 GB/s x 0.5 at 1 GHz)
+    assert (conv.load_bytes, conv.store_bytes) == (2048 + 1024, 0)
+    assert (sig.ddr_bytes, pool.ddr_bytes) == (0, 0)
+    assert (trans.load_bytes, trans.store_bytes) == (0, 512)
+    assert conv.load_cycles == math.ceil(3072 / 8.532)
+    overhead = 20000 + 4 * 300  # layer + 4 tiles
+    assert conv.cycles == max(27, conv.load_cycles) + overhead and conv.bound == "overhead"
+    assert sig.cycles == 64 + overhead and trans.cycles == max(16, math.ceil(512 / 8.532)) + overhead
+    assert sched.cycles == sum(p.cycles for p in sched.layers)
+    assert [(p.start_cycle, p.end_cycle) for p in sched.layers][1] == (conv.cycles, conv.cycles + sig.cycles)
+
+
+def test_sixteen_bits_slow_the_unit_by_its_factor() -> None:
+    model = _four_units()
+    feeds = [{"x": np.random.default_rng(0).standard_normal((1, 32, 8, 8)).astype(np.float32)}]
+    eight = schedule(quantize_qdq(model, feeds, QdqConfig()).model, X5, effort="lazy")
+    sixteen = schedule(quantize_qdq(model, feeds, QdqConfig(weight_bits=16, activation_bits=16)).model, X5,
+                       effort="lazy")
+    assert [p.layer.name for p in eight.layers] == ["conv", "sig", "pool", "t"]  # Q/DQ folded away
+    assert eight.layers[0].compute_cycles == 27 and eight.layers[0].layer.bits == 8
+    assert sixteen.layers[0].compute_cycles == math.ceil(65536 * 4 / 2500)
+    assert sixteen.layers[1].compute_cycles == 2 * 64
+    assert sixteen.layers[0].load_bytes == 2 * eight.layers[0].load_bytes
+
+
+def test_fusion_follows_the_profile() -> None:
+    model = npu_graphs.residual_net(2, channels=32, size=16)
+    sched = schedule(model, X5)
+    assert [p.layer.ops for p in sched.layers] == [("Conv", "Relu"), ("Conv", "Add", "Relu")] * 2
+    assert sched.layers[1].layer.members == ("b0.conv2", "b0.add", "b0.out")
+    x3 = schedule(model, load_npu_hardware("x3"))  # x3 fuses Conv+Add+Relu too, not Conv+Add
+    assert len(x3.layers) == 4
+
+
+def test_batch_shrinks_when_feature_maps_do_not_fit() -> None:
+    small = npu_graphs.chain(["conv", "relu", "conv"], channels=16, size=16)   # 8 KB per frame per layer
+    big = npu_graphs.chain(["conv", "relu", "conv"], channels=128, size=112)  # 1.6 MB per tensor and frame
+    mlsoc = load_npu_hardware("mlsoc")
+    assert schedule(small, mlsoc, batch_size=16).actual_batch_size == 16
+    fits = schedule(big, mlsoc, batch_size=16)
+    footprint = 2 * 128 * 112 * 112
+    assert fits.desired_batch_size == 16
+    assert fits.actual_batch_size == mlsoc.memory.feature_buffer_bytes // footprint < 16
+    assert schedule(big, X5, batch_size=16).actual_batch_size == 1  # not even one frame fits: tiled, batch 1
+    assert schedule(small, X5, batch_size=64).actual_batch_size == X5.max_batch
+
+
+def test_batching_amortises_weights() -> None:
+    model = models.resnet18(size=64)
+    mlsoc = load_npu_hardware("mlsoc")
+    one, eight = schedule(model, mlsoc, batch_size=1), schedule(model, mlsoc, batch_size=8)
+    assert eight.actual_batch_size == 8
+    weights = sum(p.layer.weight_bytes for p in one.layers)
+    assert one.ddr_bytes >= weights
+    assert eight.ddr_bytes / 8 < one.ddr_bytes / 2
+    assert eight.cycles / 8 < one.cycles
+
+
+def test_effort_searches_more() -> None:
+    model = models.resnet18(size=112)
+    cycles = {e: schedule(model, X5, effort=e).cycles for e in ("lazy", "normal", "hard")}
+    assert cycles["hard"] <= cycles["normal"] < cycles["lazy"]
+
+
+def test_compile_mode_trades_latency_for_bandwidth() -> None:
+    model = models.resnet18(size=288)  # layer1's maps fit half of x5's feature buffer, its skips do not
+    latency = schedule(model, X5, compile_mode="latency")
+    bandwidth = schedule(model, X5, compile_mode="bandwidth")
+    balance = schedule(model, X5, compile_mode="balance")
+    assert latency.cycles < bandwidth.cycles and bandwidth.ddr_bytes < latency.ddr_bytes
+    assert latency.cycles <= balance.cycles and bandwidth.ddr_bytes <= balance.ddr_bytes
+
+
+def test_record_fields() -> None:
+    record = schedule(_four_units(), X5, batch_size=2).record()
+    assert {"desired_batch_size", "actual_batch_size", "cycles", "layers"} <= set(record)
+    assert record["desired_batch_size"] == 2 and record["actual_batch_size"] == 2
+    layer = record["layers"][0]
+    assert list(layer)[:5] == ["name", "unit", "start_cycle", "end_cycle", "ddr_bytes"]
+    assert {"compute_cycles", "load_cycles", "store_cycles"} <= set(layer)
+    assert record["layers"][-1]["end_cycle"] == record["cycles"]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="effort"):
+        schedule(_four_units(), X5, effort="max")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="compile_mode"):
+        schedule(_four_units(), X5, compile_mode="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="batch_size"):
+        schedule(_four_units(), X5, batch_size=0)
+    with pytest.raises(ValueError, match="does not run Sin"):
+        schedule(npu_graphs.chain(["sin"]), X5)

@@ -1,0 +1,109 @@
+"""The unit-timeline simulator: calibration against published figures, agreement with the cost model,
+batches, cores sharing DDR, host offload, the DDR profile and the timeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from accelbuild.targets.npu.calibration import evaluate
+from accelbuild.targets.npu.hardware import NpuHardware, builtin_profiles, load_npu_hardware
+from accelbuild.targets.npu.partition import Offload, partition
+from accelbuild.targets.npu.schedule import schedule
+from accelbuild.targets.npu.timeline import AGREEMENT_TOLERANCE, Timeline, simulate
+from accelbuild.testing import models, npu_graphs
+
+POINTS = [(name, index) for name in sorted(builtin_profiles())
+          for index in range(len(load_npu_hardware(name).calibration))]
+
+
+def _run(model, hw: NpuHardware, batch: int = 1, **offload) -> Timeline:
+    part = partition(model, hw, Offload(**offload))
+    schedules = {s.id: schedule(s.model, hw, batch_size=batch) for s in part.npu_subgraphs}
+    return simulate(part, schedules, hw, offload.get("host", "arm"), model=model)
+
+
+def test_the_published_points_are_listed() -> None:
+    assert [(p, load_npu_hardware(p).calibration[i].model) for p, i in POINTS] == [
+        ("mlsoc", "resnet50"), ("mlsoc", "resnet50"), ("tda4vm", "mobilenet_v1"), ("x5", "resnet18"),
+        ("x5", "resnet18")]
+
+
+@pytest.mark.parametrize("platform,index", POINTS)
+def test_calibration_within_25_percent(platform: str, index: int) -> None:
+    result = evaluate(load_npu_hardware(platform), load_npu_hardware(platform).calibration[index])
+    assert abs(result.predicted_error) <= 0.25, (result.predicted, result.point)
+    assert abs(result.simulated_error) <= 0.25, (result.simulated, result.point)
+    timeline = result.timeline
+    assert abs(timeline.agreement - 1) <= AGREEMENT_TOLERANCE or timeline.separated_by is not None
+
+
+def test_batching_raises_throughput_and_latency() -> None:
+    mlsoc = load_npu_hardware("mlsoc")
+    model = models.resnet50(size=160)
+    one, eight = _run(model, mlsoc), _run(model, mlsoc, batch=8)
+    assert one.batch_size == 1 and eight.batch_size == 8
+    assert eight.fps > 1.5 * one.fps
+    assert eight.latency_ms > one.latency_ms
+
+
+def test_cores_share_the_ddr() -> None:
+    x3 = load_npu_hardware("x3")
+    single = dataclasses.replace(x3, cores=1)
+    model = models.resnet18(size=160)
+    two, one = _run(model, x3), _run(model, single)
+    assert one.fps < two.fps < 2 * one.fps
+    assert two.effects["ddr_contention"] < 0 and one.effects["ddr_contention"] == 0
+    assert two.latency_ms == pytest.approx(one.latency_ms)
+
+
+def test_host_subgraphs_and_crossings() -> None:
+    tda4vm = load_npu_hardware("tda4vm")
+    model = npu_graphs.chain(["conv", "conv", "sin", "conv"], channels=64, size=56)
+    arm = _run(model, tda4vm)
+    assert [(s.name, s.resource) for s in arm.stages] == [
+        ("sg0 in", "arm"), ("sg0", "npu"), ("sg0 out", "arm"), ("sg1", "arm"), ("sg2 in", "arm"), ("sg2", "npu"),
+        ("sg2 out", "arm")]
+    assert arm.latency_ms == pytest.approx(sum(s.seconds for s in arm.stages) * 1e3)
+    dsp = _run(model, tda4vm, host="dsp")
+    assert ("sg1", "npu") in [(s.name, s.resource) for s in dsp.stages]  # the C7x takes turns with the NPU
+    assert "C7x" in dsp.units and any(i.unit == "C7x" and i.label == "sg1" for i in dsp.intervals)
+
+
+def test_timeline_units_and_ddr_profile() -> None:
+    x5 = load_npu_hardware("x5")
+    timeline = _run(models.resnet18(size=128), x5)
+    assert timeline.units == ["TAE", "VAE", "AAE", "TRANS", "LOAD", "STORE", "Cortex-A55"]
+    used = {i.unit for i in timeline.intervals}
+    assert {"TAE", "AAE", "LOAD", "STORE", "Cortex-A55"} <= used <= set(timeline.units)
+    assert all(i.end_us >= i.start_us >= 0 for i in timeline.intervals)
+    assert max(i.end_us for i in timeline.intervals) == pytest.approx(timeline.latency_ms * 1e3)
+    moved = sum(timeline.ddr_gbps) * timeline.ddr_bin_us * 1e3
+    assert moved == pytest.approx(timeline.ddr_bytes_per_frame, rel=1e-6)
+    assert max(timeline.ddr_gbps) <= x5.memory.effective_ddr_bytes_per_second / 1e9 * 1.001
+
+
+def test_record_is_json_and_deterministic() -> None:
+    hw = load_npu_hardware("x5")
+    model = npu_graphs.residual_net(4, channels=32, size=32)
+    first = json.dumps(_run(model, hw).record(), sort_keys=True)
+    assert json.dumps(_run(model, hw).record(), sort_keys=True) == first
+    record = json.loads(first)
+    assert {"fps", "latency_ms", "batch_size", "cost_model_fps", "agreement", "separated_by", "ddr",
+            "intervals", "units", "stages"} <= set(record)
+
+
+def test_steady_state_overlaps_frames_and_never_beats_the_busiest_resource() -> None:
+    """One frame's host subgraph runs while another's NPU subgraph does (each resource serves stages in
+    the order they became ready); the rate is the busiest resource's, and one frame in flight is the
+    whole chain's latency."""
+    from accelbuild.targets.npu.timeline import Stage, _steady_fps
+
+    chain = [Stage("a", "npu", 1e-3, 1e-3, 0), Stage("b", "arm", 1e-3, 1e-3, 0),
+             Stage("c", "npu", 1e-3, 1e-3, 0), Stage("d", "arm", 0.5e-3, 0.5e-3, 0)]
+    servers = {"npu": 1, "arm": 2}
+    assert abs(_steady_fps(chain, servers, 3, 1, 1e9, contention=False) - 500.0) < 5  # NPU: 2 ms a frame
+    assert abs(_steady_fps(chain, servers, 1, 1, 1e9, contention=False) - 1 / 3.5e-3) < 3
+    assert _steady_fps(chain, servers, 50, 1, 1e9, contention=False) <= 500.0 * 1.001
