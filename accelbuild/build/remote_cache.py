@@ -7,8 +7,10 @@ SHA-256 and size, and records the entry locally last. Writes go back after a tas
 is uploaded once (skipped when the remote already holds one of that size), then the entry, so a reader
 never sees an entry whose objects are not all there. Objects are named by their content and entries by
 their key, so concurrent writers of the same entry write the same bytes; an object store's PUT is
-atomic, and other filesystems get a temp name and a rename. An object whose bytes do not match its name
-is dropped from the remote and the task rebuilt (its write-back uploads a good copy).
+atomic, and other filesystems get a temp name and a rename. A store may still fail one of two PUTs
+of the same name at once: a failed write whose name the remote then holds at the right size is done,
+any other is retried. An object whose bytes do not match its name is dropped from the remote and the
+task rebuilt (its write-back uploads a good copy).
 
 The remote never fails a build: any error reaching it (network, credentials, a missing bucket) logs one
 warning and the run carries on with the local cache only. Credentials and endpoints come from where
@@ -24,8 +26,9 @@ import hashlib
 import json
 import logging
 import os
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 ENV = "ACCELBUILD_REMOTE_CACHE"
 REMOTE_DOWN_MARKER = "remote-cache-down"  # in the state dir, for the length of a run
 _CHUNK = 1 << 20
+_WRITE_ATTEMPTS = 3  # a write that fails this often means the remote is down for this run
 # object stores whose PUT makes the whole object visible at once (no temp name + rename needed)
 _ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"})
 # the package each protocol needs, named in the error when it is missing
@@ -266,14 +270,38 @@ class RemoteStore:
     def _publish(self, key: str, entry: Mapping[str, Any], objects: Mapping[str, Path]) -> int:
         uploaded = 0
         for sha, path in sorted(objects.items()):
-            if self._remote_size(self._object(sha)) != path.stat().st_size:
-                self._put(path, self._object(sha))
-                uploaded += path.stat().st_size
+            size = path.stat().st_size
+            if self._remote_size(self._object(sha)) != size:
+                self._write_once(lambda sha=sha, path=path: self._put(path, self._object(sha)),
+                                 self._object(sha), size)
+                uploaded += size
         if not self.fs.exists(self._entry(key)):
             data = (json.dumps(entry, indent=2, sort_keys=True) + "\n").encode("utf-8")
-            self._put_bytes(data, self._entry(key))
+            self._write_once(lambda: self._put_bytes(data, self._entry(key)), self._entry(key), len(data))
         log.debug("remote cache: wrote back entry %s (%d bytes uploaded)", key[:12], uploaded)
         return uploaded
+
+    def _write_once(self, write: Callable[[], None], remote: str, size: int) -> None:
+        """Run ``write`` (an upload of ``size`` bytes to ``remote``), retrying a failure.
+
+        Objects are named by their content and entries by their key, so when two builds write the same
+        name at once, whichever lands is right; a store may still fail one of the two requests (seen as
+        HTTP 500 from S3-compatible servers). A failed write whose name the remote now holds at the right
+        size has done its job; any other failure is retried, and the last one raised.
+        """
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                write()
+                return
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    if self._remote_size(remote) == size:
+                        log.debug("remote cache: %s written by another build (%s)", remote, _short(exc))
+                        return
+                if attempt + 1 == _WRITE_ATTEMPTS:
+                    raise
+                log.debug("remote cache: retrying %s after %s", remote, _short(exc))
+                time.sleep(0.2 * (attempt + 1))
 
     def _remote_size(self, path: str) -> int | None:
         try:
