@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from accelbuild.targets.mx3.dfp import read_dfp
 
 from conftest import run_cli, write
@@ -81,16 +85,28 @@ def test_bad_dfps_exit_2(project: Path) -> None:
         assert result.stderr.startswith(f"{name}: ") and "Traceback" not in result.stderr
 
 
+def _conv_chain(layers: int, channels: int) -> onnx.ModelProto:
+    """``layers`` 3x3 convolutions of ``channels`` channels on a 4x4 map: weights, little else."""
+    rng = np.random.default_rng(0)
+    nodes, weights, x = [], [], "x"
+    for i in range(layers):
+        weights.append(numpy_helper.from_array(
+            (rng.standard_normal([channels, channels, 3, 3]) * 0.02).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        x = f"c{i}"
+    shape = [1, channels, 4, 4]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
-    import onnx
-
-    from accelbuild.testing.models import resnet50
-
-    onnx.save(resnet50(), project / "models/r50.onnx")
-    text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 2}\nmodels:\n  - path: models/r50.onnx\n"
+    # 12 x 590k weights at 16 bits = 14.2 MB: more than one chip's 10.5 MB, no single layer too large
+    onnx.save(_conv_chain(12, 256), project / "models/chain.onnx")
+    text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 1}\nmodels:\n  - path: models/chain.onnx\n"
             "    quantize: {weight_bits: 16}\nbenchmark: {accuracy: {samples: 1}}\n")
     result = _build(project, text, "--until", "map", expect=2)
-    assert "p.yaml:3:21: the models need at least 6 chips" in result.stderr
+    assert "p.yaml:3:21: the models need at least 2 chips" in result.stderr
 
 
 def test_share_input_needs_equal_input_shapes(project: Path) -> None:
