@@ -11,9 +11,11 @@ Each model is imported and cropped by accelbuild (``run --until crop``, auto cro
 stays on the host), and its ``ai.onnx`` is quantized twice with 8-bit per-channel weights and 8-bit
 asymmetric per-tensor activations on the same calibration frames, for every method both have (MinMax,
 Percentile at the same percentile, Entropy: onnxruntime with its default options) and ``mse`` (accelbuild
-only). Both QDQ models run in onnxruntime with its default session options (QDQ fusion on) on the
-measurement frames; the table gives the output SQNR and cosine against the float model and the wall time
-of each quantizer call (calibration, model writing) in the same process.
+only). Both QDQ models run in onnxruntime on the measurement frames with its QDQ fusion off, so that
+Quantize/DequantizeLinear compute what ONNX defines (the integer arithmetic of an accelerator, the same on
+every machine: with fusion on, onnxruntime's int8 kernels saturate on x86 CPUs without VNNI, which moved
+single figures by 0.3 dB on an AVX2-only EPYC); the table gives the output SQNR and cosine against the float
+model and the wall time of each quantizer call (calibration, model writing) in the same process.
 
     python bench/ptq.py [--wheels DIR] [--calibration N] [--measure N] [--folds 1-3] [--models yolov8n,...]
                         [--tensorrt-entropy] [--json]
@@ -146,7 +148,10 @@ class Reader(ortq.CalibrationDataReader):
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:
-    return ort.InferenceSession(serialize(model), providers=["CPUExecutionProvider"])
+    """A session that computes QDQ graphs as ONNX defines them (see the module docstring)."""
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    return ort.InferenceSession(serialize(model), options, providers=["CPUExecutionProvider"])
 
 
 def outputs(sess: ort.InferenceSession, feeds: list[dict]) -> np.ndarray:
