@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.targets.mx3.dfp import read_dfp
+from accelbuild.testing.npu_graphs import chain
 
 from conftest import run_cli, write
 
@@ -85,24 +84,9 @@ def test_bad_dfps_exit_2(project: Path) -> None:
         assert result.stderr.startswith(f"{name}: ") and "Traceback" not in result.stderr
 
 
-def _conv_chain(layers: int, channels: int) -> onnx.ModelProto:
-    """``layers`` 3x3 convolutions of ``channels`` channels on a 4x4 map: weights, little else."""
-    rng = np.random.default_rng(0)
-    nodes, weights, x = [], [], "x"
-    for i in range(layers):
-        weights.append(numpy_helper.from_array(
-            (rng.standard_normal([channels, channels, 3, 3]) * 0.02).astype(np.float32), f"w{i}"))
-        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
-        x = f"c{i}"
-    shape = [1, channels, 4, 4]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], weights)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-
-
 def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
     # 12 x 590k weights at 16 bits = 14.2 MB: more than one chip's 10.5 MB, no single layer too large
-    onnx.save(_conv_chain(12, 256), project / "models/chain.onnx")
+    onnx.save(chain(["conv"] * 12, channels=256, size=4), project / "models/chain.onnx")
     text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 1}\nmodels:\n  - path: models/chain.onnx\n"
             "    quantize: {weight_bits: 16}\nbenchmark: {accuracy: {samples: 1}}\n")
     result = _build(project, text, "--until", "map", expect=2)
