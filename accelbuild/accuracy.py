@@ -100,9 +100,9 @@ def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[st
     the ``benchmark.accuracy.data`` files among its ``inputs`` (roles ``data:<path>``), else seeded random
     inputs."""
     if data is not None:
-        from accelbuild.build.stages import data_spec
         from accelbuild.data.load import load_inputs
         from accelbuild.data.spec import input_infos
+        from accelbuild.stages.declaration import data_spec
 
         return load_inputs(data_spec(data, data_folder(inputs)), input_infos(model))
     if source.data is not None:

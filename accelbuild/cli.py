@@ -1,4 +1,4 @@
-"""Command line: argument parsing and exit codes only; the work is in ``accelbuild.build``.
+"""Command line: argument parsing and exit codes only; the work is in ``accelbuild.engine``.
 
 Exit codes: 0 success, 1 a stage failed, 2 bad usage, config or input file.
 """
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from accelbuild import __version__
-from accelbuild.build.stages import STAGE_ORDER as STAGES
 from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
+from accelbuild.stages.declaration import STAGE_ORDER as STAGES
 
 log = logging.getLogger("accelbuild")
 
@@ -128,8 +128,8 @@ def _positive_int(text: str) -> int:
 
 
 def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with the build machinery
-    from accelbuild.build.doit_backend import RunOptions
-    from accelbuild.build.state import default_cache_dir, default_state_dir, project_root
+    from accelbuild.engine.doit_backend import RunOptions
+    from accelbuild.engine.state import default_cache_dir, default_state_dir, project_root
 
     root = project_root()
     state_dir = args.state_dir or default_state_dir(root)
@@ -161,7 +161,7 @@ def _remote_cache_url(args: argparse.Namespace) -> str | None:
     given = _option_or_env(args, "remote_cache", "--remote-cache", "ACCELBUILD_REMOTE_CACHE")
     if given is None:
         return None
-    from accelbuild.build.remote_cache import parse_url
+    from accelbuild.engine.remote_cache import parse_url
 
     return parse_url(*given)
 
@@ -171,7 +171,7 @@ def _executor_address(args: argparse.Namespace) -> str | None:
     given = _option_or_env(args, "executor", "--executor", "ACCELBUILD_EXECUTOR")
     if given is None:
         return None
-    from accelbuild.build.dask_executor import parse
+    from accelbuild.engine.dask_executor import parse
 
     return parse(*given)
 
@@ -183,7 +183,7 @@ def _load(paths: list[str]):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from accelbuild.build import api
+    from accelbuild.engine import api
 
     _refuse_model_files(args.pipelines, "run")
     pipelines = _load(args.pipelines)
@@ -212,7 +212,7 @@ def _show_mappings(pipelines, stream) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from accelbuild.build.preflight import check_models
+    from accelbuild.engine.preflight import check_models
 
     pipelines = _load(args.pipelines)
     check_models(pipelines)
@@ -223,7 +223,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from accelbuild.build import api
+    from accelbuild.engine import api
 
     _refuse_model_files(args.pipelines, "status")
     explanations = api.explain(_load(args.pipelines), _options(args))
@@ -265,7 +265,7 @@ def _refuse_model_files(paths: list[str], command: str) -> None:
 
 
 def cmd_tensors(args: argparse.Namespace) -> int:
-    from accelbuild.build import model_info
+    from accelbuild.engine import model_info
 
     info = model_info.read_model(Path(args.model), dict(args.input_shape))
     sys.stdout.write(json.dumps(info.as_json(), indent=2) + "\n" if args.json else model_info.describe(info))
@@ -273,7 +273,7 @@ def cmd_tensors(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from accelbuild.build import model_info
+    from accelbuild.engine import model_info
     from accelbuild.util.files import write_bytes_atomic
 
     model = Path(args.model)
@@ -288,7 +288,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_cache_usage(args: argparse.Namespace) -> int:
     """``cache info`` and ``cache gc``."""
-    from accelbuild.build.cache import ArtifactCache
+    from accelbuild.engine.cache import ArtifactCache
 
     options = _options(args)
     cache = ArtifactCache(options.cache_dir)
@@ -336,7 +336,7 @@ def _days(text: str) -> float:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from accelbuild.build import compare
+    from accelbuild.engine import compare
 
     sides = compare.sides_of(args.builds)
     sys.stdout.write(compare.dumps(sides) + "\n" if args.json else compare.text(sides))
@@ -344,7 +344,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from accelbuild.build import api
+    from accelbuild.engine import api
 
     removed = api.clean(_load(args.pipelines), _options(args), args.cache)
     print(f"removed {len(removed)} file(s)" + (" and the cache" if args.cache else ""))
@@ -446,8 +446,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _cache_pair(args: argparse.Namespace):
-    from accelbuild.build.cache import ArtifactCache
-    from accelbuild.build.remote_cache import RemoteSpec, RemoteStore
+    from accelbuild.engine.cache import ArtifactCache
+    from accelbuild.engine.remote_cache import RemoteSpec, RemoteStore
 
     url = _remote_cache_url(args)
     if url is None:

@@ -95,7 +95,7 @@ class Project:
         self.folder = folder
         (folder / "model.onnx").write_bytes(b"")
         (folder / "p.yaml").write_text(PIPELINE)
-        from accelbuild.build.plan import plan
+        from accelbuild.engine.plan import plan
 
         self.job = plan([load_pipeline(str(folder / "p.yaml"))], until="import")[0]  # the planned import task
         self.outputs = {"imported.onnx": folder / "imported.onnx", "import.json": folder / "import.json"}

@@ -118,9 +118,9 @@ def test_closed_loop_ships_the_best_measured_split(project: Path) -> None:
 def test_closed_loop_keeps_the_cost_models_choice_when_another_split_is_shipped(project: Path, monkeypatch) -> None:
     """When the measurement picks another split than the cost model's first, both programs are kept:
     <dfp_name> (= best_split.dfp) is the measured best, cost_model_choice.dfp the first choice."""
-    from accelbuild.build.stages import stages_of
     from accelbuild.config.load import load_pipeline
     from accelbuild.stages.context import Locator, StageContext
+    from accelbuild.stages.front import stages_of
     from accelbuild.targets.mx3 import assemble_stage, closed_loop
 
     text = PIPELINE + "closed_loop: {enabled: true, jobs: 1, keep_splits: true}\n"

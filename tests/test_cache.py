@@ -1,7 +1,7 @@
 import os
 from pathlib import Path
 
-from accelbuild.build.cache import ArtifactCache, cache_key
+from accelbuild.engine.cache import ArtifactCache, cache_key
 
 from conftest import run_cli
 

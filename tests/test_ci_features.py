@@ -163,9 +163,9 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_names_long_tasks_on_a_terminal_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from accelbuild.build import api, doit_backend
-    from accelbuild.build.doit_backend import RunOptions
     from accelbuild.config.load import load_pipelines
+    from accelbuild.engine import api, doit_backend
+    from accelbuild.engine.doit_backend import RunOptions
 
     write(project / "p.yaml", SMALL)
     monkeypatch.chdir(project)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.build import plan, shipping
 from accelbuild.config.load import load_pipelines
+from accelbuild.engine import plan, shipping
 
 from conftest import EXAMPLE_MODELS, REPO, CliResult, run_cli, tree_bytes, two_model_checkout, write
 
@@ -186,7 +186,7 @@ def test_a_stage_error_on_a_worker_comes_back_as_the_same_user_error(tmp_path: P
 
 
 def test_connect_accepts_the_workers_of_this_accelbuild(cluster) -> None:
-    from accelbuild.build.dask_executor import DaskExecutor
+    from accelbuild.engine.dask_executor import DaskExecutor
 
     executor = DaskExecutor.connect(dask_address(cluster))
     try:

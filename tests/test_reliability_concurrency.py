@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.build.cache import ArtifactCache
-from accelbuild.build.doit_backend import DB_NAME
+from accelbuild.engine.cache import ArtifactCache
+from accelbuild.engine.doit_backend import DB_NAME
 
 from conftest import TWO_MODEL_PIPELINE, CliResult, run_cli, tree_bytes, two_model_checkout
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.build.cache import ArtifactCache
-from accelbuild.build.doit_backend import DB_NAME
-from accelbuild.build.worker import STAGING_PREFIX
+from accelbuild.engine.cache import ArtifactCache
+from accelbuild.engine.doit_backend import DB_NAME
+from accelbuild.engine.worker import STAGING_PREFIX
 
 from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, two_model_checkout
 

@@ -122,7 +122,7 @@ def test_touched_artifact_is_not_an_edit(built) -> None:
 
 def test_output_record_is_checked_cheaply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Unchanged size and mtime: no hashing; a moved mtime: one hash, equal bytes are no edit."""
-    from accelbuild.build import worker
+    from accelbuild.engine import worker
 
     monkeypatch.chdir(tmp_path)  # records hold paths relative to the project root, the current folder
     out = Path("a.onnx")

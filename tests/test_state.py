@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from accelbuild.build.state import LOCK_NAME
+from accelbuild.engine.state import LOCK_NAME
 
 from conftest import write
 

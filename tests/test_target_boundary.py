@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.build import api, code_identity, plan
-from accelbuild.build.doit_backend import RunOptions
 from accelbuild.config.load import load_pipelines
+from accelbuild.engine import api, code_identity, plan
+from accelbuild.engine.doit_backend import RunOptions
 
 from conftest import run_cli, tree_bytes, write
 

@@ -251,6 +251,7 @@ class _Checker:
             checks=dict(data.get("checks", {})),
             variant=variant,
             base_name=base_name,
+            target_impl=family,
         )
         family.check_pipeline(spec, self)
         for check in spec.checks:

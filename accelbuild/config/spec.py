@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from accelbuild.errors import Where
-
-if TYPE_CHECKING:
-    from accelbuild.targets.base import Target
 
 Shape = tuple[int, ...] | Literal["auto"]
 ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow"]
@@ -143,17 +140,11 @@ class PipelineSpec:
     checks: dict[str, float] = field(default_factory=dict)
     variant: str | None = None  # the matrix variant ("num_chips=2,weight_bits=4"), None without a matrix
     base_name: str = ""  # the pipeline's name without its variant
+    target_impl: Any = None  # the target family that builds it (an ``accelbuild.targets.base.Target``)
 
     def where(self, *path: str | int, key: bool = False) -> Where:
         """Position in the YAML of the value (or key) at ``path``, e.g. ``where("models", 0, "crop")``."""
         return self.source.where(tuple(path), key=key)
-
-    @property
-    def target_impl(self) -> Target:
-        """The target family that builds this pipeline."""
-        from accelbuild.targets.base import get_target
-
-        return get_target(self.target.family)
 
     def model(self, name: str) -> ModelSpec:
         for model in self.models:

@@ -2,7 +2,7 @@
 
 Each is frozen and holds plain values only (no paths: files are stage inputs), because the build
 digests exactly this object for doit and the artifact cache. Built from the spec by
-``accelbuild.build.stages``; read by the stage modules. Light to import: planning a no-op run builds
+``accelbuild.engine.stages``; read by the stage modules. Light to import: planning a no-op run builds
 every task's parameters. ``DataParams`` (``models[].data`` without its folder) is defined with the spec.
 """
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import onnx
 
-    from accelbuild.build.stages import Stage
     from accelbuild.config.spec import PipelineSpec
+    from accelbuild.stages.declaration import Stage
     from accelbuild.stages.params import PrecisionRules
 
 # family name (target.family) -> module whose TARGET attribute implements it

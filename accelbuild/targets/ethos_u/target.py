@@ -21,7 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from accelbuild.build.stages import (
+from accelbuild.config import schema_check
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.stages.declaration import (
     DEFAULT_ACTIVATION_BITS,
     Stage,
     accuracy_data,
@@ -30,8 +32,6 @@ from accelbuild.build.stages import (
     model_data,
     model_dir,
 )
-from accelbuild.config import schema_check
-from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (

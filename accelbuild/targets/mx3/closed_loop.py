@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.build import executor
-from accelbuild.build.code_identity import code_digest
+from accelbuild.engine import executor
+from accelbuild.engine.code_identity import code_digest
 from accelbuild.stages.context import SplitCache
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.targets.mx3.dfp import dfp_bytes

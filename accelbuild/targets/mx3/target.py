@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.quantize.precision import BITS
+from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (

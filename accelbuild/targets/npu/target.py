@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.build.stages import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.npu.hardware import NPU_PROFILES
 from accelbuild.targets.npu.spec import (

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from accelbuild.build import doit_backend, plan, remote_cache, worker
-from accelbuild.build import metrics as metrics_
-from accelbuild.build.doit_backend import Explanation, RunOptions, TaskResult
-from accelbuild.build.state import locked
 from accelbuild.config.spec import PipelineSpec
+from accelbuild.engine import doit_backend, plan, remote_cache, worker
+from accelbuild.engine import metrics as metrics_
+from accelbuild.engine.doit_backend import Explanation, RunOptions, TaskResult
+from accelbuild.engine.state import locked
 
 
 @dataclass
@@ -98,7 +98,7 @@ def _executor(address: str | None) -> Iterator[Any]:
     if address is None:
         yield None
         return
-    from accelbuild.build import dask_executor
+    from accelbuild.engine import dask_executor
 
     with dask_executor.session(address) as executor:
         yield executor

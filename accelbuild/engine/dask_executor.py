@@ -2,10 +2,10 @@
 
 The build stays here: doit decides what is up to date and in which order, the artifact cache (local and
 remote) is read and written here, outputs are published here. What goes to the cluster is the work of
-each task that misses the cache: its inputs travel by content (``accelbuild.build.shipping``), the stage
+each task that misses the cache: its inputs travel by content (``accelbuild.engine.shipping``), the stage
 runs in a temp folder on a worker, and its outputs come back with their SHA-256, verified on arrival.
 A stage that fans out work of its own (the mx3 closed loop) runs here and maps that work over the cluster
-(``accelbuild.build.executor``), so its per-split cache keeps working.
+(``accelbuild.engine.executor``), so its per-split cache keeps working.
 
 Workers must run the same accelbuild: on connecting (and whenever a new worker joins) each worker reports
 its version and the digest of its accelbuild code; one that differs is refused with a warning and gets no
@@ -26,14 +26,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelbuild.build import executor as executors
-from accelbuild.build import shipping
+from accelbuild.engine import executor as executors
+from accelbuild.engine import shipping
 from accelbuild.errors import StageError, UserError
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from accelbuild.build.plan import Job
+    from accelbuild.engine.plan import Job
 
 log = logging.getLogger(__name__)
 

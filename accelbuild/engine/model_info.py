@@ -48,8 +48,8 @@ class ModelInfo:
 def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> ModelInfo:
     """Import ``path`` in a temporary folder and describe it. ``input_shapes`` (channel-last, no batch,
     as in a pipeline) fixes dynamic dimensions; other inputs take the model's own shapes."""
-    from accelbuild.build.plan import plan
     from accelbuild.config.load import MODEL_FORMATS, load_pipeline
+    from accelbuild.engine.plan import plan
     from accelbuild.passes import auto_crop
     from accelbuild.stages import import_
     from accelbuild.stages.context import StageContext

@@ -23,10 +23,10 @@ from typing import Any
 from doit.exceptions import TaskFailed
 
 from accelbuild import __version__
-from accelbuild.build import executor as executors
-from accelbuild.build.cache import ArtifactCache, cache_key
-from accelbuild.build.plan import Job
-from accelbuild.build.remote_cache import RemoteSpec, open_store
+from accelbuild.engine import executor as executors
+from accelbuild.engine.cache import ArtifactCache, cache_key
+from accelbuild.engine.plan import Job
+from accelbuild.engine.remote_cache import RemoteSpec, open_store
 from accelbuild.errors import AccelbuildError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
 from accelbuild.util.files import copy_atomic, file_sha256

@@ -1,95 +1,26 @@
-"""The stages of a build, declared in one place.
+"""The family-independent stages, import -> crop -> quantize, declared as ``Stage`` records.
 
-Each ``Stage`` says what it reads, what it writes, which parameter object it gets (the thing the build
-digests) and which code produces it; the task graph, the cache keys, ``status`` and ``clean`` are all
-derived from these entries. The family-independent stages (import, crop, quantize) are declared here;
-``map``, ``assemble`` and ``benchmark`` come from the pipeline's target (``accelbuild.targets``). Stage
-modules are imported only when a stage actually runs, so start-up stays light.
+The engine asks the pipeline's target family for the stages after these (``stages_of``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.stages.params import (
-    AccuracyInputs,
-    ActivationParams,
-    CropParams,
-    DataParams,
-    ImportParams,
-    QuantizeParams,
+from accelbuild.stages.declaration import (
+    DEFAULT_ACTIVATION_BITS,
+    DEFAULT_CALIBRATION,
+    DEFAULT_CALIBRATION_FRAMES,
+    Stage,
+    accuracy_data,
+    accuracy_inputs,
+    data_params,
+    model_data,
+    model_dir,
 )
-
-STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
-# quantize defaults of the families that quantize activations (DESIGN.md, "Target families")
-DEFAULT_ACTIVATION_BITS = 8
-DEFAULT_CALIBRATION = "percentile"
-DEFAULT_CALIBRATION_FRAMES = 16
-
-Files = Callable[[PipelineSpec, "ModelSpec | None"], dict[str, Path]]
-
-
-def model_dir(pipeline: PipelineSpec, model: ModelSpec) -> Path:
-    return pipeline.output.dir / model.name
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One kind of build step. ``per_model`` stages get one task per model, others one per pipeline.
-
-    An output whose name ends in ``/`` is a folder the stage fills (its files are cached one by one).
-    """
-
-    name: str
-    per_model: bool
-    module: str  # the stage's module; its ``run(ctx)`` does the work
-    code: tuple[str, ...]  # modules and packages whose source shapes the outputs (code identity)
-    inputs: Files
-    outputs: Files
-    params: Callable[[PipelineSpec, ModelSpec | None], Any]  # a frozen dataclass
-    optional_outputs: frozenset[str] = field(default_factory=frozenset)
-    jobs: Callable[[PipelineSpec], int] | None = None  # processes the stage may use for its own work
-
-
-def accuracy_data(pipeline: PipelineSpec) -> dict[str, Path]:
-    """The ``.npy`` files of ``benchmark.accuracy.data``: inputs of every stage that measures accuracy."""
-    folder = pipeline.benchmark.data
-    if folder is None:
-        return {}
-    return {f"data:{path.relative_to(folder).as_posix()}": path for path in sorted(folder.rglob("*.npy"))}
-
-
-def model_data(model: ModelSpec) -> dict[str, Path]:
-    """The files of ``models[].data`` (the first ``count`` samples) as inputs ``data:<relative path>``."""
-    if model.data is None:
-        return {}
-    from accelbuild.data.files import data_files
-
-    folder = model.data.path
-    return {f"data:{path.relative_to(folder).as_posix()}": path
-            for path in data_files(data_spec(model.data.params, folder))}
-
-
-def data_spec(data: DataParams, folder: Path) -> Any:
-    """The ``accelbuild.data`` spec (what the loader reads) of ``models[].data`` parameters and its folder."""
-    from accelbuild.data.spec import DataSpec
-
-    return DataSpec(folder, data.text, data.count, data.resize, data.color, data.mean, data.std)
-
-
-def data_params(model: ModelSpec) -> DataParams | None:
-    return None if model.data is None else model.data.params
-
-
-def accuracy_inputs(pipeline: PipelineSpec) -> AccuracyInputs:
-    bench = pipeline.benchmark
-    if bench.data is not None:
-        return AccuracyInputs(bench.data_text, None, None)
-    return AccuracyInputs(None, bench.samples, bench.seed)
+from accelbuild.stages.params import ActivationParams, CropParams, ImportParams, QuantizeParams
 
 
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

@@ -11,7 +11,7 @@ names them, each atomically, so a killed build never leaves an entry pointing at
 restore every object is re-hashed: an entry whose objects were edited or truncated is dropped (and the
 stage rebuilt), never served.
 
-With a ``remote`` store (``accelbuild.build.remote_cache``, a shared cache at an fsspec URL) a local miss
+With a ``remote`` store (``accelbuild.engine.remote_cache``, a shared cache at an fsspec URL) a local miss
 is looked up there and copied in (verified), and every stored entry is written back to it.
 """
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
 
 if TYPE_CHECKING:
-    from accelbuild.build.remote_cache import RemoteStore
+    from accelbuild.engine.remote_cache import RemoteStore
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbuild.build.metrics import number, read_metrics
+from accelbuild.engine.metrics import number, read_metrics
 from accelbuild.errors import UserError
 
 # row -> True when higher is better
@@ -43,9 +43,9 @@ def folder_side(folder: Path, label: str) -> Side:
 
 
 def pipeline_sides(path: str) -> list[Side]:
-    from accelbuild.build.api import outcome
-    from accelbuild.build.plan import build_plan
     from accelbuild.config.load import load_file
+    from accelbuild.engine.api import outcome
+    from accelbuild.engine.plan import build_plan
 
     specs = load_file(path)
     built = build_plan(specs)

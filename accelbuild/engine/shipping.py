@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.build.code_identity import code_digest
-from accelbuild.build.plan import Job
+from accelbuild.engine.code_identity import code_digest
+from accelbuild.engine.plan import Job
 from accelbuild.errors import AccelbuildError, StageError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
 from accelbuild.util.files import write_bytes_atomic

@@ -24,12 +24,12 @@ from doit.exceptions import BaseFail, UnmetDependency
 from doit.task import Task
 from doit.tools import config_changed
 
-from accelbuild.build import executor as executors
-from accelbuild.build import worker
-from accelbuild.build.cache import ArtifactCache
-from accelbuild.build.plan import Job
-from accelbuild.build.remote_cache import REMOTE_DOWN_MARKER, RemoteSpec
-from accelbuild.build.state import working_folder
+from accelbuild.engine import executor as executors
+from accelbuild.engine import worker
+from accelbuild.engine.cache import ArtifactCache
+from accelbuild.engine.plan import Job
+from accelbuild.engine.remote_cache import REMOTE_DOWN_MARKER, RemoteSpec
+from accelbuild.engine.state import working_folder
 from accelbuild.util.files import file_sha256
 
 DB_NAME = "doit.sqlite3"
@@ -66,7 +66,7 @@ class RunOptions:
     force: bool = False
     keep_going: bool = False
     remote_cache: str | None = None  # a shared cache's fsspec URL (checked by remote_cache.parse_url)
-    executor: str | None = None  # dask://HOST:PORT, opened for the run (see build/executor.py)
+    executor: str | None = None  # dask://HOST:PORT, opened for the run (see engine/executor.py)
 
     @property
     def remote(self) -> RemoteSpec | None:

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelbuild.build.cache import ENTRY_FORMAT
+from accelbuild.engine.cache import ENTRY_FORMAT
 from accelbuild.errors import AccelbuildError, UserError
 from accelbuild.util.files import atomic_writer
 
 if TYPE_CHECKING:
-    from accelbuild.build.cache import ArtifactCache
+    from accelbuild.engine.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 

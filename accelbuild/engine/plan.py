@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.build.code_identity import code_digest
-from accelbuild.build.stages import STAGE_ORDER, Stage, stages_of
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.engine.code_identity import code_digest
 from accelbuild.stages.context import Locator, jsonable
+from accelbuild.stages.declaration import STAGE_ORDER, Stage
+from accelbuild.stages.front import stages_of
 from accelbuild.util.files import json_digest
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import onnx
 
-from accelbuild.build.plan import Job, plan
 from accelbuild.config.spec import PipelineSpec
+from accelbuild.engine.plan import Job, plan
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, StageError, UserError
 from accelbuild.stages.context import StageContext
 

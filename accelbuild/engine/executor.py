@@ -1,7 +1,7 @@
 """Where build work runs when it does not run here: the executor a run was started with, and the hook
 through which a stage's own parallel work (the mx3 closed loop's splits) reaches it.
 
-An executor (``accelbuild.build.dask_executor``) is opened by the build for the whole run and registered
+An executor (``accelbuild.engine.dask_executor``) is opened by the build for the whole run and registered
 by its address; the worker looks it up to run a task elsewhere. A stage that fans out work of its own
 runs in the build's process with the executor ``current()``, and maps that work over the cluster instead
 of a local process pool. Without an executor nothing changes: ``-j`` means local processes.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from accelbuild.build.plan import Job
+    from accelbuild.engine.plan import Job
 
 
 class Executor(Protocol):
