@@ -2,9 +2,9 @@
 
 Generates the node suite from the installed onnx package, imports every case in-process with the import
 stage's own ``run`` and compares the imported model's outputs in onnxruntime with the expected ones (the
-harness is ``tests/node_suite_runner.py``, shared with ``tests/test_node_suite.py``). Prints: cases,
+harness is ``tests/node_suite_runner.py``, shared with ``tests/frontends/test_node_suite.py``). Prints: cases,
 cases onnxruntime itself reproduces with the original model, reproduced (count and share of those),
-refusals by family (``tests/data/node_suite_expected.yaml``), crashes, wrong results, and how many
+refusals by family (``tests/fixtures/node_suite_expected.yaml``), crashes, wrong results, and how many
 imports could not verify their graph passes because random inputs do not run.
 
     python bench/node_suite.py [--json] [--list STATUS] [--write-expected]

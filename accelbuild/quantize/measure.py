@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -19,10 +18,6 @@ from accelbuild.frontends.onnx_model import serialize
 from accelbuild.quantize.weights import sqnr_db
 
 Feeds = dict[str, np.ndarray]
-
-
-def round_bf16(values: np.ndarray) -> np.ndarray:
-    return values.astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def with_bf16_activations(model: onnx.ModelProto, skip: Iterable[str] = ()) -> onnx.ModelProto:

@@ -58,7 +58,6 @@ PASS_THROUGH = {"Pad", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Re
                 "Squeeze", "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace",
                 "SpaceToDepth", "Expand", "Tile"}
 WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
-FUSED_ACTIVATIONS = {"Relu", "Clip"}
 FUSING = WEIGHTED | {"Add", "Sub", "Mul", "Div", "AveragePool", "GlobalAveragePool", "Concat"}
 # Bounded activations have no outliers to clip; clipping a probability would change decisions.
 BOUNDED = {"Sigmoid", "HardSigmoid", "Softmax", "Tanh"}

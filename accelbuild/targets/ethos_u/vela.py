@@ -27,7 +27,6 @@ from accelbuild.errors import StageError, UserError
 log = logging.getLogger(__name__)
 
 EXTRA = "accelbuild[ethos-u]"
-OPTIMISE = ("Performance", "Size")
 NETWORK = "int8"
 
 

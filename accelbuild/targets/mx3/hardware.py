@@ -40,10 +40,6 @@ class AluCores:
     count: int
     ops_per_cycle: int  # per core
 
-    @property
-    def peak_ops_per_cycle(self) -> int:
-        return self.count * self.ops_per_cycle
-
 
 @dataclass(frozen=True)
 class Chip:

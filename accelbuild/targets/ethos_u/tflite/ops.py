@@ -46,4 +46,3 @@ CONVERTERS: dict[str, Converter] = {
     "Split": tensors.split,
 }
 
-SUPPORTED_OPS = tuple(sorted(CONVERTERS))

@@ -35,7 +35,6 @@ MAX_SECTIONS = 256
 MAX_HEADER_LENGTH = 0xFFFF_FFFF
 
 REQUIRED_SECTIONS = ("cores", "program", "weights")
-OPTIONAL_SECTIONS = ("simcfg",)
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,15}")
 
 
@@ -80,10 +79,6 @@ class Layout:
 
     header_length: int
     sections: tuple[Span, ...]
-
-    @property
-    def header_offset(self) -> int:
-        return PREAMBLE.size
 
     @property
     def table_offset(self) -> int:

@@ -24,7 +24,7 @@ from accelbuild.testing.tflite_models import TFLiteBuilder
 
 from conftest import run_cli, write
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- running both sides

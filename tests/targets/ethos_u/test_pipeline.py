@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("ai_edge_litert")
 pytest.importorskip("ethosu.vela")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.quantize import auto_precision, measure
+from accelbuild.quantize import auto_precision, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import dequantize, qmax, quantize, weight_bytes, weighted_layers
 
@@ -120,8 +120,12 @@ def test_auto_precision_raises_the_planted_sensitive_layer() -> None:
     model = _model(nodes, inits, [_vi("x", [1, 8, 4, 4])], [_vi("y", [1, 32, 4, 4])])
     x = rng.standard_normal((1, 8, 4, 4)).astype(np.float32)
     x[:, 0] = 0.0  # the large weight reads a silent channel: the signal lives in the small ones
-    decision = auto_precision.choose_bits(model, weighted_layers(model), 4, [{"x": x}])
+    layers = weighted_layers(model)
+    candidates = precision_measures.weight_candidates(layers, 4)
+    decision = auto_precision.raise_to_target(candidates, precision_measures.weight_cosine(model, layers, [{"x": x}]),
+                                              min_cosine=0.99)
+    assert decision.reached
     assert decision.bits == {"smooth": 4, "spiky": 16}
     assert decision.record["raised"] == ["spiky"]
-    sensitivity = decision.record["sensitivity_sqnr_db"]
+    sensitivity = decision.record["sensitivity_cosine"]
     assert sensitivity["spiky"] < sensitivity["smooth"]
