@@ -19,7 +19,7 @@ from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
-# quantize defaults of the families that quantize activations (DESIGN.md, "Target families")
+# quantize defaults of the families that quantize activations (docs/contract.md, "Pipeline YAML")
 DEFAULT_ACTIVATION_BITS = 8
 DEFAULT_CALIBRATION = "percentile"
 DEFAULT_CALIBRATION_FRAMES = 16

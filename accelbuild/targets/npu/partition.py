@@ -40,7 +40,7 @@ _FLOAT_BYTES = 4  # what crosses to the host is converted to float there
 
 @dataclass(frozen=True)
 class Offload:
-    """``target.offload``: where what the NPU cannot run goes (see DESIGN.md, family npu)."""
+    """``target.offload``: where what the NPU cannot run goes (docs/npu.md)."""
 
     host: Literal["arm", "dsp"] = "arm"
     deny_ops: frozenset[str] = frozenset()

@@ -1,4 +1,4 @@
-"""Family npu through the CLI: every artifact of DESIGN.md, byte identity across runs and -j, the
+"""Family npu through the CLI: every artifact of docs/contract.md, byte identity across runs and -j, the
 package for inspect and bench, offload errors and checks."""
 
 from __future__ import annotations
