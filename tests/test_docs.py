@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO
 
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

@@ -24,7 +24,8 @@ NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32,
           "int64": np.int64, "bool": np.bool_, "int16": np.int16, "int8": np.int8}
 _INDEX_VECTOR = {np.dtype(np.int32): "Int32Vector", np.dtype(np.uint16): "Uint16Vector",
                  np.dtype(np.uint8): "Uint8Vector"}
-_ENUMS = {"padding": tflite.Padding, "fused_activation_function": tflite.ActivationFunctionType}
+_ENUMS = {"padding": tflite.Padding, "fused_activation_function": tflite.ActivationFunctionType,
+          "mode": tflite.MirrorPadMode, "out_type": tflite.TensorType}
 # builtin -> options table, for the operators the tests and canned models use
 OPTIONS_TABLE = {
     "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
@@ -39,6 +40,10 @@ OPTIONS_TABLE = {
     "SLICE": "SliceOptions", "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions",
     "TRANSPOSE": "TransposeOptions", "GATHER": "GatherOptions", "HARD_SWISH": "HardSwishOptions",
     "DENSIFY": "DensifyOptions", "MAXIMUM": "MaximumMinimumOptions", "MINIMUM": "MaximumMinimumOptions",
+    "EXPAND_DIMS": "ExpandDimsOptions", "PACK": "PackOptions", "MIRROR_PAD": "MirrorPadOptions",
+    "NEG": "NegOptions", "SHAPE": "ShapeOptions", "EQUAL": "EqualOptions", "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions", "SUM": "ReducerOptions", "SELECT_V2": "SelectV2Options",
+    "SQUARE": "SquareOptions",
 }
 
 

@@ -30,13 +30,15 @@ REPO = Path(__file__).resolve().parents[2]
 # --------------------------------------------------------------------------- running both sides
 
 
-def _inputs(data: bytes, low: float, high: float, seed: int) -> list[np.ndarray]:
-    """Random inputs: floats in [low, high), int32 (indices) in [low, high], int8/uint8 over their range."""
+def _inputs(data: bytes, low: float, high: float, seed: int, integers: bool = False) -> list[np.ndarray]:
+    """Random inputs: floats in [low, high) (whole numbers with ``integers``, so that equality tests hit),
+    int32 (indices) in [low, high], int8/uint8 over their range."""
     rng = np.random.default_rng(seed)
     values = []
     for d in Interpreter(model_content=data).get_input_details():
         if d["dtype"] == np.float32:
-            values.append(rng.uniform(low, high, d["shape"]).astype(np.float32))
+            value = rng.uniform(low, high, d["shape"])
+            values.append((np.round(value) if integers else value).astype(np.float32))
         elif d["dtype"] == np.int32:
             values.append(rng.integers(int(low), int(high) + 1, d["shape"]).astype(np.int32))
         else:
@@ -69,9 +71,9 @@ def onnxrt(model: onnx.ModelProto, values: list[np.ndarray]) -> list[np.ndarray]
 
 
 def compare(data: bytes, tmp_path: Path, low: float = -3.0, high: float = 3.0, seed: int = 0,
-            rtol: float = 1e-4, atol: float = 1e-5) -> tuple[onnx.ModelProto, float]:
+            rtol: float = 1e-4, atol: float = 1e-5, integers: bool = False) -> tuple[onnx.ModelProto, float]:
     """Convert, run both, assert close; returns the model and the max abs error."""
-    values = _inputs(data, low, high, seed)
+    values = _inputs(data, low, high, seed, integers)
     expected = litert(data, values)
     model = convert(data, tmp_path)
     got = onnxrt(model, values)
@@ -205,6 +207,14 @@ def gather_const_params() -> bytes:
     return build(b_shapes, body, in_dtypes=("int32",))
 
 
+def select_of_equal() -> bytes:
+    """EQUAL's bool output picks, broadcast, between an input and a constant (a BOOL graph output is avoided)."""
+    def body(b, x, y):
+        mask = op(b, "EQUAL", [x, y], (1, 4, 5), {}, name="eq", dtype="bool")
+        return op(b, "SELECT_V2", [mask, x, w(b, "k", (1, 4, 1))], (1, 4, 5), {})
+    return build([(1, 4, 5), (1, 1, 5)], body)
+
+
 CASES: dict[str, tuple[Callable[[], bytes], dict]] = {
     # convolutions
     "CONV_2D-same": (lambda: conv_case((1, 7, 9, 3), (5, 3, 3, 3), (1, 7, 9, 5)), {}),
@@ -309,6 +319,35 @@ CASES: dict[str, tuple[Callable[[], bytes], dict]] = {
     "GATHER-const-params": (gather_const_params, {"low": 0, "high": 9}),
     "GATHER-axis1": (lambda: build([(1, 5, 3)], lambda b, x: op(b, "GATHER", [x, i32(b, "idx", [4, 0, 2])],
                                                                (1, 3, 3), {"axis": 1, "batch_dims": 0})), {}),
+    # operators of deployed audio and detection models
+    "EXPAND_DIMS": (lambda: build([(1, 16, 3)], lambda b, x: op(b, "EXPAND_DIMS", [x, i32(b, "axis", [1])],
+                                                                (1, 1, 16, 3), {})), {}),
+    "EXPAND_DIMS-negative": (lambda: build([(2, 5)], lambda b, x: op(b, "EXPAND_DIMS", [x, i32(b, "axis", [-1])],
+                                                                     (2, 5, 1), {})), {}),
+    "PACK": (lambda: build([(2, 3), (2, 3), (2, 3)], lambda b, *xs: op(b, "PACK", list(xs), (2, 3, 3),
+                                                                       {"values_count": 3, "axis": 2})), {}),
+    "PACK-axis0": (lambda: build([(4,), (4,)], lambda b, *xs: op(b, "PACK", list(xs), (2, 4),
+                                                                 {"values_count": 2, "axis": 0})), {}),
+    "MIRROR_PAD-reflect": (lambda: build([(1, 5, 6, 2)], lambda b, x: op(
+        b, "MIRROR_PAD", [x, i32(b, "p", [[0, 0], [2, 1], [0, 3], [0, 0]])], (1, 8, 9, 2), {"mode": "REFLECT"})), {}),
+    "MIRROR_PAD-symmetric": (lambda: build([(1, 4, 5, 2)], lambda b, x: op(
+        b, "MIRROR_PAD", [x, i32(b, "p", [[0, 0], [4, 1], [2, 5], [0, 0]])], (1, 9, 12, 2),
+        {"mode": "SYMMETRIC"})), {}),
+    "NEG": (lambda: unary_case("NEG", options={}), {}),
+    "LOG": (lambda: unary_case("LOG"), {"low": 0.1, "high": 5.0}),
+    "SQRT": (lambda: unary_case("SQRT"), {"low": 0.0, "high": 5.0}),
+    "SQUARE": (lambda: unary_case("SQUARE", options={}), {}),
+    "SUM": (lambda: build([(1, 5, 4, 3)], lambda b, x: op(b, "SUM", [x, i32(b, "axes", [1, 2])], (1, 3),
+                                                          {"keep_dims": False})), {}),
+    "REDUCE_MAX-keep-dims": (lambda: build([(2, 6, 3)], lambda b, x: op(b, "REDUCE_MAX", [x, i32(b, "axes", [1])],
+                                                                        (2, 1, 3), {"keep_dims": True})), {}),
+    "REDUCE_MIN": (lambda: build([(2, 6, 3)], lambda b, x: op(b, "REDUCE_MIN", [x, i32(b, "axes", [-1])],
+                                                              (2, 6), {"keep_dims": False})), {}),
+    "SHAPE-then-RESHAPE": (lambda: build([(1, 4, 6)], lambda b, x: op(
+        b, "RESHAPE", [w(b, "t", (4, 6)), op(b, "SHAPE", [x], (3,), {"out_type": "INT32"}, name="s", dtype="int32")],
+        (1, 4, 6))), {}),
+    "SELECT_V2-of-EQUAL": (select_of_equal, {"low": 0.0, "high": 2.0, "integers": True}),
+    "EQUAL-into-SELECT_V2": (select_of_equal, {"low": 0.0, "high": 2.0, "integers": True}),
 }
 
 ACTIVATIONS = ["NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH"]

@@ -186,8 +186,10 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
 
 
 # which input carries the data (and so the element type of the outputs), where it is not input 0
-DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2}
-SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION"})
+DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2, "SELECT_V2": 1}
+SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION", "PACK",
+                              "EQUAL"})
+OWN_OUTPUT_TYPE = frozenset({"EQUAL", "SHAPE"})  # their outputs' type is the op's own (BOOL, the shape's int type)
 
 
 def _element_types(g: Graph, op: Operator) -> Result:
@@ -198,7 +200,8 @@ def _element_types(g: Graph, op: Operator) -> Result:
         return OK
     want = onnx_type(g.tensor(op.inputs[k]))
     same = op.inputs if op.name in SAME_TYPE_INPUTS else ()
-    for index in (*same, *op.outputs):
+    outputs = () if op.name in OWN_OUTPUT_TYPE else op.outputs
+    for index in (*same, *outputs):
         if onnx_type(g.tensor(index)) != want and op.name not in ("QUANTIZE", "DEQUANTIZE"):
             return fail(f"tensor {g.names[index]!r} is {g.tensor(index).dtype} but the data input is "
                         f"{g.tensor(op.inputs[k]).dtype}")

@@ -66,6 +66,9 @@ def _unary(name: str, onnx_op: str, doc: str = "") -> None:
 
 
 _unary("LOGISTIC", "Sigmoid")
+_unary("NEG", "Neg")
+_unary("LOG", "Log")
+_unary("SQRT", "Sqrt")
 _unary("TANH", "Tanh")
 _unary("RELU", "Relu")
 _unary("HARD_SWISH", "HardSwish")
@@ -125,3 +128,26 @@ def softmax(g: Graph, op: Operator) -> None:
 def densify(g: Graph, op: Operator) -> None:
     """Reached only if folding was impossible; a constant input is still just a value."""
     g.emit(op, "Identity", [g.value(op.inputs[0])])
+
+
+@register("SQUARE", "Mul(x, x)", input_count(1), SAME_SHAPE)
+def square(g: Graph, op: Operator) -> None:
+    x = g.value(op.inputs[0])
+    g.emit(op, "Mul", [x, x])
+
+
+@register("EQUAL", "Equal (a bool tensor)", input_count(2), BROADCAST)
+def equal(g: Graph, op: Operator) -> None:
+    g.emit(op, "Equal", [g.value(i) for i in op.inputs])
+
+
+def _select_broadcast(g: Graph, op: Operator) -> Result:
+    if g.tensor(op.inputs[0]).dtype != "BOOL":
+        return fail(f"condition is {g.tensor(op.inputs[0]).dtype}, not BOOL")
+    return _broadcastable(g, op)
+
+
+@register("SELECT_V2", "Where", input_count(3),
+          Check("a BOOL condition; the three inputs broadcast to the output shape", _select_broadcast))
+def select_v2(g: Graph, op: Operator) -> None:
+    g.emit(op, "Where", [g.value(i) for i in op.inputs])

@@ -1,4 +1,5 @@
-"""Data-movement ops: concatenation, reshapes, padding, slicing, splitting, transposes, gathers, MEAN.
+"""Data-movement ops: concatenation, packing, reshapes, padding, slicing, splitting, transposes, gathers,
+reductions (MEAN, SUM, REDUCE_MAX, REDUCE_MIN) and SHAPE.
 
 They act on the channel-last TFLite tensors directly, so axes, paddings and permutations are used as
 TFLite gives them (negative axes normalised). Shape-like inputs must be constant; the static shapes
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import (
@@ -160,11 +161,19 @@ def _mean_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes)
 
 
-@register("MEAN", "ReduceMean", input_count(2), const_inputs(1, what="axis"),
-          _output_shape_is(_mean_shape, "axes are valid; output shape matches keep_dims"))
-def mean(g: Graph, op: Operator) -> None:
-    axes = g.ints(f"{g.name(op)}/axes", _mean_axes(g, op))
-    g.emit(op, "ReduceMean", [g.value(op.inputs[0]), axes], keepdims=int(bool(op.options.get("keep_dims"))))
+def _reduction(name: str, onnx_op: str) -> None:
+    def convert(g: Graph, op: Operator) -> None:
+        axes = g.ints(f"{g.name(op)}/axes", _mean_axes(g, op))
+        g.emit(op, onnx_op, [g.value(op.inputs[0]), axes], keepdims=int(bool(op.options.get("keep_dims"))))
+    convert.__doc__ = f"{name} -> {onnx_op} over the constant axes."
+    register(name, onnx_op, input_count(2), const_inputs(1, what="axis"),
+             _output_shape_is(_mean_shape, "axes are valid; output shape matches keep_dims"))(convert)
+
+
+_reduction("MEAN", "ReduceMean")
+_reduction("SUM", "ReduceSum")
+_reduction("REDUCE_MAX", "ReduceMax")
+_reduction("REDUCE_MIN", "ReduceMin")
 
 
 def _transpose_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
@@ -202,3 +211,118 @@ def _gather_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
 def gather(g: Graph, op: Operator) -> None:
     axis = _axis(op.options.get("axis", 0), len(g.shape(op.inputs[0])))
     g.emit(op, "Gather", [g.value(op.inputs[0]), g.value(op.inputs[1])], axis=axis)
+
+
+# --------------------------------------------------------------------------- EXPAND_DIMS, PACK, SHAPE
+
+
+def _expand_axis(g: Graph, op: Operator) -> int | None:
+    values = g.const(op.inputs[1])
+    if values is None or values.size != 1:
+        return None
+    return _axis(int(values.reshape(-1)[0]), len(g.shape(op.inputs[0])) + 1)
+
+
+def _expand_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    axis, shape = _expand_axis(g, op), g.shape(op.inputs[0])
+    if axis is None:
+        return "axis is not one integer in [-rank-1, rank]"
+    return shape[:axis] + (1,) + shape[axis:]
+
+
+@register("EXPAND_DIMS", "Unsqueeze", input_count(2), const_inputs(1, what="axis"),
+          _output_shape_is(_expand_shape, "axis is one integer in [-rank-1, rank]; output shape matches"))
+def expand_dims(g: Graph, op: Operator) -> None:
+    g.emit(op, "Unsqueeze", [g.value(op.inputs[0]), g.ints(f"{g.name(op)}/axes", [_expand_axis(g, op)])])
+
+
+def _pack_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    shapes = {g.shape(i) for i in op.inputs}
+    if len(shapes) != 1:
+        return f"inputs of different shapes {sorted(list(s) for s in shapes)}"
+    shape = shapes.pop()
+    axis = _axis(op.options.get("axis", 0), len(shape) + 1)
+    if axis is None:
+        return f"axis {op.options.get('axis', 0)} out of range"
+    return shape[:axis] + (len(op.inputs),) + shape[axis:]
+
+
+@register("PACK", "Unsqueeze each input, then Concat", input_count(1, 1 << 16),
+          _output_shape_is(_pack_shape, "inputs have one shape; axis in range; output shape matches"))
+def pack(g: Graph, op: Operator) -> None:
+    axis = _axis(op.options.get("axis", 0), len(g.shape(op.inputs[0])) + 1)
+    axes = g.ints(f"{g.name(op)}/axes", [axis])
+    parts = []
+    for k, index in enumerate(op.inputs):
+        part = g.fresh(f"{g.name(op)}/in{k}")
+        g.node("Unsqueeze", [g.value(index), axes], [part], part)
+        parts.append(part)
+    g.emit(op, "Concat", parts, axis=axis)
+
+
+_SHAPE_TYPES = {"INT32": np.int32, "INT64": np.int64}
+
+
+@register("SHAPE", "a constant: the input's static shape", input_count(1),
+          Check("output is int32 or int64", lambda g, op: OK if g.tensor(op.outputs[0]).dtype in _SHAPE_TYPES
+                else fail(f"output type {g.tensor(op.outputs[0]).dtype}")))
+def shape(g: Graph, op: Operator) -> None:
+    """Shapes are static after import, so the shape is a constant (later passes fold what reads it)."""
+    value = np.asarray(g.shape(op.inputs[0]), _SHAPE_TYPES[g.tensor(op.outputs[0]).dtype])
+    g.emit(op, "Constant", [], value=numpy_helper.from_array(value, g.fresh(f"{g.name(op)}/value")))
+
+
+# --------------------------------------------------------------------------- MIRROR_PAD
+
+REFLECT, SYMMETRIC = 0, 1
+
+
+def _mirror_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    shape, pads = g.shape(op.inputs[0]), g.const(op.inputs[1])
+    if pads.shape != (len(shape), 2) or np.any(pads < 0):
+        return f"paddings {pads.tolist()} are not non-negative [rank, 2]"
+    mode = op.options.get("mode", REFLECT)
+    if mode not in (REFLECT, SYMMETRIC):
+        return f"unknown mode {mode}"
+    limit = (lambda d: d - 1) if mode == REFLECT else (lambda d: d)
+    if any(b > limit(d) or e > limit(d) for d, (b, e) in zip(shape, pads)):
+        return f"paddings {pads.tolist()} exceed what {'REFLECT' if mode == REFLECT else 'SYMMETRIC'} allows"
+    return tuple(int(d + b + e) for d, (b, e) in zip(shape, pads))
+
+
+@register("MIRROR_PAD", "Pad mode=reflect (REFLECT); Slice + Concat per axis (SYMMETRIC)", input_count(2),
+          const_inputs(1, what="paddings"),
+          _output_shape_is(_mirror_shape, "paddings within the mirrored size; output shape matches"))
+def mirror_pad(g: Graph, op: Operator) -> None:
+    pads = g.const(op.inputs[1]).astype(np.int64)
+    if op.options.get("mode", REFLECT) == REFLECT:
+        g.emit(op, "Pad", [g.value(op.inputs[0]), g.ints(f"{g.name(op)}/pads", [*pads[:, 0], *pads[:, 1]])],
+               mode="reflect")
+        return
+    # SYMMETRIC repeats the edge: x[b-1::-1] ++ x ++ x[:n-e-1:-1] along each padded axis
+    value, shape, base = g.value(op.inputs[0]), g.shape(op.inputs[0]), g.name(op)
+    padded = [(axis, int(b), int(e)) for axis, (b, e) in enumerate(pads) if b or e]
+    if not padded:
+        g.emit(op, "Identity", [value])
+        return
+    for k, (axis, before, after) in enumerate(padded):
+        n = shape[axis]
+        parts = []
+        if before:
+            parts.append(_reversed_slice(g, f"{base}/ax{axis}_before", value, axis, before - 1, INT64_MIN))
+        parts.append(value)
+        if after:
+            parts.append(_reversed_slice(g, f"{base}/ax{axis}_after", value, axis, n - 1,
+                                         n - after - 1 if after < n else INT64_MIN))
+        if k == len(padded) - 1:
+            g.emit(op, "Concat", parts, axis=axis)
+        else:
+            value = g.fresh(f"{base}/ax{axis}")
+            g.node("Concat", parts, [value], value, axis=axis)
+
+
+def _reversed_slice(g: Graph, name: str, value: str, axis: int, start: int, end: int) -> str:
+    out = g.fresh(name)
+    g.node("Slice", [value, g.ints(f"{out}/starts", [start]), g.ints(f"{out}/ends", [end]),
+                     g.ints(f"{out}/axes", [axis]), g.ints(f"{out}/steps", [-1])], [out], out)
+    return out
