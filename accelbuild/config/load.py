@@ -228,10 +228,12 @@ class _Checker:
         out_dir = Path(os.path.normpath(out_base / out.get("dir", f"build/{base_name}")))
         if out_dir == out_base or out_dir in out_base.parents:
             self.error(("output", "dir"), "output.dir must be a folder of its own, not the YAML's folder or above it")
-        elif out_dir.exists() and not out_dir.is_dir():
-            shown = out.get("dir", f"build/{base_name}")
-            self.error(("output", "dir") if "dir" in out else ("name",) if "name" in data else (),
-                       f"output folder {shown} is a file; output.dir must name a folder")
+        else:
+            problem = _unusable_output_dir(out_dir)
+            if problem:
+                shown = out.get("dir", f"build/{base_name}")
+                self.error(("output", "dir") if "dir" in out else ("name",) if "name" in data else (),
+                           f"output folder {shown} cannot be used: {problem}")
         bench = data["benchmark"]
         accuracy = bench["accuracy"]
         data_dir = None
@@ -375,3 +377,20 @@ def _safe_stem(path: Path) -> str:
     """A file stem usable as a default name (same pattern as the schema's names)."""
     stem = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.stem)
     return stem.lstrip("._-") or "model"
+
+
+def _unusable_output_dir(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold build outputs (it, or a folder above it, is a file, or the nearest existing
+    folder above it cannot be written), or None."""
+    if folder.is_dir():
+        return None if os.access(folder, os.W_OK | os.X_OK) else "it is not writable"
+    if folder.exists():
+        return "it is a file; output.dir must name a folder"
+    for parent in folder.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent.name} above it is a file, not a folder"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"it would be created in {parent}, which is not writable"
+            return None
+    return None

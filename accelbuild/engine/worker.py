@@ -27,7 +27,7 @@ from accelbuild.engine import executor as executors
 from accelbuild.engine.cache import ArtifactCache, cache_key
 from accelbuild.engine.plan import Job
 from accelbuild.engine.remote_cache import RemoteSpec, open_store
-from accelbuild.errors import AccelbuildError, UserError, render_user_error
+from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
 from accelbuild.util.files import copy_atomic, file_sha256
 
@@ -81,7 +81,10 @@ def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Exec
     """
     key = job_key(job)
     folder = next(iter(job.outputs.values())).parent
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the output folder went bad after validation (a file put in its way, permissions)
+        raise InputFileError(folder, f"cannot create the output folder: {exc.strerror or exc}") from None
     sweep_stale_staging(folder)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
     try:

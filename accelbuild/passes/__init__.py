@@ -49,7 +49,7 @@ PASSES: tuple[Pass, ...] = (
 
 
 def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify: bool = False,
-               inputs: list[verify_mod.Feeds] | None = None) -> list[dict[str, Any]]:
+               inputs: list[verify_mod.Feeds] | None = None, shapes_given: bool = False) -> list[dict[str, Any]]:
     """Run ``passes`` in order; returns a record of what each changed.
 
     With ``verify``, the result is run against the input model in onnxruntime, on ``inputs`` (the
@@ -57,7 +57,8 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     the passes are replayed one at a time and any pass that changes the outputs is skipped (and said so
     in the record), so a pass tripped up by an unusual graph costs optimisation, never correctness.
     Raises ``OpsetUpgradeError`` when the model ends below ``opset.MIN_OPSET`` (its upgrade failed or was
-    skipped for changing the outputs).
+    skipped for changing the outputs), and ``ModelShapeError`` when ``shapes_given`` (the user chose the
+    input shapes) and the model fails at them for a shape reason.
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
@@ -65,6 +66,8 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     if not verify:
         return record
     check = verify_mod.Reference(reference, inputs=inputs)
+    if check.shape_problem and shapes_given:
+        raise verify_mod.ModelShapeError(check.problem)
     if not check.usable:
         log.warning("graph passes not verified: %s%s", check.problem,
                     "; representative inputs would let import verify them" if check.random else "")

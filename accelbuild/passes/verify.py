@@ -11,6 +11,7 @@ optional (None) only with another empty one.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,17 @@ import onnx
 TOLERANCE = 1e-3  # relative to the output's largest magnitude: folding and BN reorder float rounding
 
 Feeds = dict[str, np.ndarray]
+
+
+# onnxruntime's words for a tensor whose shape an operator cannot take: with static input shapes these
+# do not depend on the input values, so they mean the input shapes themselves do not fit the model
+_SHAPE_FAILURE = re.compile(r"cannot be reshaped|requested_shape_size|incompatible dimensions|dimension mismatch|"
+                            r"invalid input shape|shape mismatch|not broadcastable|attempting to broadcast|"
+                            r"invalid dimensions", re.IGNORECASE)
+
+
+class ModelShapeError(Exception):
+    """The model cannot run at its static input shapes (an operator refuses a tensor's shape)."""
 
 
 class Reference:
@@ -30,6 +42,11 @@ class Reference:
         self.random = not inputs
         self.feeds = list(inputs or []) or accuracy.random_inputs(model, 1, seed)
         self.outputs, self.problem = _run(model, self.feeds, "a random sample" if self.random else "the given inputs")
+
+    @property
+    def shape_problem(self) -> bool:
+        """The model failed for a shape, not a value: its input shapes do not fit it."""
+        return self.outputs is None and bool(_SHAPE_FAILURE.search(self.problem))
 
     @property
     def usable(self) -> bool:
@@ -89,5 +106,13 @@ def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -
     try:
         return [session.run(None, {k: v for k, v in sample.items() if k in names}) for sample in feeds], ""
     except Exception as exc:  # noqa: BLE001  onnxruntime raises many exception types
-        text = str(exc).strip().splitlines()
-        return None, f"onnxruntime cannot run the model on {what} ({(text[0] if text else type(exc).__name__)[:300]})"
+        return None, f"onnxruntime cannot run the model on {what} ({_essence(str(exc)) or type(exc).__name__})"
+
+
+def _essence(message: str) -> str:
+    """onnxruntime's failure on one line without its C++ source locations: the node and what it says."""
+    text = " ".join(message.split())
+    text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"/onnxruntime_src/\S+ \S*onnxruntime::\S+\(.*?\) ", "", text)
+    text = text.replace("Non-zero status code returned while running ", "")
+    return text[:400]

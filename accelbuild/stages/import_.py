@@ -23,7 +23,7 @@ from accelbuild.frontends.input_shapes import (
 from accelbuild.frontends.onnx_support import check_supported
 from accelbuild.passes import run_passes
 from accelbuild.passes.opset import OpsetUpgradeError
-from accelbuild.passes.verify import Feeds
+from accelbuild.passes.verify import Feeds, ModelShapeError
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import ImportParams
 from accelbuild.util.files import write_json_atomic
@@ -54,10 +54,15 @@ def run(ctx: StageContext) -> None:
     apply_input_shapes(model, resolved)
     model, lenient = _infer_shapes(model, model_path)
     _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
+    shapes_given = not params.input_shapes.auto
     try:
-        passes = run_passes(model, verify=True, inputs=verification_inputs(ctx))
+        passes = run_passes(model, verify=True, inputs=verification_inputs(ctx), shapes_given=shapes_given)
     except OpsetUpgradeError as exc:
         raise _at_model_path(ctx, exc.message) from None
+    except ModelShapeError as exc:
+        shown = ", ".join(f"{r.name}: {show_dims(r.shape)}" for r in resolved)
+        raise ConfigError(ctx.locate("input_shapes"), f"model {params.model} cannot take these input shapes "
+                                                      f"({shown}): {exc}") from None
     model, _ = _infer_shapes(model, model_path, quiet=lenient)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
     record = _record(model, model_path, params.format, resolved)

@@ -159,5 +159,6 @@ def test_output_dir_naming_a_file_is_a_positioned_error(demo: Path) -> None:
     write(demo / "demo.yaml", PIPELINE + "output: {dir: out}\n")
     result = run_cli("run", "demo.yaml", cwd=demo)
     assert result.code == 2
-    assert result.stderr.startswith("demo.yaml:12:15: output folder out is a file; output.dir must name a folder")
+    assert result.stderr.startswith("demo.yaml:12:15: output folder out cannot be used: it is a file; output.dir must "
+                                    "name a folder")
     assert "Traceback" not in result.stderr
