@@ -64,9 +64,12 @@ def run(ctx: StageContext) -> None:
         raise ConfigError(ctx.locate("input_shapes"), f"model {params.model} cannot take these input shapes "
                                                       f"({shown}): {exc}") from None
     model, _ = _infer_shapes(model, model_path, quiet=lenient)
+    settled = settle_output_shapes(model, params.model)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
     record = _record(model, model_path, params.format, resolved)
     record["passes"] = passes
+    if settled:
+        record["output_shapes_from_a_run"] = settled
     write_json_atomic(ctx.outputs["import.json"], record)
 
 
@@ -158,3 +161,57 @@ def _record(model: onnx.ModelProto, path: Path, fmt: str, resolved: list) -> dic
         "nodes": len(model.graph.node),
         "op_types": dict(sorted(collections.Counter(n.op_type for n in model.graph.node).items())),
     }
+
+
+def settle_output_shapes(model: onnx.ModelProto, name: str) -> dict[str, list[int]]:
+    """Give every graph output the shape the model really produces, where inference cannot derive it.
+
+    A declared output shape is only a claim (converters write wrong ones: rank 2 declared, rank 3
+    produced). Shape inference is rerun with the declarations cleared; an output it cannot derive
+    completely is taken from one onnxruntime run on a seeded random sample. Returns the outputs whose
+    shapes came from the run (a contradicted declaration is also logged).
+    """
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for output in probe.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
+    except _INFERENCE_ERRORS:
+        inferred = probe
+    known = {o.name: model_dims(o) for o in inferred.graph.output}
+    known.update({v.name: model_dims(v) for v in inferred.graph.value_info if v.name in known})
+    complete = {k: v for k, v in known.items() if v and all(isinstance(d, int) for d in v)}
+    observed = {} if all(o.name in complete for o in model.graph.output) else _observed_output_shapes(model)
+    settled = {}
+    for output in model.graph.output:
+        shape = complete.get(output.name) or observed.get(output.name)
+        declared = model_dims(output)
+        if shape is None or declared == shape:
+            continue
+        if declared and any(isinstance(d, int) for d in declared) and (
+                len(declared) != len(shape) or any(isinstance(d, int) and d != e for d, e in zip(declared, shape))):
+            log.warning("%s: output %r is declared %s but the model produces %s; using what it produces", name,
+                        output.name, show_dims(declared), show_dims(shape))
+        tensor_shape = output.type.tensor_type.shape
+        tensor_shape.Clear()
+        for dim in shape:
+            tensor_shape.dim.add().dim_value = dim
+        if output.name not in complete:
+            settled[output.name] = shape
+    return settled
+
+
+def _observed_output_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Output shapes of one run on a seeded random sample ({} when onnxruntime cannot run it)."""
+    from accelbuild import accuracy
+    from accelbuild.quantize import measure
+
+    try:
+        session = measure.session(model)
+        names = {i.name for i in session.get_inputs()}
+        feeds = {k: v for k, v in accuracy.random_inputs(model, 1, 0)[0].items() if k in names}
+        values = session.run(None, feeds)
+    except Exception:  # noqa: BLE001  a model that does not run on random inputs keeps its declarations
+        return {}
+    return {o.name: list(v.shape) for o, v in zip(session.get_outputs(), values) if hasattr(v, "shape")}

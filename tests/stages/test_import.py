@@ -221,3 +221,23 @@ def test_lenient_shape_inference_where_strict_fails(project: Path) -> None:
     assert result.code == 0, result.stderr
     assert result.stderr.count("strict shape inference failed") == 1
     assert "continuing with onnx's lenient inference" in result.stderr
+
+
+def test_a_wrongly_declared_output_shape_is_replaced_by_what_the_model_produces(tmp_path: Path) -> None:
+    """A converter declared the output rank 2; the Reshape makes rank 3. Import records what the model
+    produces, and the build goes through assemble (it crashed on shape (0, 0))."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 192])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["y"], name="flat")]
+    graph = helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(np.array([1, 3, 64], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    (tmp_path / "p.yaml").write_text("accelbuild: 1\nmodels:\n  - path: m.onnx\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    imported = onnx.load(tmp_path / "build/p/m/imported.onnx")
+    assert [d.dim_value for d in imported.graph.output[0].type.tensor_type.shape.dim] == [1, 3, 64]
