@@ -3,7 +3,9 @@
 Each section is the set of nodes between its boundary tensors, found by walking back from its outputs
 and stopping at its inputs and at constants. The sections must not share nodes: if, say, the
 post-processing also reads a tensor from inside the AI section, there is no clean cut, and the caller
-falls back to one AI section. Models are cut with onnx's own ``Extractor``.
+falls back to one AI section. Models are cut with onnx's own ``Extractor``, taught to follow what the
+subgraphs of If/Loop/Scan nodes read from the graph around them (weights a branch uses, say), which
+onnx's walk of explicit inputs alone would drop.
 """
 
 from __future__ import annotations
@@ -63,8 +65,30 @@ def ai_only(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[s
     return sections
 
 
+class _SubgraphAwareExtractor(Extractor):
+    """onnx's ``Extractor`` that counts the outer-scope values a node's subgraphs read as its inputs."""
+
+    def _dfs_search_reachable_nodes(self, node_output_name: str, graph_input_names: set[str],
+                                    reachable: set[int]) -> None:
+        stack = [node_output_name]
+        while stack:
+            name = stack.pop()
+            if name in graph_input_names or name not in self.outmap:
+                continue
+            index = self.outmap[name]
+            if index not in reachable:
+                reachable.add(index)
+                stack += g.node_reads(self.graph.node[index])
+
+    def _collect_reachable_tensors(self, nodes: list[onnx.NodeProto]) -> tuple[list, list]:
+        super()._collect_reachable_tensors(nodes)  # onnx's own checks (no sparse initializers, ...)
+        names = {name for node in nodes for name in (*g.node_reads(node), *node.output)}
+        return ([self.initializers[t] for t in self.initializers if t in names],
+                [self.value_infos[t] for t in self.value_infos if t in names])
+
+
 def _extract(model: onnx.ModelProto, sections: dict[str, Section]) -> None:
-    extractor = Extractor(model)
+    extractor = _SubgraphAwareExtractor(model)
     for section in sections.values():
         section.model = extractor.extract_model(section.inputs, section.outputs)
         section.model.graph.name = f"{model.graph.name or 'model'}_{section.name}"
@@ -94,7 +118,7 @@ def _section(model: onnx.ModelProto, name: str, inputs: list[str], outputs: list
             raise NoCleanCut(f"{name} section needs tensor {tensor!r}, which nothing produces")
         if producer.name not in seen_nodes:
             seen_nodes.add(producer.name)
-            pending.extend(producer.input)
+            pending.extend(g.node_reads(producer))
     nodes = [n.name for n in graph.node if n.name in seen_nodes]
     return Section(name, list(inputs) + sorted(set(extra_inputs) - set(inputs)), list(outputs), nodes)
 
