@@ -2,7 +2,8 @@
 
 Every pass is ``fn(model) -> notes`` and changes the model in place; the notes (what it changed) go into
 the import record. All passes here are lossless; a pass that approximates must say so with
-``approximate=True``, which the record shows.
+``approximate=True``, which the record shows. A ``quiet`` pass (one added after phase 2) is recorded only
+when it changed something, so the records of models it does not touch stay as they were.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identitie
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
 from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
+from accelbuild.passes.stable_forms import fuse_leaky_relu, stable_variance
 
 MAX_NOTES = 50
 
@@ -34,6 +36,7 @@ class Pass:
     name: str
     run: Callable[[onnx.ModelProto], list[str]]
     approximate: bool = False
+    quiet: bool = False  # recorded only when it changed something
 
 
 PASSES: tuple[Pass, ...] = (
@@ -41,6 +44,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("name_nodes", name_nodes),
     Pass("fold_constants", fold_constants),
     Pass("remove_identities", remove_identities),
+    Pass("fuse_leaky_relu", fuse_leaky_relu, quiet=True),
+    Pass("stable_variance", stable_variance, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("decompose", decompose),
     Pass("mark_fused_activations", mark_fused_activations),
@@ -62,7 +67,7 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
-    record = [_run_one(model, graph_pass) for graph_pass in passes]
+    record = _shown([(graph_pass, _run_one(model, graph_pass)) for graph_pass in passes])
     if not verify:
         return record
     check = verify_mod.Reference(reference, inputs=inputs)
@@ -78,7 +83,7 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
                           "notes": [f"outputs match the input model (max relative error {error:.1e})"]}]
     log.warning("graph passes changed the model's outputs; replaying them one at a time")
     model.CopyFrom(reference)
-    record = []
+    replayed = []
     for graph_pass in passes:
         before = onnx.ModelProto()
         before.CopyFrom(model)
@@ -88,11 +93,18 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
             model.CopyFrom(before)
             entry = {**entry, "skipped": True, "notes": ["skipped: it changed the model's outputs"]}
             log.warning("graph pass %s skipped: it changed the model's outputs", graph_pass.name)
-        record.append(entry)
+        replayed.append((graph_pass, entry))
+    record = _shown(replayed)
     if opset.default_opset(model) < opset.MIN_OPSET:
         raise OpsetUpgradeError(f"opset {opset.default_opset(model)} could not be upgraded: onnx's version converter "
                            f"changed the model's outputs; export the model with opset {opset.MIN_OPSET} or newer")
     return record
+
+
+def _shown(entries: list[tuple[Pass, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The record's entries: every pass, except quiet ones that changed nothing."""
+    return [entry for graph_pass, entry in entries
+            if not graph_pass.quiet or entry["changes"] or entry.get("skipped")]
 
 
 def _run_one(model: onnx.ModelProto, graph_pass: Pass) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def test_full_pass_list_keeps_the_function_and_folds_shape_arithmetic() -> None:
     x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
     want = _run(model, {"images": x})
     record = run_passes(model)
-    assert [r["pass"] for r in record] == [p.name for p in PASSES]
+    assert [r["pass"] for r in record] == [p.name for p in PASSES if not p.quiet]  # quiet ones changed nothing
     assert all(not r["approximate"] for r in record)
     ops = {n.op_type for n in model.graph.node}
     assert not ops & {"Shape", "Gather", "Range", "BatchNormalization", "Unsqueeze", "Cast"}

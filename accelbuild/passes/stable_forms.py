@@ -1,0 +1,127 @@
+"""Rewrite float patterns that exporters spell awkwardly into the forms accelerators compute well.
+
+- ``fuse_leaky_relu``: ``Max(x, a * x)`` with a constant ``0 <= a < 1`` is LeakyReLU as some converters
+  export it; as two nodes it splits NPU subgraphs and quantizes worse, as ``LeakyRelu(alpha=a)`` it is one
+  fused activation.
+- ``stable_variance``: variance written ``E[x^2] - E[x]^2`` (decomposed LayerNorm, GroupNorm) subtracts
+  two nearly equal numbers; in bfloat16 or 8-bit arithmetic the difference cancels to noise (a model lost
+  its accuracy on mx3, cosine 0.4-0.5). ``E[(x - E[x])^2]`` is the same mathematics without cancellation.
+
+Both are exact rewrites in real arithmetic; import verifies the result in onnxruntime like every pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from accelbuild.passes import graph as g
+
+
+def fuse_leaky_relu(model: onnx.ModelProto) -> list[str]:
+    graph = model.graph
+    producers = g.producers(graph)
+    notes = []
+    for node in list(graph.node):
+        if node.op_type != "Max" or len(node.input) != 2:
+            continue
+        match = _leaky_operands(graph, producers, node)
+        if match is None:
+            continue
+        x, alpha, mul = match
+        leaky = helper.make_node("LeakyRelu", [x], list(node.output), name=node.name, alpha=alpha)
+        index = list(graph.node).index(node)
+        graph.node.remove(node)
+        graph.node.insert(index, leaky)
+        if not g.readers(graph, mul.output[0]) and mul.output[0] not in g.graph_output_names(graph):
+            graph.node.remove(mul)
+        notes.append(f"Max {node.name} of {x} and {alpha:g} * {x} -> LeakyRelu")
+    return notes
+
+
+def _leaky_operands(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto],
+                    node: onnx.NodeProto) -> tuple[str, float, onnx.NodeProto] | None:
+    """``(x, a, the Mul)`` when ``node`` is ``Max(x, a * x)`` (either order) with one constant ``0 <= a < 1``."""
+    for x, scaled in (node.input, reversed(node.input)):
+        mul = producers.get(scaled)
+        if mul is None or mul.op_type != "Mul" or x not in mul.input:
+            continue
+        other = mul.input[1] if mul.input[0] == x else mul.input[0]
+        value = g.constant(graph, other)
+        if value is None or value.size == 0 or not np.all(value == value.reshape(-1)[0]):
+            continue
+        if any(d != 1 for d in value.shape):  # several equal values could still broadcast x larger
+            continue
+        alpha = float(value.reshape(-1)[0])
+        if 0.0 <= alpha < 1.0:
+            return x, alpha, mul
+    return None
+
+
+def stable_variance(model: onnx.ModelProto) -> list[str]:
+    graph = model.graph
+    producers = g.producers(graph)
+    notes = []
+    for node in list(graph.node):
+        if node.op_type != "Sub":
+            continue
+        match = _variance_operands(graph, producers, node)
+        if match is None:
+            continue
+        x, mean, mean_of_squares = match
+        base = node.name
+        centred, squared = f"{base}/centred", f"{base}/centred_sq"
+        replacement = [
+            helper.make_node("Sub", [x, mean.output[0]], [centred], name=f"{base}/centre"),
+            helper.make_node("Mul", [centred, centred], [squared], name=f"{base}/square"),
+            helper.make_node("ReduceMean", [squared, *mean_of_squares.input[1:]], list(node.output), name=base,
+                             **{a.name: helper.get_attribute_value(a) for a in mean_of_squares.attribute}),
+        ]
+        index = list(graph.node).index(node)
+        graph.node.remove(node)
+        for offset, new in enumerate(replacement):
+            graph.node.insert(index + offset, new)
+        notes.append(f"variance {base}: E[x^2] - E[x]^2 -> E[(x - E[x])^2]")
+    if notes:
+        g.prune(graph)
+    return notes
+
+
+def _variance_operands(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto],
+                       node: onnx.NodeProto) -> tuple[str, onnx.NodeProto, onnx.NodeProto] | None:
+    """``(x, the ReduceMean of x, the ReduceMean of x^2)`` when ``node`` is ``E[x^2] - E[x]^2`` over the same
+    axes with kept dimensions (so ``x - E[x]`` broadcasts)."""
+    mean_of_squares, square_of_mean = producers.get(node.input[0]), producers.get(node.input[1])
+    if mean_of_squares is None or square_of_mean is None or mean_of_squares.op_type != "ReduceMean":
+        return None
+    squared_x = _square_of(graph, producers.get(mean_of_squares.input[0]))
+    mean_name = _square_of(graph, square_of_mean)
+    mean = producers.get(mean_name) if mean_name else None
+    if squared_x is None or mean is None or mean.op_type != "ReduceMean" or mean.input[0] != squared_x:
+        return None
+    if _reduction(graph, mean) != _reduction(graph, mean_of_squares) or not _reduction(graph, mean)[1]:
+        return None
+    return squared_x, mean, mean_of_squares
+
+
+def _square_of(graph: onnx.GraphProto, node: onnx.NodeProto | None) -> str | None:
+    """The tensor ``node`` squares (``Mul(t, t)`` or ``Pow(t, 2)``), or None."""
+    if node is None:
+        return None
+    if node.op_type == "Mul" and len(node.input) == 2 and node.input[0] == node.input[1]:
+        return node.input[0]
+    if node.op_type == "Pow":
+        exponent = g.constant(graph, node.input[1])
+        if exponent is not None and exponent.size == 1 and float(exponent.reshape(-1)[0]) == 2.0:
+            return node.input[0]
+    return None
+
+
+def _reduction(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[tuple[int, ...] | None, bool]:
+    """A ReduceMean's axes (None: all) and whether it keeps dimensions."""
+    axes = g.attribute(node, "axes")
+    if len(node.input) > 1 and node.input[1]:
+        value = g.constant(graph, node.input[1])
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    return (tuple(axes) if axes is not None else None), bool(g.attribute(node, "keepdims", 1))
