@@ -2,8 +2,9 @@
 a QuantizeLinear/DequantizeLinear pair, which of them share one quantization, and which constants and
 weights become integers. No numbers yet: the plan is applied after calibration (``graph.py``).
 
-Data tensors are the float tensors computed from the model's float inputs through float tensors only;
-shape arithmetic (Shape -> Cast -> Mul ...) is therefore never quantized. A node is quantized when its
+Data tensors are the float tensors computed from the model's inputs, of any type (an embedding looked up
+by token ids, bytes cast to float), but not through Shape or Size: shape arithmetic (Shape -> Cast -> Mul
+...) is therefore never quantized. A node is quantized when its
 operator is in ``rules.DATA_INPUTS``, it is not listed to stay float, and one of its data positions
 reads a data tensor. A tensor gets QDQ when a quantized node reads it at a data position or a quantized
 node produces it, except the output of a layer fused with its activation or its bias Add.
@@ -80,7 +81,7 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
     consumers = g.consumers(graph)
     outputs = g.graph_output_names(graph)
     inputs = {v.name for v in g.real_inputs(graph) if types.get(v.name) == FLOAT}
-    data = _data_tensors(order, types, inputs)
+    data = _data_tensors(order, types, {v.name for v in g.real_inputs(graph)})
     norms = rules.layer_norms(graph)
     floating = set(float_nodes) | {name for norm in norms for name in norm}
     quantized = [n for n in order if n.name not in floating
@@ -112,12 +113,16 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
+SHAPE_OPS = frozenset({"Shape", "Size"})  # their outputs describe a tensor, not its values
+
+
 def _data_tensors(order: list[onnx.NodeProto], types: dict[str, int], inputs: set[str]) -> set[str]:
-    data = set(inputs)
+    """The float tensors whose values come from the model's inputs (see the module docstring)."""
+    derived = set(inputs)
     for node in order:
-        if any(i in data for i in node.input):
-            data.update(o for o in node.output if o and types.get(o) == FLOAT)
-    return data
+        if node.op_type not in SHAPE_OPS and any(i in derived for i in node.input):
+            derived.update(o for o in node.output if o)
+    return {t for t in derived if types.get(t) == FLOAT}
 
 
 def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], names: set[str],

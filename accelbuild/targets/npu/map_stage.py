@@ -52,6 +52,7 @@ def run(ctx: StageContext) -> None:
         error = partitioning.composition_error(model, part, random_inputs(model, COMPOSITION_SAMPLES,
                                                                           COMPOSITION_SEED))
         composition[name] = error
+        _check_npu_layers_quantized(name, part)
         if error > COMPOSITION_TOLERANCE:
             raise StageError(f"{name}: running the {len(part.subgraphs)} subgraphs in sequence differs from the "
                              f"whole model by {error:.3g} (a partitioning bug; partition.json not written)")
@@ -91,3 +92,26 @@ def _check_deny_layers(ctx: StageContext, models: list[onnx.ModelProto], deny_la
         if layer not in known:
             raise ConfigError(ctx.locate("target", "offload", "deny_layers", index),
                               f"no layer named {layer!r} in the pipeline's models{did_you_mean(layer, names)}")
+
+
+WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def _check_npu_layers_quantized(model: str, part: partitioning.Partition) -> None:
+    """Every weighted layer placed on the NPU reads integer weights (through DequantizeLinear): an integer
+    NPU cannot run float weights, and figures measured on a float layer would be float compared with float."""
+    from accelbuild.passes import graph as g
+
+    unquantized = []
+    for sg in part.subgraphs:
+        if sg.unit != "npu":
+            continue
+        graph = sg.model.graph
+        float_weights = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+        unquantized += [n.name for n in graph.node if n.op_type in WEIGHTED and len(n.input) > 1
+                        and n.input[1] in float_weights and n.input[1] not in g.producers(graph)]
+    if unquantized:
+        shown = ", ".join(unquantized[:8]) + (f" and {len(unquantized) - 8} more" if len(unquantized) > 8 else "")
+        raise StageError(f"{model}: {len(unquantized)} layer(s) placed on the NPU were not quantized (float weights "
+                         f"in quantized.onnx): {shown}; the NPU runs integer layers only. This is a quantizer "
+                         f"limitation for this graph: list them in target.offload.deny_layers to run them on the host")
