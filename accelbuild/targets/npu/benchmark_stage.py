@@ -55,9 +55,20 @@ def run(ctx: StageContext) -> None:
     write_bytes_atomic(ctx.outputs["report.html"], render_npu_report(_report_data(b, runs, summary)).encode("utf-8"))
     for m in models:
         log.info("%s: %s: %.1f FPS, latency %.3f ms, batch %d (simulated); cost model %.1f FPS (x%.3f)%s; "
-                 "cosine %.5f vs float", b.pipeline, m["name"], m["fps"], m["latency_ms"], m["batch_size"],
+                 "cosine %.5f vs float%s", b.pipeline, m["name"], m["fps"], m["latency_ms"], m["batch_size"],
                  m["cost_model_fps"], m["agreement"],
-                 f", separated by {m['separated_by']}" if m["separated_by"] else "", m["accuracy"]["cosine"])
+                 f", separated by {m['separated_by']}" if m["separated_by"] else "", m["accuracy"]["cosine"],
+                 host_share(by_name[m["name"]].partition))
+
+
+def host_share(part: Any) -> str:
+    """``"; runs entirely / mostly on the host (H of N layers)"`` when the host has most of the layers, else ``""``:
+    a build whose NPU does little must say so where the user reads the result."""
+    host, npu = len(part.host_layers), len(part.npu_layers)
+    if host == 0 or host < npu:
+        return ""
+    how = "entirely" if npu == 0 else "mostly"
+    return f"; runs {how} on the host ({host} of {host + npu} layers)"
 
 
 def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any) -> dict[str, Any]:

@@ -60,3 +60,14 @@ def test_a_model_with_an_integer_input_is_quantized_after_its_lookup(tmp_path: P
     assert sorted(layer["name"] for layer in record["layers"]) == ["conv1d", "fc"]
     assert record["weight_bytes"] > 0 and record["output"]["sqnr_db"] < 100
     assert "embed" in record["host_nodes"]
+
+
+def test_the_summary_says_when_a_model_runs_mostly_on_the_host(tmp_path: Path) -> None:
+    """Every layer denied to the NPU: the build goes through, and its summary line says so."""
+    _byte_classifier(tmp_path / "bytes.onnx")
+    write(tmp_path / "p.yaml", "accelbuild: 1\ntarget: {family: npu, platform: tda4vm, offload: {deny_ops: "
+                               "[Conv, MatMul, Transpose, Relu, GlobalAveragePool, Flatten]}}\n"
+                               "models:\n  - path: bytes.onnx\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert "runs entirely on the host (" in result.stderr
