@@ -54,6 +54,7 @@ def run(ctx: StageContext) -> None:
     apply_input_shapes(model, resolved)
     model, lenient = _infer_shapes(model, model_path)
     _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
+    dequantized = _dequantize(model, ctx)
     shapes_given = not params.input_shapes.auto
     try:
         passes = run_passes(model, verify=True, inputs=verification_inputs(ctx), shapes_given=shapes_given)
@@ -70,6 +71,8 @@ def run(ctx: StageContext) -> None:
     record["passes"] = passes
     if settled:
         record["output_shapes_from_a_run"] = settled
+    if dequantized:
+        record["dequantized"] = dequantized
     write_json_atomic(ctx.outputs["import.json"], record)
 
 
@@ -215,3 +218,27 @@ def _observed_output_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
     except Exception:  # noqa: BLE001  a model that does not run on random inputs keeps its declarations
         return {}
     return {o.name: list(v.shape) for o, v in zip(session.get_outputs(), values) if hasattr(v, "shape")}
+
+
+def _dequantize(model: onnx.ModelProto, ctx: StageContext) -> dict | None:
+    """Dynamically quantized layers back to float (``passes.dequantize``), with the output difference this
+    makes on a seeded random sample; a warning names any such operator left as it is."""
+    from accelbuild.passes import dequantize, verify
+
+    if not dequantize.remaining(model):
+        return None
+    reference = onnx.ModelProto()
+    reference.CopyFrom(model)
+    notes = dequantize.dequantize_dynamic(model)
+    left = dequantize.remaining(model)
+    if left:  # valid ONNX all the same: the target runs them on its host or refuses them by name
+        log.warning("%s: dynamically quantized operators left as they are (no float form matched): %s; a model "
+                    "exported in float lets the target quantize it", ctx.params.model, ", ".join(left))
+    if not notes:
+        return None
+    check = verify.Reference(reference)
+    error = check.max_relative_error(model) if check.usable else None
+    log.info("%s: %d dynamically quantized layer(s) back to float (output difference %s, the dynamic "
+             "quantization's own error)", ctx.params.model, len(notes), "unmeasured" if error is None else f"{error:.2e}")
+    return {"layers": notes, "max_relative_error": None if error is None else float(f"{error:.3g}"),
+            "measured_on": "random" if error is not None else None}
