@@ -193,3 +193,22 @@ CASES: dict[str, Callable[[], onnx.ModelProto]] = {f.__name__: f for f in (
 def feeds(count: int = 6, seed: int = 1, shape: tuple[int, ...] = SHAPE) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     return [{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(count)]
+
+
+def bounded_into_concat() -> onnx.ModelProto:
+    """A detector head's shape: a Sigmoid score and a box conv concatenated (the Concat shares one scale)."""
+    n = Net()
+    stem = _stem(n)
+    y = n.op("Concat", [n.op("Sigmoid", [n.conv(stem, 8, 2, 1, "score")], "sigmoid"), n.conv(stem, 8, 4, 1, "box")],
+             "concat", axis=1)
+    return n.model(y, [1, 6, 8, 8])
+
+
+def softmax_into_transpose() -> onnx.ModelProto:
+    """Class probabilities moved to channel-last after the Softmax (a classifier head exported from NHWC)."""
+    n = Net()
+    y = n.op("Softmax", [_stem(n)], "softmax", axis=1)
+    return n.model(n.op("Transpose", [y], "to_nhwc", perm=[0, 2, 3, 1]), [1, 8, 8, 8])
+
+
+CASES.update({f.__name__: f for f in (bounded_into_concat, softmax_into_transpose)})

@@ -18,7 +18,8 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 
 # cases whose output goes through more than one requantization after the last exact one: each may
 # round one step away from onnxruntime, so a few values can be two steps off
-CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split"}
+CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split",
+           "bounded_into_concat"}  # the last: Logistic's fixed grid, then a requantize to the Concat's scale
 INT16_UNSUPPORTED = {"activations"}  # HARD_SWISH has no int16 kernel in TFLite
 
 
@@ -39,9 +40,12 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
     data, qdq, inputs = _build(name, bits)
     layers = layerwise(data, qdq, inputs)  # every operator fed the same codes: within one step
     # int16 Logistic/Tanh/Softmax in TFLite are lookup-table approximations: 2 steps of 1/32768
-    assert layers.max_steps <= (2 if bits == 16 and name == "bounded" else 1) and layers.tensors >= 1, layers
+    lookup_tables = bits == 16 and name in ("bounded", "softmax_into_transpose", "bounded_into_concat")
+    assert layers.max_steps <= (2 if lookup_tables else 1) and layers.tensors >= 1, layers
     agreement = compare(data, qdq, inputs)  # end to end: one step per requantization in a chain at most
-    assert agreement.worst <= (2.01 if name in CHAINED else 1.01), agreement
+    # int16 Softmax's lookup table is off by up to 2 steps of 1/32768 for inputs a step apart: 3 end to end
+    assert agreement.worst <= (3.01 if lookup_tables and name == "softmax_into_transpose" else
+                               2.01 if name in CHAINED else 1.01), agreement
     assert agreement.within_one >= 0.95, agreement
 
 

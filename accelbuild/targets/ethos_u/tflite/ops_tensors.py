@@ -78,15 +78,21 @@ def unary(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
     if node.op_type in INT8_ONLY and out.bits != 8:
         raise Unsupported(f"{UNARY[node.op_type]} has no int16 kernel in TFLite")
-    _check_fixed(node.op_type, out)
-    w.op(UNARY[node.op_type], [w.tensor(x)], [w.tensor(out)])
+    _emit_fixed(w, node.op_type, UNARY[node.op_type], [w.tensor(x)], out)
 
 
-def _check_fixed(op: str, out: QTensor) -> None:
-    fixed = TFLITE_FIXED.get(op, {}).get(out.bits)
-    if fixed is not None and (abs(out.scale - fixed[0]) > 1e-9 * fixed[0] or out.zero_point != fixed[1]):
-        raise Unsupported(f"output must be quantized with scale {fixed[0]:g}, zero point {fixed[1]} "
-                          "(quantize with conventions='tflite')")
+def _emit_fixed(w: Writer, op_type: str, builtin: str, inputs: list[int], out: QTensor,
+                options: dict | None = None) -> None:
+    """An operator whose TFLite kernel writes fixed output parameters (Logistic, Softmax, Tanh). Where the
+    QDQ model gives its output another quantization (a Concat sharing one scale), the kernel writes its own
+    and a QUANTIZE requantizes, as TFLite's converter does."""
+    fixed = TFLITE_FIXED.get(op_type, {}).get(out.bits)
+    if fixed is None or (abs(out.scale - fixed[0]) <= 1e-9 * fixed[0] and out.zero_point == fixed[1]):
+        w.op(builtin, inputs, [w.tensor(out)], options)
+        return
+    produced = w.requantized(out, f"{out.name}/fixed", fixed[0], fixed[1])
+    w.op(builtin, inputs, [produced], options)
+    w.op("QUANTIZE", [produced], [w.tensor(out)])
 
 
 def clip(w: Writer, node: onnx.NodeProto) -> None:
@@ -119,8 +125,7 @@ def softmax(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(x.shape)
     if layout.axis(int(g.attribute(node, "axis", -1)), rank, w.is_nhwc(x)) != rank - 1:  # type: ignore[arg-type]
         raise Unsupported("softmax over an axis that is not the innermost one in TFLite's layout")
-    _check_fixed("Softmax", out)
-    w.op("SOFTMAX", [w.tensor(x)], [w.tensor(out)], {"beta": 1.0})
+    _emit_fixed(w, "Softmax", "SOFTMAX", [w.tensor(x)], out, {"beta": 1.0})
 
 
 def concat(w: Writer, node: onnx.NodeProto) -> None:

@@ -93,6 +93,11 @@ class Writer:
         """A new intermediate tensor with ``t``'s quantization and a TFLite ``shape``."""
         return self.b.add_tensor(name, shape, t.dtype, quant=_quant(t))
 
+    def requantized(self, t: QTensor, name: str, scale: float, zero_point: int) -> int:
+        """A new intermediate tensor shaped like ``t`` with its own quantization: an operator writes it, then a
+        QUANTIZE (TFLite's requantize) turns it into ``t``."""
+        return self.b.add_tensor(name, self.shape(t), t.dtype, quant=Quant([scale], [zero_point]))
+
     def const(self, name: str, array: np.ndarray, dtype: str, quant: Quant | None = None) -> int:
         return self.b.add_tensor(name, array.shape, dtype, np.ascontiguousarray(array), quant)
 
