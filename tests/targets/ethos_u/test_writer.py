@@ -50,7 +50,8 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
 
 
 @pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
-@pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear"])
+@pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear",
+                                  "bounded_into_concat", "softmax_into_transpose"])
 def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     data, _, _ = _build(name)
     result = vela.compile_tflite(data, vela.VelaOptions(accelerator))
