@@ -31,6 +31,7 @@ from accelbuild.targets.base import get_target
 
 SCHEMA = "pipeline.schema.json"
 
+SAVED_MODEL = "saved_model.pb"  # a folder holding this file is a TensorFlow SavedModel
 MODEL_FORMATS = {
     ".onnx": "onnx",
     ".tflite": "tflite",
@@ -265,13 +266,18 @@ class _Checker:
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:
         at = ("models", index)
-        path = self.existing(at + ("path",), m["path"])
-        suffix = Path(m["path"]).suffix.lower()
-        fmt = MODEL_FORMATS.get(suffix)
+        saved_model = Path(os.path.normpath(self.folder_of(at + ("path",)) / m["path"])) / SAVED_MODEL
+        if saved_model.is_file():  # a SavedModel folder: its graph file stands for it (the stage reads the folder)
+            path, suffix, fmt = saved_model, "", "savedmodel"
+        else:
+            path = self.existing(at + ("path",), m["path"])
+            suffix = Path(m["path"]).suffix.lower()
+            fmt = MODEL_FORMATS.get(suffix)
         if fmt is None:
             self.error(
                 at + ("path",),
-                f"unsupported model file type {suffix or '(none)'!r}; expected one of {', '.join(MODEL_FORMATS)}",
+                f"unsupported model file type {suffix or '(none)'!r}; expected one of {', '.join(MODEL_FORMATS)} "
+                f"or a SavedModel folder",
             )
             fmt = "onnx"
         return ModelSpec(

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from accelbuild.errors import Where
 
 Shape = tuple[int, ...] | Literal["auto"]
-ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow"]
+ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow", "savedmodel"]
 
 
 @dataclass(frozen=True)

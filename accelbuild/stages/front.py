@@ -25,7 +25,12 @@ from accelbuild.stages.params import ActivationParams, CropParams, ImportParams,
 
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     assert model is not None
-    return {"model": model.path}
+    inputs = {"model": model.path}
+    if model.format == "savedmodel":  # every file of the folder: variables, assets
+        folder = model.path.parent
+        inputs.update({f"model:{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*"))
+                       if p.is_file() and p != model.path})
+    return inputs
 
 
 def _import_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -36,7 +41,12 @@ def _import_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str
 
 def _import_params(pipeline: PipelineSpec, model: ModelSpec | None) -> ImportParams:
     assert model is not None
-    return ImportParams(model.name, model.path_text, model.format, model.input_shapes)
+    converter = None
+    if model.format in ("keras", "tensorflow", "savedmodel"):
+        from accelbuild.frontends.tensorflow import converter_version
+
+        converter = converter_version()
+    return ImportParams(model.name, model.path_text, model.format, model.input_shapes, converter)
 
 
 def _crop_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

@@ -46,7 +46,7 @@ def run(ctx: StageContext) -> None:
     params: ImportParams = ctx.params
     model_path = ctx.inputs["model"]
     try:
-        model = _load(model_path, params.format)
+        model, converted = _load(model_path, params)
         check_model_file_inputs(model, model_path)
     except InputFileError as exc:  # say which line of the YAML named the broken file
         raise _at_model_path(ctx, exc.message) from None
@@ -73,6 +73,8 @@ def run(ctx: StageContext) -> None:
         record["output_shapes_from_a_run"] = settled
     if dequantized:
         record["dequantized"] = dequantized
+    if converted:
+        record["converted_by"] = converted
     write_json_atomic(ctx.outputs["import.json"], record)
 
 
@@ -90,18 +92,20 @@ def _at_model_path(ctx: StageContext, message: str) -> ConfigError:
     return ConfigError(ctx.locate("path"), f"{ctx.params.path_text}: {message}")
 
 
-def _load(path: Path, fmt: str) -> onnx.ModelProto:
-    if fmt == "onnx":
+def _load(path: Path, params: ImportParams) -> tuple[onnx.ModelProto, dict | None]:
+    """The model as ONNX, and the record of a conversion by another framework's tool (None for ONNX/TFLite)."""
+    if params.format == "onnx":
         model = onnx_model.load_onnx(path)
         check_supported(model, path)
-        return model
-    if fmt == "tflite":
+        return model, None
+    if params.format == "tflite":
         from accelbuild.frontends.tflite import load_tflite
 
-        return load_tflite(path)
+        return load_tflite(path), None
     from accelbuild.frontends.tensorflow import load_tensorflow
 
-    return load_tensorflow(path)
+    shapes = params.input_shapes.by_name or params.input_shapes.in_order
+    return load_tensorflow(path.parent if params.format == "savedmodel" else path, params.format, shapes)
 
 
 _INFERENCE_ERRORS = (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError)

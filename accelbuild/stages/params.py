@@ -20,6 +20,7 @@ class ImportParams:
     path_text: str  # the model path as the YAML writes it (messages)
     format: str
     input_shapes: InputShapes
+    converter: str | None = None  # "tensorflow 2.21.0" for Keras/TensorFlow models: an upgrade re-runs import
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,154 @@
+"""Keras 3 (.keras, .h5), SavedModel folders and frozen graphs (.pb) through TensorFlow's TFLite converter
+(the ``tensorflow`` extra): real architectures, outputs against TensorFlow's own, bad files as positioned
+errors, and none of TensorFlow's chatter in accelbuild's output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from conftest import run_cli, write
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+TOLERANCE = 1e-4  # float32 through two runtimes: relative to the output's range
+
+
+def _two_in_two_out() -> keras.Model:
+    image, vector = keras.Input((16, 16, 3), name="img"), keras.Input((8,), name="vec")
+    x = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3, padding="same", activation="relu")(image))
+    y = keras.layers.Dense(4)(vector)
+    return keras.Model([image, vector], [keras.layers.Add(name="sum")([x, y]), keras.layers.Dense(2, name="head")(y)])
+
+
+def _sequential() -> keras.Model:
+    return keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(8, 3, activation="relu"),
+                             keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
+
+
+def _frozen(model: keras.Model, path: Path) -> None:
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    specs = [tf.TensorSpec([1, *t.shape[1:]], tf.float32, name=t.name.split(":")[0]) for t in model.inputs]
+    function = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0])).get_concrete_function(*specs)
+    path.write_bytes(convert_variables_to_constants_v2(function).graph.as_graph_def().SerializeToString())
+
+
+def _save(model: keras.Model, folder: Path, form: str) -> str:
+    if form == "keras":
+        model.save(folder / "m.keras")
+        return "m.keras"
+    if form == "h5":
+        model.save(folder / "m.h5")
+        return "m.h5"
+    if form == "savedmodel":
+        model.export(str(folder / "saved"), verbose=False)
+        return "saved"
+    _frozen(model, folder / "m.pb")
+    return "m.pb"
+
+
+def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def _agrees_with_tensorflow(keras_model: keras.Model, imported: Path) -> float:
+    """Max error of the imported model against the Keras model on the same inputs, relative to the range."""
+    model = onnx.load(imported)
+    feeds = _feeds(model)
+    ours = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    names = [t.name.split(":")[0] for t in keras_model.inputs]
+    theirs = keras_model([feeds[n] for n in names] if len(names) > 1 else feeds[names[0]], training=False)
+    theirs = [np.asarray(t) for t in (theirs if isinstance(theirs, (list, tuple)) else [theirs])]
+    assert [o.shape for o in ours] == [t.shape for t in theirs]
+    return max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-12)) for a, b in zip(ours, theirs))
+
+
+@pytest.mark.parametrize("form", ["keras", "h5", "savedmodel", "pb"])
+def test_a_two_input_two_output_model_imports_in_every_format(tmp_path: Path, form: str) -> None:
+    model = _two_in_two_out()
+    path = _save(model, tmp_path, form)
+    write(tmp_path / "p.yaml", f"accelbuild: 1\nmodels:\n  - {{name: m, path: {path}}}\n")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    assert _agrees_with_tensorflow(model, tmp_path / "build/p/m/imported.onnx") < TOLERANCE
+    record = json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]
+    assert record["tensorflow"] == tf.__version__ and record["converter"] == "tf.lite.TFLiteConverter"
+    imported = onnx.load(tmp_path / "build/p/m/imported.onnx")
+    if form != "pb":  # the serving signature's names and order (a frozen graph has its Placeholders' names)
+        assert [i.name for i in imported.graph.input] == ["img", "vec"]
+        assert [o.name for o in imported.graph.output] == ["output_0", "output_1"]
+    else:
+        assert sorted(i.name for i in imported.graph.input) == ["img", "vec"]
+    for chatter in ("Exception ignored", "oneDNN", "Saved artifact", "WARNING", "I0000", "W0000"):
+        assert chatter not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("name, size", [("MobileNetV2", 96), ("ResNet50", 64), ("EfficientNetB0", 64)])
+def test_keras_applications_build_on_mx3_and_npu(tmp_path: Path, name: str, size: int) -> None:
+    model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3), classes=10)
+    model.save(tmp_path / "m.keras")
+    for family in ("mx3", "npu"):
+        target = "{family: npu, platform: tda4vm}" if family == "npu" else "{family: mx3, num_chips: min}"
+        write(tmp_path / f"{family}.yaml", f"accelbuild: 1\ntarget: {target}\nbenchmark: {{frames: 20}}\n"
+                                           f"models:\n  - {{name: m, path: m.keras}}\n")
+        result = run_cli("run", f"{family}.yaml", cwd=tmp_path, timeout=600)
+        assert result.code == 0, result.stderr
+        bench = json.loads((tmp_path / f"build/{family}/benchmark.json").read_text())
+        assert bench["models"][0]["fps"] > 0
+    assert _agrees_with_tensorflow(model, tmp_path / "build/mx3/m/imported.onnx") < TOLERANCE
+
+
+def test_dynamic_spatial_dimensions_take_the_pipelines_input_shapes(tmp_path: Path) -> None:
+    model = keras.Sequential([keras.Input((None, None, 3), name="img"), keras.layers.Conv2D(4, 3, padding="same")])
+    model.save(tmp_path / "m.keras")
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    assert result.code == 2 and "input 'img' has dynamic dimensions [?, ?, 3]; give its shape in input_shapes" \
+        in result.stderr
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n    input_shapes: {img: [24, 20, 3]}\n")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    shape = onnx.load(tmp_path / "build/p/m/imported.onnx").graph.input[0].type.tensor_type.shape
+    assert [d.dim_value for d in shape.dim] == [1, 24, 20, 3]
+
+
+def test_bad_files_are_positioned_errors(tmp_path: Path) -> None:
+    (tmp_path / "not.keras").write_bytes(b"PK\x03\x04 this is not a keras archive")
+    plain = tf.Module()
+    plain.v = tf.Variable(1.0)
+    tf.saved_model.save(plain, str(tmp_path / "nosig"))
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.constant(1.0, name="c")
+        tf.identity(tf.constant(2.0, name="d"), name="out")
+    (tmp_path / "noinput.pb").write_bytes(graph.as_graph_def().SerializeToString())
+    cases = {"not.keras": "not a Keras model Keras",
+             "nosig": "the SavedModel has no 'serving_default' signature (it has: none)",
+             "noinput.pb": "no input arrays found: a frozen graph's inputs are its Placeholder nodes"}
+    for path, message in cases.items():
+        write(tmp_path / "p.yaml", f"accelbuild: 1\nmodels:\n  - path: {path}\n")
+        result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+        assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+        assert f"p.yaml:3:11: {path}: {message}" in result.stderr, result.stderr
+
+
+def test_the_converter_version_is_a_parameter_of_import(tmp_path: Path) -> None:
+    """So a TensorFlow upgrade re-runs import (and never restores an old conversion from the cache)."""
+    from accelbuild.config.load import load_pipeline
+    from accelbuild.engine.plan import plan
+
+    _sequential().save(tmp_path / "m.keras")
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n")
+    (job,) = [j for j in plan([load_pipeline(str(tmp_path / "p.yaml"))]) if j.stage == "import"]
+    assert job.params_json["converter"] == f"tensorflow {tf.__version__}"
+    assert run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300).code == 0
+    assert json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]["keras"] == keras.__version__
