@@ -13,10 +13,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accelbuild import __version__
 from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
 from accelbuild.stages.declaration import STAGE_ORDER as STAGES
+
+if TYPE_CHECKING:
+    from accelbuild.families import ProgramFile
 
 log = logging.getLogger("accelbuild")
 
@@ -63,11 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     clean.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     clean.add_argument("--cache", action="store_true", help="also remove the artifact cache")
 
-    inspect = sub.add_parser("inspect", help="print a DFP's (or an npu package's) header, models, ports and sections")
-    inspect.add_argument("dfp", metavar="FILE.dfp|FILE.tar.gz")
+    inspect = sub.add_parser("inspect", help="print a program file's header, models, ports and sections (a DFP, an "
+                                             "npu package: whatever the file's target family reads)")
+    inspect.add_argument("dfp", metavar="FILE")
 
-    bench = sub.add_parser("bench", help="simulate a compiled DFP or npu package, like a device benchmark tool")
-    bench.add_argument("dfp", metavar="FILE.dfp|FILE.tar.gz")
+    bench = sub.add_parser("bench", help="simulate a compiled program file (a DFP, an npu package), like a device "
+                                         "benchmark tool")
+    bench.add_argument("dfp", metavar="FILE")
     bench.add_argument("--frames", type=_positive_int, metavar="N",
                        help="frames to simulate (default: the DFP's simcfg, else 200)")
     bench.add_argument("--json", action="store_true", help="print JSON to stdout")
@@ -201,14 +207,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _show_mappings(pipelines, stream) -> None:
-    from accelbuild.targets.mx3.mapper.view import render
-
     for pipeline in pipelines:
-        path = pipeline.output.dir / "mapping.json"
-        if path.is_file():
-            stream.write(f"{pipeline.name}: " + render(json.loads(path.read_text())))
-        else:
-            stream.write(f"{pipeline.name}: no mapping.json (the map stage has not run)\n")
+        view = pipeline.target_impl.show_mapping(pipeline.output.dir)
+        stream.write(f"{pipeline.name}: " + (view if view is not None else
+                                             f"family {pipeline.target.family} has no mapping view\n"))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -351,77 +353,43 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def _program_file(path: str) -> tuple[str, ProgramFile]:
+    """The family and kind of program file ``path`` is (by its first bytes, else its name)."""
+    from accelbuild.families import program_file, registered
+
+    found = program_file(Path(path))
+    if found is None:
+        if not Path(path).is_file():
+            raise InputFileError(path, "no such file")
+        kinds = [f"{k.description} ({', '.join(k.suffixes)})" for f in registered().values() for k in f.target.files]
+        raise InputFileError(path, f"not a program file of any target family; expected one of: {'; '.join(kinds)}")
+    return found
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from accelbuild.targets.npu import package
+    from accelbuild.families import handler
 
-    if package.is_package(Path(args.dfp)):
-        members = package.read_package(Path(args.dfp), args.dfp)
-        sys.stdout.write(package.describe(members, args.dfp, Path(args.dfp).stat().st_size))
-        return 0
-    from accelbuild.targets.mx3.dfp import describe, read_dfp
-
-    dfp = read_dfp(args.dfp)
-    sys.stdout.write(describe(dfp, Path(args.dfp).stat().st_size))
+    _, kind = _program_file(args.dfp)
+    sys.stdout.write(handler(kind.inspect)(Path(args.dfp), args.dfp))
     return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from accelbuild.targets.npu import package
+    from accelbuild.families import handler
 
-    if package.is_package(Path(args.dfp)):
-        return _bench_package(args)
-    from accelbuild.targets.mx3.sim import timing
-    from accelbuild.targets.mx3.sim.program import load_program
-
-    program = load_program(Path(args.dfp), args.dfp)
-    config = program.simcfg or {}
-    frames = args.frames or int(config.get("frames_default", 200))
-    result = timing.simulate(program, frames, seed=int(config.get("seed", 0)))
-    report = {
-        "simulated": True, "dfp": args.dfp, "frames": frames, "num_chips": program.dfp.header.num_chips,
-        "fps": round(result.fps, 2), "latency_ms": round(max(result.steady_latency_ms.values()), 4),
-        "models": [{"name": m, "fps": round(result.model_fps[m], 2),
-                    "latency_ms": round(result.steady_latency_ms[m], 4),
-                    "first_frame_latency_ms": round(result.first_latency_ms[m], 4)} for m in result.model_fps],
-    }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    print(f"{args.dfp}: {program.dfp.header.chip_gen} x {report['num_chips']} chip(s), {frames} frames "
-          "(simulated: modelled accelerator)")
-    print(f"  total {report['fps']:.1f} FPS, latency {report['latency_ms']:.3f} ms")
-    for m in report["models"]:
-        print(f"  {m['name']}: {m['fps']:.1f} FPS, latency {m['latency_ms']:.3f} ms "
-              f"(first frame {m['first_frame_latency_ms']:.3f} ms)")
-    return 0
-
-
-def _bench_package(args: argparse.Namespace) -> int:
-    """``bench`` of an npu package: the unit-timeline simulation, printed as ``hrt_model_exec perf`` does."""
-    from accelbuild.targets.npu import package
-    from accelbuild.targets.npu.simulation import simulate_package
-
-    runs = simulate_package(package.read_package(Path(args.dfp), args.dfp), args.dfp)
-    models = [{"name": r.name, "frames": r.timeline.frames_in_flight, "threads": r.timeline.frames_in_flight,
-               "batch_size": r.timeline.batch_size, "fps": round(runs.model_fps(r), 2),
-               "fps_alone": round(r.timeline.fps, 2), "latency_ms": round(r.timeline.latency_ms, 4)}
-              for r in runs.models]
-    report = {"simulated": True, "package": args.dfp, "platform": runs.hw.name,
-              "fps": round(sum(m["fps"] for m in models), 2), "models": models}
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    print(f"{args.dfp}: platform {runs.hw.name} (simulated: modelled accelerator)")
-    for m in models:
-        print(f"  {m['name']}: frames in flight {m['frames']}, batch {m['batch_size']}, "
-              f"average latency {m['latency_ms']:.3f} ms, frame rate {m['fps']:.2f} FPS")
+    family, kind = _program_file(args.dfp)
+    if kind.bench is None:
+        raise InputFileError(args.dfp, f"a {kind.description}; family {family} has no simulator to bench it with")
+    report, text = handler(kind.bench)(Path(args.dfp), args.dfp, args.frames)
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else text)
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from importlib import resources
+    """The pipeline schema with every registered family (the packaged file when only accelbuild's own are)."""
+    from accelbuild.config.schema_assembly import dumps, pipeline_schema
 
-    sys.stdout.write(resources.files("accelbuild.schemas").joinpath("pipeline.schema.json").read_text("utf-8"))
+    sys.stdout.write(dumps(pipeline_schema()))
     return 0
 
 

@@ -27,7 +27,7 @@ from accelbuild.config.spec import (
 )
 from accelbuild.config.yaml_source import load_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, Where
-from accelbuild.targets.base import get_target
+from accelbuild.families import family as registered_family
 
 SCHEMA = "pipeline.schema.json"
 
@@ -219,7 +219,7 @@ class _Checker:
     def build(self, data: dict[str, Any], yaml_path: Path, variant: str | None = None) -> PipelineSpec:
         base_name = data.get("name") or _safe_stem(yaml_path)
         name = f"{base_name}[{variant}]" if variant else base_name
-        family = get_target(data["target"]["family"])
+        family = registered_family(data["target"]["family"]).target
         target = family.target_spec(data["target"], self)
         models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
         self.unique_model_names(models)
@@ -257,11 +257,12 @@ class _Checker:
             target_impl=family,
         )
         family.check_pipeline(spec, self)
+        offered = registered_family(spec.target.family).checks
         for check in spec.checks:
-            if check not in family.checks:
+            if check not in offered:
                 self.error(("checks", check), f"check {check} does not apply to family {spec.target.family}: "
                                               f"its builds have no such figure (checks here: "
-                                              f"{', '.join(sorted(family.checks))})", key=True)
+                                              f"{', '.join(sorted(offered))})", key=True)
         return spec
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:

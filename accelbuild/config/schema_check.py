@@ -26,9 +26,17 @@ _TYPE_NAMES = {
 }
 
 
+PIPELINE = "pipeline.schema.json"
+
+
 @cache
 def load_schema(name: str) -> dict[str, Any]:
-    """A schema shipped in ``accelbuild/schemas`` by file name."""
+    """A schema shipped in ``accelbuild/schemas`` by file name; the pipeline schema as assembled from every
+    registered family (``schema_assembly``), so a plug-in family's keys validate too."""
+    if name == PIPELINE:
+        from accelbuild.config.schema_assembly import pipeline_schema
+
+        return pipeline_schema()
     text = resources.files("accelbuild.schemas").joinpath(name).read_text(encoding="utf-8")
     return json.loads(text)
 

@@ -14,10 +14,20 @@ from typing import Any
 
 from accelbuild.engine.metrics import number, read_metrics
 from accelbuild.errors import UserError
+from accelbuild.families import all_checks
 
-# row -> True when higher is better
-SENSE = {"fps": True, "latency_ms": False, "num_chips": False, "host_layers": False, "weight_bytes": False,
-         "cosine": True}
+# row -> True when higher is better; the families' own figures' rows come from their checks (family_figures)
+SENSE = {"fps": True, "latency_ms": False, "weight_bytes": False, "cosine": True}
+
+
+def family_figures() -> dict[str, bool]:
+    """The figures of the registered families' own checks (mx3: num_chips; npu, ethos-u: host_layers), in
+    the order of their checks' names, and whether higher is better."""
+    return {c.metric: c.higher_is_better for c in all_checks().values() if c.source is not None}
+
+
+def higher_is_better(sense: str) -> bool:
+    return SENSE[sense] if sense in SENSE else family_figures()[sense]
 
 
 class CompareError(UserError):
@@ -85,7 +95,7 @@ def rows(sides: list[Side]) -> list[tuple[str, str, list[float | None]]]:
     out.append(("fps (sum over models)" if multi else "fps", "fps", [s.metrics.get("fps") for s in sides]))
     out.append(("latency_ms (slowest model)" if multi else "latency_ms", "latency_ms",
                 [s.metrics.get("latency_ms") for s in sides]))
-    for key in ("num_chips", "host_layers"):
+    for key in family_figures():
         if any(key in s.metrics for s in sides):
             out.append((key, key, [s.metrics.get(key) for s in sides]))
     out.append(("weight_bytes", "weight_bytes", [s.metrics.get("weight_bytes") for s in sides]))
@@ -102,7 +112,7 @@ def best(sense: str, values: list[float | None]) -> str | None:
     known = [(v, i) for i, v in enumerate(values) if isinstance(v, (int, float))]
     if len(known) < 2 or len({v for v, _ in known}) == 1:
         return "=" if len(known) >= 2 else None
-    pick = max(known) if SENSE[sense] else min(known)
+    pick = max(known) if higher_is_better(sense) else min(known)
     return str(pick[1])
 
 
@@ -115,7 +125,7 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
         winner = best(sense, values)
         result.append({"row": label, "values": values, "delta_vs_first": deltas,
                        "best": None if winner in (None, "=") else sides[int(winner)].label,
-                       "higher_is_better": SENSE[sense]})
+                       "higher_is_better": higher_is_better(sense)})
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
             "rows": result}
 

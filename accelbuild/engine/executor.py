@@ -3,15 +3,14 @@ through which a stage's own parallel work (the mx3 closed loop's splits) reaches
 
 An executor (``accelbuild.engine.dask_executor``) is opened by the build for the whole run and registered
 by its address; the worker looks it up to run a task elsewhere. A stage that fans out work of its own
-runs in the build's process with the executor ``current()``, and maps that work over the cluster instead
-of a local process pool. Without an executor nothing changes: ``-j`` means local processes.
+runs in the build's process and gets the executor as ``ctx.fan_out`` (``stages.context.FanOut``), and maps
+that work over the cluster instead of a local process pool. Without an executor nothing changes: ``-j``
+means local processes.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,7 +30,6 @@ class Executor(Protocol):
 
 
 _OPEN: dict[str, Executor] = {}
-_CURRENT: ContextVar[Executor | None] = ContextVar("accelbuild_executor", default=None)
 
 
 def register(executor: Executor) -> None:
@@ -47,17 +45,3 @@ def get(address: str) -> Executor:
         return _OPEN[address]
     except KeyError:
         raise RuntimeError(f"executor {address} is not open in this process") from None
-
-
-def current() -> Executor | None:
-    """The executor a fanning-out stage should send its work to, or None (work stays local)."""
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def active(executor: Executor) -> Iterator[None]:
-    token = _CURRENT.set(executor)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)

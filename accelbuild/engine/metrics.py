@@ -1,10 +1,10 @@
 """What a finished build measured, read from its artifacts, and the ``checks`` evaluated on it.
 
 Every family writes the contract fields of ``benchmark.json`` (``fps``, ``latency_ms``, ``models``
-with per-model ``fps``, ``latency_ms`` and ``accuracy.cosine``; ``num_chips`` where the family has chips,
-``offload.host_layers`` where it offloads) and ``quantize.json`` (``weight_bytes``), so metrics, checks
-and ``compare`` need nothing family-specific. Totals over several models are labelled as sums of
-different models' frames, never one model's rate.
+with per-model ``fps``, ``latency_ms`` and ``accuracy.cosine``) and ``quantize.json`` (``weight_bytes``).
+A family's own figures (mx3: ``num_chips``; npu, ethos-u: ``offload.host_layers``) are read where its
+checks say (``Check.source``, ``accelbuild.families``), so metrics, checks and ``compare`` name no
+family. Totals over several models are labelled as sums of different models' frames, never one model's rate.
 """
 
 from __future__ import annotations
@@ -14,14 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# check name -> (metric it reads, "min" or "max", what the metric is)
-CHECKS: dict[str, tuple[str, str, str]] = {
-    "min_fps": ("fps", "min", "frames per second (sum over models)"),
-    "max_latency_ms": ("latency_ms", "max", "latency of the slowest model, ms"),
-    "min_cosine": ("min_cosine", "min", "output cosine vs float, worst model"),
-    "max_chips": ("num_chips", "max", "chips used"),
-    "max_host_layers": ("host_layers", "max", "layers left to the host"),
-}
+from accelbuild.families import all_checks
 
 
 @dataclass(frozen=True)
@@ -66,25 +59,38 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
         "models": models,
         "simulated": bool(bench.get("simulated")),
     }
-    if "num_chips" in bench:
-        metrics["num_chips"] = bench["num_chips"]
-    if isinstance(bench.get("offload"), dict):
-        metrics["host_layers"] = bench["offload"].get("host_layers")
+    for check in all_checks().values():  # the families' own figures, where their builds record them
+        if check.source is not None and check.metric not in metrics:
+            found, value = _at(bench, check.source)
+            if found:
+                metrics[check.metric] = value
     if "estimated_by" in bench:
         metrics["estimated_by"] = bench["estimated_by"]
     return metrics
 
 
+def _at(record: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    """(found, value) at a dotted path of a JSON record: (False, None) when its first key is missing or a
+    section on the way is not a mapping; (True, None) when only the last key is (a figure not measured)."""
+    parts = dotted.split(".")
+    value: Any = record
+    for i, part in enumerate(parts):
+        if not isinstance(value, dict) or (part not in value and i == 0):
+            return False, None
+        value = value.get(part)
+    return True, value
+
+
 def evaluate(checks: dict[str, float], metrics: dict[str, Any]) -> list[CheckResult]:
+    known = all_checks()
     results = []
     for name, required in checks.items():
-        key, sense, _ = CHECKS[name]
-        measured = metrics.get(key)
+        check = known[name]
+        measured = metrics.get(check.metric)
         if not isinstance(measured, (int, float)):
             results.append(CheckResult(name, required, None, False))
             continue
-        ok = measured >= required if sense == "min" else measured <= required
-        results.append(CheckResult(name, required, measured, ok))
+        results.append(CheckResult(name, required, measured, check.passes(required, measured)))
     return results
 
 
@@ -92,7 +98,7 @@ def check_table(pipeline: str, results: list[CheckResult]) -> str:
     """The table a failed check prints: check, required, measured, verdict."""
     rows = [("check", "required", "measured", "")]
     for r in results:
-        sign = ">=" if CHECKS[r.name][1] == "min" else "<="
+        sign = ">=" if all_checks()[r.name].direction == "min" else "<="
         measured = "n/a" if r.measured is None else number(r.measured)
         rows.append((r.name, f"{sign} {number(r.required)}", measured, "ok" if r.ok else "FAILED"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

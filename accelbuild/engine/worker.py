@@ -25,6 +25,7 @@ from doit.exceptions import TaskFailed
 from accelbuild import __version__
 from accelbuild.engine import executor as executors
 from accelbuild.engine.cache import ArtifactCache, cache_key
+from accelbuild.engine.code_identity import code_digest
 from accelbuild.engine.plan import Job
 from accelbuild.engine.remote_cache import RemoteSpec, open_store
 from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
@@ -120,12 +121,8 @@ def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
         executor.run_job(job, staged)
         return
     module = importlib.import_module(job.module)
-    ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs)
-    if executor is None:
-        module.run(ctx)
-    else:
-        with executors.active(executor):
-            module.run(ctx)
+    ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs, executor, code_digest)
+    module.run(ctx)
 
 
 def _cache_files(produced: dict[str, Path]) -> dict[str, Path]:

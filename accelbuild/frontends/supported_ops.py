@@ -3,8 +3,8 @@
 Each frontend registers ``(title, rows)`` in :data:`FRONTENDS`; ``rows()`` returns ``(operator,
 conversion and conditions)`` pairs taken from the same predicates that produce the "unsupported
 operators" error, so the document cannot drift from the behaviour. Target families whose accelerators
-run only some operators add one section per built-in profile after them (:data:`FAMILIES`: family npu,
-from ``accelbuild.targets.npu.support``, whose reasons are also the partitioner's messages). Regenerate with::
+run only some operators add their sections after them (``Target.supported_ops``; family npu: one per
+built-in profile, whose reasons are also the partitioner's messages). Regenerate with::
 
     python -m accelbuild.frontends.supported_ops > docs/supported_ops.md
 """
@@ -36,24 +36,11 @@ on the ONNX backend node suite, and why it refuses what it refuses: [onnx_confor
 """
 
 
-def _npu_sections() -> list[tuple[str, str, list[tuple[str, str]]]]:
-    from accelbuild.targets.npu import support
-    from accelbuild.targets.npu.hardware import builtin_profiles, load_npu_hardware
+def family_sections() -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The sections of accelbuild's own families (``Target.supported_ops``), in registry order."""
+    from accelbuild.families import builtin
 
-    intro = ("Layers that fail a condition run on the host (`target.offload.host`), and partition.json and "
-             "`offload.fail_on_fallback` give the failed condition as the reason. Units are the profile's "
-             "(`accelbuild/targets/npu/profiles/{name}.yaml`).")
-    sections = []
-    for name in sorted(builtin_profiles()):
-        hw = load_npu_hardware(name)
-        sections.append((f"Family npu: {name} ({hw.description})", intro.format(name=name), support.rows(hw)))
-    return sections
-
-
-# family -> its sections: (title, introduction, rows of (operator, unit and conditions))
-FAMILIES: list[tuple[str, Callable[[], list[tuple[str, str, list[tuple[str, str]]]]]]] = [
-    ("npu", _npu_sections),
-]
+    return [section for family in builtin().values() for section in family.target.supported_ops()]
 
 
 def _cell(text: str) -> str:
@@ -66,10 +53,9 @@ def render() -> str:
     for title, rows in FRONTENDS:
         parts.append(f"\n## {title}\n\n| Operator | Conversion and conditions |\n|---|---|\n")
         parts.append("".join(f"| {_cell(name)} | {_cell(text)} |\n" for name, text in rows()))
-    for _, sections in FAMILIES:
-        for title, intro, family_rows in sections():
-            parts.append(f"\n## {title}\n\n{intro}\n\n| Operator | Unit and conditions |\n|---|---|\n")
-            parts.append("".join(f"| {_cell(name)} | {_cell(text)} |\n" for name, text in family_rows))
+    for title, intro, family_rows in family_sections():
+        parts.append(f"\n## {title}\n\n{intro}\n\n| Operator | Unit and conditions |\n|---|---|\n")
+        parts.append("".join(f"| {_cell(name)} | {_cell(text)} |\n" for name, text in family_rows))
     return "".join(parts)
 
 

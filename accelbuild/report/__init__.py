@@ -1,7 +1,5 @@
-"""Reports of a build: the benchmark page ``report.html`` (``html.render_report``).
-
-``render_report`` takes the report data dict the benchmark stage assembles (benchmark.json, mapping.json
-and the simulator's timing) and returns one self-contained HTML document: inline CSS, a few lines of
-inline JavaScript for tabs and sorting, and charts as inline SVG drawn in Python. ``sample.sample_data``
-builds realistic, deterministic data of the same shape for tests and for looking at the page.
+"""The report shell (``html``): page, CSS, cards, tables and SVG helpers every family's report.html is drawn
+with. Each family's tabs live in its own package: ``accelbuild.targets.mx3.report`` (with
+``report_sample.sample_data``, realistic deterministic data for tests and for looking at the page),
+``accelbuild.targets.npu.report``, ``accelbuild.targets.ethos_u.report``.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +24,15 @@ class SplitCache(Protocol):
     def lookup(self, key: str) -> dict[str, Path] | None: ...
 
     def store(self, key: str, files: dict[str, Path]) -> None: ...
+
+
+class FanOut(Protocol):
+    """Where a stage's own parallel work may go (the build's Dask cluster): ``ctx.fan_out``."""
+
+    address: str
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], shared: Any) -> Iterator[Any]:
+        """``fn(item, shared)`` for every item, elsewhere; results in completion order."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ class StageContext:
     locate: Locator
     cache: SplitCache | None = None  # for stages that cache finer-grained units of their own
     jobs: int = 1  # processes a stage may use for its own parallel work (does not change its outputs)
+    fan_out: FanOut | None = None  # the build's executor, for a stage that fans out work (else local processes)
+    code_digest: Callable[[tuple[str, ...]], str] | None = None  # digest of accelbuild modules' source, by name
 
 
 def jsonable(value: Any, memo: dict[int, Any] | None = None) -> Any:

@@ -14,13 +14,13 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.families import get_target
 from accelbuild.frontends.onnx_model import save_onnx
 from accelbuild.quantize import auto_precision, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import weighted_layers
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import QuantizeParams
-from accelbuild.targets.base import get_target
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)

@@ -3,33 +3,36 @@
 The build runs the family-independent stages (import, crop, quantize) itself and asks the pipeline's
 target for the rest: a ``Target`` declares its own ``map``, ``assemble`` and ``benchmark`` stages (what
 each reads, writes, depends on, and which module runs it), the precision rules the quantize stage must
-follow, and the family's part of the quantize stage's parameters and record. Adding a family is a new
-package under ``accelbuild/targets/`` and one line in ``FAMILIES``; see docs/architecture.md.
+follow, the family's part of the quantize stage's parameters and record, the program files ``inspect`` and
+``bench`` read, its ``--show-mapping`` view and its sections of docs/supported_ops.md. Its ``target`` keys and
+its own ``checks`` are data: the schema fragment ``target.schema.json`` beside the module that defines
+``TARGET`` (``accelbuild.families``). A family is a plug-in registered in the entry-point group
+``accelbuild.families``; see "Writing a family" in docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import onnx
 
     from accelbuild.config.spec import PipelineSpec
+    from accelbuild.families import ProgramFile
     from accelbuild.stages.declaration import Stage
     from accelbuild.stages.params import PrecisionRules
 
-# family name (target.family) -> module whose TARGET attribute implements it
-FAMILIES = {"mx3": "accelbuild.targets.mx3.target", "npu": "accelbuild.targets.npu.target",
-            "ethos-u": "accelbuild.targets.ethos_u.target"}
+# a section of docs/supported_ops.md: (title, introduction, rows of (operator, unit and conditions))
+SupportSection = tuple[str, str, list[tuple[str, str]]]
 
 
 class Target(Protocol):
     family: str
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
-    checks: frozenset[str]  # the ``checks`` whose figure this family's benchmark.json carries
     integer_activations: bool  # quantizes activations too (its precision rules say "integer")
+    files: tuple[ProgramFile, ...]  # the program files its builds ship, for ``inspect`` and ``bench``
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:
         """The typed ``target`` spec from schema-valid data; problems go to ``checker.error``."""
@@ -49,7 +52,10 @@ class Target(Protocol):
     def host_nodes(self, ai: onnx.ModelProto, params: Any) -> frozenset[str]:
         """Families that quantize activations: the nodes the host will run, left float in the QDQ model."""
 
+    def show_mapping(self, output_dir: Path) -> str | None:
+        """``run --show-mapping``: how the build in ``output_dir`` is laid out (text ending in a newline),
+        or None when the family has no such view."""
 
-def get_target(family: str) -> Target:
-    """The target of ``family`` (imported on first use)."""
-    return importlib.import_module(FAMILIES[family]).TARGET
+    def supported_ops(self) -> list[SupportSection]:
+        """The family's sections of docs/supported_ops.md (none for a family that runs every operator its
+        frontend accepts, or that leaves the question to its compiler)."""

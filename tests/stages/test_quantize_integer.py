@@ -17,13 +17,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from accelbuild import families
 from accelbuild.config.spec import AutoPrecision
 from accelbuild.config.yaml_source import parse_yaml
 from accelbuild.errors import ConfigError
 from accelbuild.stages import quantize
 from accelbuild.stages.context import Locator, StageContext
 from accelbuild.stages.params import AccuracyInputs, ActivationParams, PrecisionRules, QuantizeParams
-from accelbuild.targets import base
 from accelbuild.testing.models import tiny_classifier
 
 FAMILY = "integer-test"
@@ -46,7 +46,7 @@ YAML = parse_yaml("models:\n  - quantize: {activation_bits: 16, bits: {nope: 16}
 
 @pytest.fixture(autouse=True)
 def _family(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(base.FAMILIES, FAMILY, __name__)
+    monkeypatch.setitem(families.registered(), FAMILY, families.Family(FAMILY, __name__, None))
 
 
 def _params(**changes: Any) -> QuantizeParams:

@@ -33,6 +33,7 @@ from accelbuild.stages.declaration import (
     model_dir,
 )
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import SupportSection
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (
     BenchmarkParams,
@@ -133,8 +134,8 @@ def vela_ini_names() -> dict[str, tuple[str, ...]]:
 class EthosUTarget:
     family = "ethos-u"
     code = _CODE
-    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
     integer_activations = True
+    files = ()  # its program is a Vela TFLite file; Vela itself inspects it
     stages = (
         Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", True, "accelbuild.targets.ethos_u.assemble_stage", (), _assemble_inputs,
@@ -188,6 +189,12 @@ class EthosUTarget:
 
     def host_nodes(self, ai: Any, params: Any) -> frozenset[str]:
         return frozenset()  # Vela decides what stays on the CPU, from the int8 TFLite model
+
+    def show_mapping(self, output_dir: Path) -> str | None:
+        return None  # vela.json and Vela's own reports say where each operator runs
+
+    def supported_ops(self) -> list[SupportSection]:
+        return []  # the installed Vela decides; benchmark.json lists its CPU operators with its reasons
 
 
 TARGET = EthosUTarget()

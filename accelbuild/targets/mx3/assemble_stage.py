@@ -48,10 +48,13 @@ def _closed_loop(ctx: StageContext, params: AssembleParams, mapping: dict, model
     settings = {"frames": params.frames, "seed": params.seed, "input_format": params.input_format,
                 "output_format": params.output_format, "share_input": params.share_input, "sim": sim,
                 "profile": hw.digest}
-    jobs = [closed_loop.SplitJob(i, closed_loop.split_key(digest, r, settings), r, tuple(models),
+    # the engine hands the stage the digest of accelbuild's code (keys of cached splits depend on mx3's)
+    assert ctx.cache is None or ctx.code_digest is not None, "a split cache needs the code digest"
+    code = ctx.code_digest(("accelbuild.targets.mx3",)) if ctx.code_digest is not None else None
+    jobs = [closed_loop.SplitJob(i, closed_loop.split_key(digest, r, settings, code), r, tuple(models),
                                  params.profile, params.input_format, params.output_format, params.share_input,
                                  sim, params.frames, params.seed) for i, r in enumerate(records)]
-    results = closed_loop.run(jobs, ctx.jobs, ctx.cache)
+    results = closed_loop.run(jobs, ctx.jobs, ctx.cache, ctx.fan_out)
     figures = [f for _, f in results]
     best = closed_loop.choose(figures, loop.prioritize_model, list(params.models))
     shipped = results[best][0]

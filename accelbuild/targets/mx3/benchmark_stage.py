@@ -58,7 +58,7 @@ def run(ctx: StageContext) -> None:
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     text = yaml.safe_dump(benchmarking.layer_stats(sim), sort_keys=False, default_flow_style=False)
     write_bytes_atomic(ctx.outputs["layer_stats.yaml"], text.encode("utf-8"))
-    from accelbuild.report.html import render_report
+    from accelbuild.targets.mx3.report import render_report
 
     report = render_report({
         "pipeline": bench.pipeline, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,

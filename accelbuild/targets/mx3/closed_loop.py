@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.engine import executor
-from accelbuild.engine.code_identity import code_digest
-from accelbuild.stages.context import SplitCache
+from accelbuild.stages.context import FanOut, SplitCache
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.targets.mx3.dfp import dfp_bytes
 from accelbuild.targets.mx3.hardware import HardwareProfile
@@ -98,8 +96,10 @@ def compile_shipped(job: SplitJob, models: dict[str, bytes]) -> tuple[int, bytes
         return compile_and_simulate(replace(job, models=tuple(local)))
 
 
-def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tuple[bytes, dict[str, Any]]]:
-    """Every split's (DFP bytes, figures), from the cache where possible, the rest computed in parallel."""
+def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None,
+        cluster: FanOut | None = None) -> list[tuple[bytes, dict[str, Any]]]:
+    """Every split's (DFP bytes, figures), from the cache where possible, the rest computed in parallel: on
+    ``cluster`` (the build's executor, ``ctx.fan_out``) when there is one, else in ``workers`` processes."""
     results: dict[int, tuple[bytes, dict[str, Any]]] = {}
     todo = []
     for job in jobs:
@@ -108,7 +108,6 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
             results[job.index] = hit
         else:
             todo.append(job)
-    cluster = executor.current()
     log.info("closed loop: %d split(s), %d from the cache%s", len(jobs), len(jobs) - len(todo),
              f", the rest on {cluster.address}" if cluster is not None and todo else "")
     with _progress(len(todo)) as advance:
@@ -132,12 +131,13 @@ def run(jobs: list[SplitJob], workers: int, cache: SplitCache | None) -> list[tu
     return [results[job.index] for job in jobs]
 
 
-def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str, Any]) -> str:
-    """The cache key of one split: the stage's inputs, the split, the settings and the mx3 code that compiles
-    and times it (an edit to the assembler or the simulator must not reuse old figures)."""
+def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str, Any], code: str | None) -> str:
+    """The cache key of one split: the stage's inputs, the split, the settings and the digest of the mx3 code
+    that compiles and times it (``code``; an edit to the assembler or the simulator must not reuse old
+    figures)."""
     return json_digest({"kind": "closed_loop_split", "inputs": input_digest, "boundaries": record["boundaries"],
                         "strategy": record["strategy"], "settings": job_settings, "version": __version__,
-                        "code": code_digest(("accelbuild.targets.mx3",))})
+                        "code": code})
 
 
 def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str]) -> int:

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.families import ProgramFile
 from accelbuild.quantize.precision import BITS
 from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import SupportSection
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (
     AssembleParams,
@@ -125,8 +127,9 @@ _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbui
 class Mx3Target:
     family = "mx3"
     code = _CODE
-    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_chips"})
     integer_activations = False
+    files = (ProgramFile("mx3 DFP program file", (".dfp",), (b"ACCELDFP",), "accelbuild.targets.mx3.files:inspect",
+                         "accelbuild.targets.mx3.files:bench"),)
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,
@@ -174,6 +177,14 @@ class Mx3Target:
 
     def host_nodes(self, ai: Any, params: PacketParams) -> frozenset[str]:
         return frozenset()  # mx3 quantizes weights only; crop decides what the host runs
+
+    def show_mapping(self, output_dir: Path) -> str:
+        from accelbuild.targets.mx3.files import show_mapping
+
+        return show_mapping(output_dir)
+
+    def supported_ops(self) -> list[SupportSection]:
+        return []  # the mapper places every operator the frontends accept
 
 
 TARGET = Mx3Target()

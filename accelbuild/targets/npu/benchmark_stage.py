@@ -13,9 +13,9 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.quantize import measure
-from accelbuild.report.npu import render_npu_report
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.npu import numerics, package
+from accelbuild.targets.npu.report import render_npu_report
 from accelbuild.targets.npu.simulation import PackageRun, offload_record, simulate_package
 from accelbuild.targets.npu.spec import NpuBenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic

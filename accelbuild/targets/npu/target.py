@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import SupportSection
 from accelbuild.targets.npu.hardware import NPU_PROFILES
 from accelbuild.targets.npu.spec import (
     NpuAssembleParams,
@@ -98,8 +100,9 @@ _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbui
 class NpuTarget:
     family = "npu"
     code = _CODE
-    checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
     integer_activations = True
+    files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
+                         "accelbuild.targets.npu.files:bench"),)
     stages = (
         Stage("map", False, "accelbuild.targets.npu.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.npu.assemble_stage", (), _assemble_inputs, _assemble_outputs,
@@ -151,6 +154,23 @@ class NpuTarget:
 
         units = assign_units(ai, npu_hardware(params.profile), offload(params.offload))
         return frozenset(name for name, unit in units.items() if unit != "npu")
+
+    def show_mapping(self, output_dir: Path) -> str | None:
+        return None  # partition.json and schedule.json say where each layer runs
+
+    def supported_ops(self) -> list[SupportSection]:
+        """One section per built-in profile, from the predicates that give the partitioner its reasons."""
+        from accelbuild.targets.npu import support
+        from accelbuild.targets.npu.hardware import builtin_profiles, load_npu_hardware
+
+        intro = ("Layers that fail a condition run on the host (`target.offload.host`), and partition.json and "
+                 "`offload.fail_on_fallback` give the failed condition as the reason. Units are the profile's "
+                 "(`accelbuild/targets/npu/profiles/{name}.yaml`).")
+        sections = []
+        for name in sorted(builtin_profiles()):
+            hw = load_npu_hardware(name)
+            sections.append((f"Family npu: {name} ({hw.description})", intro.format(name=name), support.rows(hw)))
+        return sections
 
 
 def offload(settings: OffloadSettings) -> Any:

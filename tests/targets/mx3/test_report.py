@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from accelbuild.report import html as report_html
-from accelbuild.report.html import LEVELS, MAX_TIMELINE_LAYER_TRACKS, SIMULATED, TABS, render_report
-from accelbuild.report.sample import sample_data
+from accelbuild.report.html import SIMULATED
+from accelbuild.targets.mx3 import report as report_html
 from accelbuild.targets.mx3.mapper.view import ROW, SHADES, shade
+from accelbuild.targets.mx3.report import LEVELS, MAX_TIMELINE_LAYER_TRACKS, TABS, render_report
+from accelbuild.targets.mx3.report_sample import sample_data
 
 from conftest import run_cli, write
 
