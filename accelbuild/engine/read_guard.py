@@ -83,6 +83,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     path, mode, flags = args[:3]
     if path is None or isinstance(path, int) or not _reading(mode, flags):
         return
+    if not os.path.isabs(os.fsdecode(path)):  # relative to a dir_fd the event does not name (shutil.rmtree's
+        return                                 # os.open); a stage's files come as absolute paths
     guard.busy = True
     try:
         guard.check(path)

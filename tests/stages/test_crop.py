@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime as ort
 
 from accelbuild.passes.sections import read_section
+
 from conftest import run_cli, write
 
 HEAD = "[head.p3, head.p4, head.p5]"
