@@ -18,6 +18,7 @@ import onnx
 
 from accelbuild.errors import InputFileError
 from accelbuild.passes import graph as g
+from accelbuild.passes.sections import read_section
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 Feeds = dict[str, np.ndarray]
@@ -128,15 +129,15 @@ def through(section: onnx.ModelProto | None, feeds: list[Feeds]) -> list[Feeds]:
     return result
 
 
-def ai_inputs(model_name: str, inputs: dict[str, Path], ai_path: Path, source: AccuracyInputs,
+def ai_inputs(model_name: str, inputs: dict[str, Path], ai_path: Path, pre_path: Path, source: AccuracyInputs,
               data: DataParams | None, ai: onnx.ModelProto | None = None) -> list[Feeds]:
     """A stage's accuracy inputs for the AI section at ``ai_path`` (``ai``: that model, when the caller has
-    it loaded), passed through the cropped pre-processing section next to it when there is one.
+    it loaded), passed through the cropped pre-processing section ``pre_path`` (the crop stage's
+    ``pre.onnx``; its no-section form passes them on unchanged).
     ``inputs`` holds the stage's files: per-model ``<model>/data:...`` roles (pipeline stages) or plain
     ``data:...`` ones (per-model stages)."""
     ai = ai if ai is not None else onnx.load(str(ai_path))
-    pre_path = ai_path.with_name("pre.onnx")
-    pre = onnx.load(str(pre_path)) if pre_path.exists() else None
+    pre = read_section(pre_path)
     prefix = f"{model_name}/data:"
     own = {role[len(model_name) + 1:]: path for role, path in inputs.items() if role.startswith(prefix)}
     files = own if data is not None and own else inputs

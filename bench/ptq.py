@@ -44,6 +44,7 @@ from PIL import Image
 from accelbuild import accuracy
 from accelbuild.data import DataSpec, input_infos, load_inputs
 from accelbuild.frontends.onnx_model import save_onnx, serialize
+from accelbuild.passes.sections import read_section
 from accelbuild.quantize.qdq import QdqConfig, quantize_qdq
 from accelbuild.quantize.weights import sqnr_db
 
@@ -102,7 +103,7 @@ def write_crops(photos: list[Path], folder: Path, aspect: float, per_photo: int,
             crop.save(folder / f"{p:02d}_{k:02d}.png")
 
 
-def ai_sections(work: Path, unpacked: Path, names: list[str]) -> dict[str, tuple[Path, Path | None]]:
+def ai_sections(work: Path, unpacked: Path, names: list[str]) -> dict[str, tuple[Path, Path]]:
     """Import (static shapes, folded constants) and crop every model with accelbuild's own CLI."""
     (work / "models").mkdir()
     yaml = ["accelbuild: 1", "name: bench", "models:"]
@@ -119,7 +120,7 @@ def ai_sections(work: Path, unpacked: Path, names: list[str]) -> dict[str, tuple
     result = {}
     for name in names:
         folder = work / "build/bench" / name
-        result[name] = (folder / "ai.onnx", folder / "pre.onnx" if (folder / "pre.onnx").exists() else None)
+        result[name] = (folder / "ai.onnx", folder / "pre.onnx")
     return result
 
 
@@ -243,7 +244,7 @@ def main() -> int:
         work = Path(tmp)
         for name, (ai_path, pre_path) in ai_sections(work, unpacked, names).items():
             ai = onnx.load(str(ai_path))
-            pre = onnx.load(str(pre_path)) if pre_path else None
+            pre = read_section(pre_path)  # None: the crop stage cut off no pre-processing
             full = onnx.load(str(work / "build/bench" / name / "imported.onnx"))
             folds = []
             for fold in range(len(PHOTOS) - args.folds, len(PHOTOS)):

@@ -13,9 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accelbuild.engine import read_guard
 from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
 from accelbuild.targets.mx3.dfp.format import canonical_json
 from accelbuild.targets.mx3.dfp.weights import WeightsSection
+
+# Every stage in the suite runs under the read guard: opening an undeclared file under the pipeline's
+# folders fails the stage (accelbuild/engine/read_guard.py); CLI subprocesses and Dask workers inherit it.
+os.environ[read_guard.ENV] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_MODELS = REPO / "examples" / "models"
@@ -49,8 +54,13 @@ class CliResult:
         return {t["name"]: t["status"] for t in self.json()["tasks"]}
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without the user's ``ACCELBUILD_*`` settings (the read guard stays on)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_") or k == read_guard.ENV}
+
+
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    full_env = clean_env()
     full_env.update(env or {})
     proc = subprocess.run(
         [sys.executable, "-m", "accelbuild.cli", *args],

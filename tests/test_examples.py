@@ -22,7 +22,6 @@ anything a malicious config might try to create stay in the tmp folder.
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import shutil
@@ -32,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from conftest import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -71,7 +72,7 @@ def read_header(path: Path) -> Expectation:
 
 def run_cli(*args: str, cwd: Path, memory_limit: int | None = None) -> subprocess.CompletedProcess[str]:
     """``accelbuild ARGS`` in a subprocess, with no ACCELBUILD_* settings from the environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env = clean_env()
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))

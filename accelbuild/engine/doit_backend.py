@@ -333,11 +333,8 @@ def _cached_outputs(job: Job, cache: ArtifactCache, restored: dict[str, str], wi
             return None
         return file_sha256(path)
 
-    def exists(path: Path) -> bool:
-        return str(path) in restored or path.exists()
-
     try:
-        digests = worker.input_digests(job, digest, exists)
+        digests = worker.input_digests(job, digest)
     except OSError:
         return None
     return None if digests is None else cache.listing(worker.key_of(job, digests))

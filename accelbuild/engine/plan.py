@@ -34,6 +34,9 @@ class Job:
     locate: Locator
     jobs: int = 1
     fans_out: bool = False  # the stage has parallel work of its own (with an executor, it runs here)
+    # the pipeline's folder and output folder: a stage reads files there only through ``inputs``
+    # (what the test suite's read guard, ``engine/read_guard.py``, checks)
+    folders: tuple[Path, ...] = ()
 
     @property
     def task_id(self) -> str:
@@ -118,4 +121,5 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         locate=Locator(pipeline.source, prefix),
         jobs=stage.jobs(pipeline) if stage.jobs else 1,
         fans_out=stage.jobs is not None,
+        folders=(pipeline.yaml_path.parent, pipeline.output.dir),
     )

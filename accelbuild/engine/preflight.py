@@ -15,6 +15,7 @@ from pathlib import Path
 import onnx
 
 from accelbuild.config.spec import PipelineSpec
+from accelbuild.engine import read_guard
 from accelbuild.engine.plan import Job, plan
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, StageError, UserError
 from accelbuild.stages.context import StageContext
@@ -61,7 +62,8 @@ def _run(job: Job, inputs: dict[str, Path], outputs: dict[str, Path]) -> None:
     for path in outputs.values():
         path.parent.mkdir(parents=True, exist_ok=True)
     module = importlib.import_module(job.module)
-    module.run(StageContext(job.params, inputs, outputs, job.locate))
+    with read_guard.guarding(job, inputs, {p.parent for p in outputs.values()}):
+        module.run(StageContext(job.params, inputs, outputs, job.locate))
 
 
 def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:

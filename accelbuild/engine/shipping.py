@@ -1,7 +1,7 @@
 """A build job by content: what travels to a machine that does not share this filesystem, and back.
 
-``pack`` reads the job's input files (and the files its stage finds next to them, ``extra_inputs``) into a
-``Parcel``, keeping their layout relative to each other. On the worker, ``run_parcel`` checks that it runs
+``pack`` reads the job's input files (``Job.inputs``, the same list as doit's ``file_dep`` and the cache key)
+into a ``Parcel``, keeping their layout relative to each other. On the worker, ``run_parcel`` checks that it runs
 the same accelbuild (version and code digest), writes the files into a temp folder, verifies each
 against its SHA-256, runs the stage there and returns every output's bytes with its SHA-256 and what
 the stage logged, or what went wrong. ``unpack`` verifies the bytes again on arrival and writes them into the
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
+from accelbuild.engine import read_guard
 from accelbuild.engine.code_identity import code_digest
 from accelbuild.engine.plan import Job
 from accelbuild.errors import AccelbuildError, StageError, UserError, render_user_error
@@ -89,16 +90,12 @@ class Returned:
 
 
 def pack(job: Job) -> Parcel:
-    paths = dict(job.inputs)
-    extra = getattr(importlib.import_module(job.module), "extra_inputs", None)
-    if extra is not None:
-        paths.update({f"extra:{role}": path for role, path in extra(job.inputs).items()})
-    absolute = {role: Path(path).absolute() for role, path in paths.items()}
+    """The job with the bytes of every one of its inputs (``Job.inputs``: a stage reads nothing else)."""
+    absolute = {role: Path(path).absolute() for role, path in job.inputs.items()}
     base = Path(os.path.commonpath([p.parent for p in absolute.values()])) if absolute else Path("/")
     relative = {role: p.relative_to(base).as_posix() for role, p in absolute.items()}
     files = {rel: absolute[role].read_bytes() for role, rel in relative.items()}
-    inputs = {role: relative[role] for role in job.inputs}
-    return Parcel(job, inputs, files, {rel: _sha(data) for rel, data in files.items()})
+    return Parcel(job, relative, files, {rel: _sha(data) for rel, data in files.items()})
 
 
 class RemoteUserError(UserError):
@@ -126,17 +123,18 @@ def run_parcel(parcel: Parcel, expected: tuple[str, str]) -> Returned:
         staging.mkdir()
         staged = {name: staging / name.rstrip("/").replace("/", "_") for name in job.outputs}
         inputs = {role: inputs_dir / rel for role, rel in parcel.inputs.items()}
-        failure = _run_stage(job, inputs, staged)
+        failure = _run_stage(job, inputs, staged, Path(tmp))
         outputs = {} if failure else _collect(staged)
         folders = tuple(name for name, path in staged.items() if name.endswith("/") and path.is_dir())
     return Returned(outputs, {n: _sha(d) for n, d in outputs.items()}, folders, tuple(captured.records), failure,
                     socket.gethostname())
 
 
-def _run_stage(job: Job, inputs: dict[str, Path], staged: dict[str, Path]) -> Failure | None:
+def _run_stage(job: Job, inputs: dict[str, Path], staged: dict[str, Path], tmp: Path) -> Failure | None:
     try:
         module = importlib.import_module(job.module)
-        module.run(StageContext(job.params, inputs, staged, job.locate, None, job.jobs))
+        with read_guard.guarding(job, inputs, {p.parent for p in staged.values()}, roots=(tmp,)):
+            module.run(StageContext(job.params, inputs, staged, job.locate, None, job.jobs))
     except UserError as exc:
         return Failure("user", render_user_error(exc))
     except AccelbuildError as exc:

@@ -24,6 +24,7 @@ from doit.exceptions import TaskFailed
 
 from accelbuild import __version__
 from accelbuild.engine import executor as executors
+from accelbuild.engine import read_guard
 from accelbuild.engine.cache import ArtifactCache, cache_key
 from accelbuild.engine.code_identity import code_digest
 from accelbuild.engine.plan import Job
@@ -122,7 +123,9 @@ def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
         return
     module = importlib.import_module(job.module)
     ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs, executor, code_digest)
-    module.run(ctx)
+    own = {p.parent for p in staged.values()} | ({cache.root} if cache is not None else set())
+    with read_guard.guarding(job, job.inputs, own):
+        module.run(ctx)
 
 
 def _cache_files(produced: dict[str, Path]) -> dict[str, Path]:
@@ -255,21 +258,16 @@ def _process_alive(pid: int) -> bool:
 
 
 def _input_digests(job: Job) -> dict[str, str]:
-    digests = input_digests(job, file_sha256, Path.exists)
+    digests = input_digests(job, file_sha256)
     assert digests is not None
     return digests
 
 
-def input_digests(job: Job, digest: Callable[[Path], str | None],
-                  exists: Callable[[Path], bool]) -> dict[str, str] | None:
-    """SHA-256 of every input by role, including the files a stage finds only by reading its inputs
-    (ONNX external data, optional pre/post sections); None when ``digest`` knows one not."""
-    paths = dict(job.inputs)
-    extra = getattr(importlib.import_module(job.module), "extra_inputs", None)
-    if extra is not None:
-        paths.update(extra(job.inputs, exists))
+def input_digests(job: Job, digest: Callable[[Path], str | None]) -> dict[str, str] | None:
+    """SHA-256 of every input by role (``Job.inputs``, the list doit's ``file_dep`` and ``shipping.pack``
+    use too); None when ``digest`` knows one not."""
     digests = {}
-    for role, path in paths.items():
+    for role, path in job.inputs.items():
         value = digest(path)
         if value is None:
             return None

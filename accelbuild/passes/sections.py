@@ -6,16 +6,25 @@ post-processing also reads a tensor from inside the AI section, there is no clea
 falls back to one AI section. Models are cut with onnx's own ``Extractor``, taught to follow what the
 subgraphs of If/Loop/Scan nodes read from the graph around them (weights a branch uses, say), which
 onnx's walk of explicit inputs alone would drop.
+
+The crop stage always writes ``pre.onnx`` and ``post.onnx``, so every stage can declare them as inputs. Where
+there is no such section the file is the no-section form (``no_section``): a valid model that passes its
+tensors through unchanged (no nodes; its inputs are its outputs), marked ``accelbuild.section = none``.
+Readers use ``read_section``, which gives ``None`` for that form, exactly as if the file were missing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import onnx
 from onnx.utils import Extractor
 
 from accelbuild.passes import graph as g
+
+SECTION_KEY = "accelbuild.section"  # metadata_props key; the value NO_SECTION marks the no-section form
+NO_SECTION = "none"
 
 
 class NoCleanCut(Exception):
@@ -139,3 +148,26 @@ def _check_disjoint(model: onnx.ModelProto, sections: dict[str, Section]) -> Non
                     f"the {second} section still needs {', '.join(repr(t) for t in needed)} from inside the "
                     f"{first} section ({len(shared)} node(s) would run in both); add them to the crop points, "
                     f"or set crop.allow_partial: true to build the requested ai section alone", needed)
+
+
+def no_section(name: str, ai: onnx.ModelProto, boundary: str) -> onnx.ModelProto:
+    """The no-section form of section ``name`` (``pre`` or ``post``) around the AI section ``ai``: a model
+    with no nodes whose outputs are its inputs, the AI section's inputs (``boundary="inputs"``) or outputs
+    (``"outputs"``), with their types and shapes."""
+    values = list(ai.graph.input if boundary == "inputs" else ai.graph.output)
+    graph = onnx.helper.make_graph([], f"{ai.graph.name or 'model'}_no_{name}", values, values)
+    opsets = [o for o in ai.opset_import if o.domain in ("", "ai.onnx")] or [onnx.helper.make_opsetid("", 13)]
+    model = onnx.helper.make_model(graph, opset_imports=opsets)
+    model.doc_string = f"no {name} section: this model passes its inputs through unchanged"
+    onnx.helper.set_model_props(model, {SECTION_KEY: NO_SECTION})
+    return model
+
+
+def is_no_section(model: onnx.ModelProto) -> bool:
+    return any(p.key == SECTION_KEY and p.value == NO_SECTION for p in model.metadata_props)
+
+
+def read_section(path: Path) -> onnx.ModelProto | None:
+    """A section file the crop stage wrote: the model, or ``None`` for the no-section form."""
+    model = onnx.load(str(path))
+    return None if is_no_section(model) else model

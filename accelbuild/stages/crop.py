@@ -1,6 +1,6 @@
-"""Crop stage: ``imported.onnx`` in; ``ai.onnx`` and, when something is cut off, ``pre.onnx`` /
-``post.onnx`` out, with ``crop.json`` recording the points, the sections and the measured error of
-running pre -> ai -> post against the whole model."""
+"""Crop stage: ``imported.onnx`` in; ``ai.onnx``, ``pre.onnx``, ``post.onnx`` out (a section that is not
+cut off is written in its no-section form, ``sections.no_section``), with ``crop.json`` recording the
+points, the sections and the measured error of running pre -> ai -> post against the whole model."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def run(ctx: StageContext) -> None:
         cut = sections.ai_only(model, crop_inputs, crop_outputs)
     for name, section in cut.items():
         onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
+    ai = cut["ai"].model
+    for name, boundary in (("pre", "inputs"), ("post", "outputs")):
+        if name not in cut:
+            onnx_model.save_onnx(sections.no_section(name, ai, boundary), ctx.outputs[f"{name}.onnx"])
     record = {
         "mode": mode,
         "inputs": cut["ai"].inputs,

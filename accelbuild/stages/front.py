@@ -24,13 +24,33 @@ from accelbuild.stages.params import ActivationParams, CropParams, ImportParams,
 
 
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    """The model file and, for an ONNX model, the external-data files it names (roles ``external:<location>``)."""
     assert model is not None
-    inputs = {"model": model.path}
+    inputs = {"model": model.path, **_external_data(model)}
     if model.format == "savedmodel":  # every file of the folder: variables, assets
         folder = model.path.parent
         inputs.update({f"model:{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*"))
                        if p.is_file() and p != model.path})
     return inputs
+
+
+def _external_data(model: ModelSpec) -> dict[str, Path]:
+    """The external-data files of an ONNX model, read from the model file at plan time; none for a model
+    that cannot be read or names bad locations: the import stage reports that, at its line in the YAML."""
+    if model.format != "onnx":
+        return {}
+    try:  # most models name no "location": decided without importing onnx, so start-up stays light
+        if b"location" not in model.path.read_bytes():
+            return {}
+    except OSError:
+        return {}
+    from accelbuild.errors import InputFileError
+    from accelbuild.frontends.onnx_model import external_data_files
+
+    try:
+        return external_data_files(model.path)
+    except InputFileError:
+        return {}
 
 
 def _import_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -72,7 +92,8 @@ def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CropParams:
 def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     assert model is not None
     folder = model_dir(pipeline, model)
-    inputs = {"ai": folder / "ai.onnx", "crop": folder / "crop.json"}
+    # pre.onnx: the accuracy inputs go through the pre-processing section (no-op in its no-section form)
+    inputs = {"ai": folder / "ai.onnx", "pre": folder / "pre.onnx"}
     if model.quantize.bits_file is not None:
         inputs["bits_file"] = model.quantize.bits_file
     inputs.update(model_data(model) if model.data is not None else accuracy_data(pipeline))
@@ -130,7 +151,6 @@ FRONT_STAGES: tuple[Stage, ...] = (
         inputs=_crop_inputs,
         outputs=_crop_outputs,
         params=_crop_params,
-        optional_outputs=frozenset({"pre.onnx", "post.onnx"}),
     ),
     Stage(
         name="quantize",

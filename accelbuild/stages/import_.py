@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import logging
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -29,17 +28,6 @@ from accelbuild.stages.params import ImportParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
-    """External data files of an ONNX model: part of the import's cache key."""
-    path = inputs["model"]
-    if path.suffix.lower() != ".onnx":
-        return {}
-    try:
-        return onnx_model.external_data_files(path)
-    except InputFileError:
-        return {}  # a broken model: the stage itself reports it, at its line in the YAML
 
 
 def run(ctx: StageContext) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -16,6 +15,7 @@ from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.families import get_target
 from accelbuild.frontends.onnx_model import save_onnx
+from accelbuild.passes import sections
 from accelbuild.quantize import auto_precision, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import weighted_layers
@@ -26,16 +26,9 @@ from accelbuild.util.files import write_json_atomic
 log = logging.getLogger(__name__)
 
 
-def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
-    """The pre-processing section, when the crop stage wrote one: it shapes the accuracy inputs."""
-    pre = inputs["ai"].with_name("pre.onnx")
-    return {"pre": pre} if exists(pre) else {}
-
-
 def run(ctx: StageContext) -> None:
     ai = onnx.load(str(ctx.inputs["ai"]))
-    pre_path = ctx.inputs["ai"].with_name("pre.onnx")
-    pre = onnx.load(str(pre_path)) if pre_path.exists() else None
+    pre = sections.read_section(ctx.inputs["pre"])
     q: QuantizeParams = ctx.params
     _check_precision(ctx, q)
     samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs, q.data))

@@ -9,7 +9,6 @@ the state DB passes SQLite's integrity check and every cache entry verifies.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 from accelbuild.engine.cache import ArtifactCache
 from accelbuild.engine.doit_backend import DB_NAME
 
-from conftest import TWO_MODEL_PIPELINE, CliResult, run_cli, tree_bytes, two_model_checkout
+from conftest import TWO_MODEL_PIPELINE, CliResult, clean_env, run_cli, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE
 
@@ -30,7 +29,7 @@ LOCK_MESSAGE = "another accelbuild run is using"
 
 def run_together(*runs: tuple[Path, list[str]], stagger: float = 0.0) -> list[CliResult]:
     """Start ``accelbuild run --json -j 2`` once per (folder, extra args), ``stagger`` s apart; wait for all."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env = clean_env()
     procs = []
     for i, (folder, extra) in enumerate(runs):
         if i and stagger:

@@ -193,3 +193,71 @@ def test_connect_accepts_the_workers_of_this_accelbuild(cluster) -> None:
         assert len(executor.workers()) == 2 and executor.slots == 2 and not executor.refused
     finally:
         executor.close()
+
+
+# -- a pre section reaches the worker, for every family ---------------------------------------------------
+
+# (target and benchmark, model file, crop point, the pre section's weighted node): the model cropped after its
+# first layer, so pre.onnx is that layer and every accuracy figure goes through it. npu gets tinycls: the mlp's
+# layers all stay on its host, where the figures are exact whatever the inputs.
+PRE_SECTION_CASES = {
+    "mx3": ("target: {num_chips: 1}\nbenchmark: {frames: 20, host: false, accuracy: {samples: 4, seed: 0}}\n",
+            "mlp.onnx", "fc1", "fc1"),
+    "npu": ("target: {family: npu, platform: tda4vm}\nbenchmark: {frames: 20, accuracy: {samples: 4, seed: 0}}\n",
+            "tinycls.onnx", "stem.relu", "stem.conv"),
+    "ethos-u": ("target: {family: ethos-u, accelerator: ethos-u55-128}\nbenchmark: {accuracy: {samples: 4, seed: 0}}\n",
+                "mlp.onnx", "fc1", "fc1"),
+}
+
+
+def pre_section_checkout(folder: Path, family: str) -> Path:
+    target, model, point, _ = PRE_SECTION_CASES[family]
+    (folder / "models").mkdir(parents=True)
+    shutil.copy(EXAMPLE_MODELS / model, folder / "models" / "m.onnx")
+    write(folder / "p.yaml", f"accelbuild: 1\nname: p\n{target}"
+          f"models:\n  - name: m\n    path: models/m.onnx\n    crop: {{inputs: [{point}]}}\n")
+    return folder
+
+
+def accuracy_figures(folder: Path) -> tuple[dict, dict]:
+    """The quantize stage's and the benchmark's accuracy against float (both measured through pre.onnx)."""
+    import json
+
+    quantize = json.loads((folder / "build/p/m/quantize.json").read_text())
+    benchmark = json.loads((folder / "build/p/benchmark.json").read_text())
+    return quantize["output"], benchmark["models"][0]["accuracy"]
+
+
+@pytest.mark.parametrize("family", list(PRE_SECTION_CASES))
+def test_a_pre_section_reaches_the_worker(cluster, tmp_path: Path, family: str) -> None:
+    """The stages that read pre.onnx (quantize; mx3 and npu benchmark; ethos-u map and benchmark) get it on a
+    Dask worker: the build's bytes are a local build's, and its figures follow the pre section's content."""
+    import onnx
+    from onnx import numpy_helper
+
+    if family == "ethos-u":
+        pytest.importorskip("ethosu.vela")
+        pytest.importorskip("ai_edge_litert")
+    local = pre_section_checkout(tmp_path / "local", family)
+    assert run_cli("run", "p.yaml", cwd=local).code == 0
+    remote = pre_section_checkout(tmp_path / "remote", family)
+    result = build(remote, dask_address(cluster))
+    assert result.code == 0, result.stderr
+    assert result.statuses()["p:m:quantize"] == "ran" and result.statuses()["p:benchmark"] == "ran"
+    assert tree_bytes(remote / "build/p") == tree_bytes(local / "build/p")
+    pre = onnx.load(remote / "build/p/m/pre.onnx")
+    assert pre.graph.node and not any(p.key == "accelbuild.section" for p in pre.metadata_props)
+    before = accuracy_figures(remote)
+    assert before[1]["max_abs_err"] > 0  # quantization error to measure: figures that depend on the inputs
+
+    model = onnx.load(remote / "models/m.onnx")  # another first layer: the pre section's content changes
+    first = next(n for n in model.graph.node if n.name == PRE_SECTION_CASES[family][3])
+    weight = next(t for t in model.graph.initializer if t.name == first.input[1])
+    weight.CopyFrom(numpy_helper.from_array(-1.5 * numpy_helper.to_array(weight)[::-1].copy(), weight.name))
+    onnx.save(model, remote / "models/m.onnx")
+    again = build(remote, dask_address(cluster))
+    assert again.code == 0, again.stderr
+    assert (remote / "build/p/m/pre.onnx").read_bytes() != (local / "build/p/m/pre.onnx").read_bytes()
+    after = accuracy_figures(remote)
+    for old, new in zip(before, after):
+        assert new["max_abs_err"] != old["max_abs_err"], (before, after)

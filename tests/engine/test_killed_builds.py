@@ -25,7 +25,7 @@ from accelbuild.engine.cache import ArtifactCache
 from accelbuild.engine.doit_backend import DB_NAME
 from accelbuild.engine.worker import STAGING_PREFIX
 
-from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, two_model_checkout
+from conftest import TWO_MODEL_PIPELINE, clean_env, run_cli, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE  # deterministic: no host timings
 
@@ -34,7 +34,7 @@ KILLS = 12
 
 
 def cli_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    return clean_env()
 
 
 def start(folder: Path) -> subprocess.Popen:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliResult, run_cli, tree_bytes, two_model_checkout
+from conftest import CliResult, clean_env, run_cli, tree_bytes, two_model_checkout
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -121,7 +120,7 @@ def test_corrupted_remote_object_is_detected_dropped_and_rebuilt(s3_endpoint: st
 def test_two_builds_writing_the_same_entries_at_once_leave_a_consistent_cache(
         s3_endpoint: str, tmp_path: Path, reference: dict[str, bytes]) -> None:
     folders = [two_model_checkout(tmp_path / name) for name in ("x", "y")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")} | env_for(s3_endpoint)
+    env = clean_env() | env_for(s3_endpoint)
     procs = [subprocess.Popen([sys.executable, "-m", "accelbuild.cli", "run", "p.yaml", "--json", "-j", "2",
                                "--remote-cache", f"s3://{BUCKET}/shared"],
                               cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -76,7 +76,8 @@ EDITS = [
     ("det/imported.onnx", "append", "p:det:import"),  # feeds crop: must not reach it
     ("p.dfp", "flip", "p:assemble"),                  # same size, different bytes
     ("report.html", "append", "p:benchmark"),         # a leaf: nothing downstream would notice
-    ("det/post.onnx", "delete", "p:det:crop"),        # an optional output, not a doit target
+    ("det/post.onnx", "delete", "p:det:crop"),        # a host section
+    ("cls/pre.onnx", "delete", "p:cls:crop"),         # the no-section form: an output like any other
     ("cls/quantize.json", "truncate", "p:cls:quantize"),
 ]
 

@@ -35,7 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 from accelbuild.frontends.input_shapes import MAX_TENSOR_ELEMENTS
 from accelbuild.testing import tflite_models
 
-from conftest import EXAMPLE_MODELS
+from conftest import EXAMPLE_MODELS, clean_env
 
 MEMORY_LIMIT = 1536 * 1024 * 1024  # address space; `run --until import` of these models peaks near 200 MB
 TIMEOUT = 30  # seconds per run (a refusal takes about half a second)
@@ -284,7 +284,7 @@ def run_limited(project: Path, until: str) -> subprocess.CompletedProcess[str]:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env = clean_env()
     return subprocess.run(
         [sys.executable, "-m", "accelbuild.cli", "run", "--until", until, "--state-dir", "state", "p.yaml"],
         cwd=project, env=env, capture_output=True, text=True, errors="replace", timeout=TIMEOUT,

@@ -241,3 +241,53 @@ def test_a_wrongly_declared_output_shape_is_replaced_by_what_the_model_produces(
     assert result.code == 0, result.stderr
     imported = onnx.load(tmp_path / "build/p/m/imported.onnx")
     assert [d.dim_value for d in imported.graph.output[0].type.tensor_type.shape.dim] == [1, 3, 64]
+
+
+def _external_weights(path: Path) -> list[tuple[str, int, int]]:
+    """(tensor, offset, length) of every initializer stored in an external-data file."""
+    model = onnx.load(path, load_external_data=False)
+    found = []
+    for tensor in model.graph.initializer:
+        if onnx.external_data_helper.uses_external_data(tensor):
+            info = {e.key: e.value for e in tensor.external_data}
+            found.append((tensor.name, int(info.get("offset", 0)), int(info["length"])))
+    return found
+
+
+def test_editing_an_external_data_file_reruns_import(project: Path) -> None:
+    """The issue's repro: a Conv model with its weights in ext.bin; doubling them must rebuild the import."""
+    model = onnx.load(project / "models/tinycls.onnx")
+    assert any(n.op_type == "Conv" for n in model.graph.node)
+    onnx.save(model, project / "models/ext.onnx", save_as_external_data=True, location="ext.bin", size_threshold=0)
+    write(project / "p.yaml", "accelbuild: 1\nname: p\nmodels:\n  - name: m\n    path: models/ext.onnx\n")
+    run = ("run", "p.yaml", "--state-dir", "s", "--until", "import", "--json")
+    first = run_cli(*run, cwd=project)
+    assert first.code == 0, first.stderr
+    assert first.statuses() == {"p:m:import": "ran"}
+    before = {t.name: numpy_helper.to_array(t) for t in _imported(project).graph.initializer}
+
+    blob = bytearray((project / "models/ext.bin").read_bytes())
+    conv_weight = next(n.input[1] for n in model.graph.node if n.op_type == "Conv")
+    name, offset, length = next(w for w in _external_weights(project / "models/ext.onnx") if w[0] == conv_weight)
+    values = np.frombuffer(bytes(blob[offset:offset + length]), dtype=np.float32) * 2  # the first conv's weights
+    blob[offset:offset + length] = values.astype(np.float32).tobytes()
+    (project / "models/ext.bin").write_bytes(bytes(blob))
+
+    status = run_cli("status", "p.yaml", "--state-dir", "s", cwd=project)
+    assert "input external:ext.bin changed" in status.stdout, status.stdout
+    second = run_cli(*run, cwd=project)
+    assert second.code == 0, second.stderr
+    assert second.statuses() == {"p:m:import": "ran"}  # not "up-to-date": the build is not stale
+    after = {t.name: numpy_helper.to_array(t) for t in _imported(project).graph.initializer}
+    changed = [k for k in after if k in before and not np.array_equal(after[k], before[k])]
+    assert changed  # the imported model carries the new weights (a batchnorm folded into them keeps x2)
+    for k in changed:
+        np.testing.assert_allclose(after[k], 2 * before[k], rtol=1e-6)
+    assert run_cli(*run, cwd=project).statuses() == {"p:m:import": "up-to-date"}
+
+
+def test_a_broken_model_file_does_not_crash_planning(project: Path) -> None:
+    """The plan reads an ONNX model for its external-data files; a broken one is the import stage's to report."""
+    (project / "models/broken.onnx").write_bytes(b"\x0a\x08location" + bytes(range(200)))
+    result = _import(project, "models/broken.onnx", expect=2)
+    assert "p.yaml:5:11: models/broken.onnx: not an ONNX model" in result.stderr

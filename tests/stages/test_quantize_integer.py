@@ -21,6 +21,7 @@ from accelbuild import families
 from accelbuild.config.spec import AutoPrecision
 from accelbuild.config.yaml_source import parse_yaml
 from accelbuild.errors import ConfigError
+from accelbuild.passes import sections
 from accelbuild.stages import quantize
 from accelbuild.stages.context import Locator, StageContext
 from accelbuild.stages.params import AccuracyInputs, ActivationParams, PrecisionRules, QuantizeParams
@@ -69,10 +70,12 @@ def _logits_model() -> onnx.ModelProto:
 
 
 def _run(tmp_path: Path, params: QuantizeParams) -> dict[str, Any]:
-    ai = tmp_path / "ai.onnx"
-    onnx.save(_logits_model(), str(ai))
+    ai, pre = tmp_path / "ai.onnx", tmp_path / "pre.onnx"
+    model = _logits_model()
+    onnx.save(model, str(ai))
+    onnx.save(sections.no_section("pre", model, "inputs"), str(pre))  # as the crop stage writes it
     outputs = {name: tmp_path / name for name in ("quantized.onnx", "quantize.json", "calibration.json")}
-    quantize.run(StageContext(params, {"ai": ai}, outputs, Locator(YAML, ("models", 0))))
+    quantize.run(StageContext(params, {"ai": ai, "pre": pre}, outputs, Locator(YAML, ("models", 0))))
     return {name: json.loads(path.read_text()) for name, path in outputs.items() if name.endswith(".json")}
 
 

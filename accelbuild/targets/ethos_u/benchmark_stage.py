@@ -57,7 +57,8 @@ def _vela(ctx: StageContext, name: str) -> dict[str, Any]:
 def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any) -> dict[str, Any]:
     record = _vela(ctx, name)
     s = record["summary"]
-    feeds = accuracy.ai_inputs(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"], p.accuracy, data)
+    feeds = accuracy.ai_inputs(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"], ctx.inputs[f"{name}/pre.onnx"],
+                               p.accuracy, data)
     qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))
     interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes())
     ai = measure.session(onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])))

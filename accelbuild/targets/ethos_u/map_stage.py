@@ -32,7 +32,8 @@ def run(ctx: StageContext) -> None:
         data = write_int8_tflite(qdq)
     except UnsupportedOperatorsError as exc:
         raise ConfigError(ctx.locate("path"), f"model {p.model!r}: {exc}") from exc
-    feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], p.accuracy, p.data)
+    feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"], p.accuracy,
+                               p.data)
     layers = verify.layerwise(data, qdq, feeds)
     outputs = verify.compare(data, qdq, feeds)
     record = {

@@ -58,7 +58,7 @@ def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Pa
     m = _model(model)
     folder = model_dir(pipeline, m)
     inputs = {"quantized.onnx": folder / "quantized.onnx", "ai.onnx": folder / "ai.onnx",
-              "crop.json": folder / "crop.json"}
+              "pre.onnx": folder / "pre.onnx"}
     inputs.update(model_data(m) if m.data is not None else accuracy_data(pipeline))
     return inputs
 
@@ -95,7 +95,7 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
     inputs: dict[str, Path] = {}
     for m in pipeline.models:
         folder = model_dir(pipeline, m)
-        for name in ("ai.onnx", "crop.json", "quantized.onnx", "int8.tflite", "int8.json", "vela.json"):
+        for name in ("ai.onnx", "pre.onnx", "quantized.onnx", "int8.tflite", "int8.json", "vela.json"):
             inputs[f"{m.name}/{name}"] = folder / name
         inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
     inputs.update(accuracy_data(pipeline))

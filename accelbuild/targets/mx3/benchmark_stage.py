@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from pathlib import Path
 
 import yaml
 
+from accelbuild.passes.sections import read_section
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.mx3 import agreement, benchmarking
 from accelbuild.targets.mx3.sim import timing
@@ -20,18 +19,6 @@ from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 log = logging.getLogger(__name__)
 
 RECORDED_FRAMES = 12  # frames whose events the report's timeline and bandwidth charts show
-
-
-def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
-    """Host sections the crop stage wrote: they are timed, so their contents are inputs too."""
-    found = {}
-    for role, path in inputs.items():
-        if role.endswith("/ai.onnx"):
-            for section in ("pre.onnx", "post.onnx"):
-                candidate = path.with_name(section)
-                if exists(candidate):
-                    found[role.replace("ai.onnx", section)] = candidate
-    return found
 
 
 def run(ctx: StageContext) -> None:
@@ -50,7 +37,7 @@ def run(ctx: StageContext) -> None:
                  "latency_ms": round(sim.steady_latency_ms[name], 4),
                  "first_frame_latency_ms": round(sim.first_latency_ms[name], 4),
                  "binding": sim.binding[name], "accuracy": figures, "crosscheck": crosscheck}
-        if bench.host and (files.pre or files.post):
+        if bench.host and (files.pre is not None or files.post is not None):
             entry["host"] = benchmarking.host_times(files, feeds)
         models.append(entry)
     summary = benchmarking.summary(program, sim, models)
@@ -80,11 +67,7 @@ def _log_summary(pipeline: str, summary: dict) -> None:
 
 
 def _files(ctx: StageContext, name: str) -> benchmarking.ModelFiles:
-    ai = ctx.inputs[f"{name}/ai.onnx"]
-    crop = json.loads(ctx.inputs[f"{name}/crop.json"].read_text())
-    sections = crop.get("sections", {})
     return benchmarking.ModelFiles(
-        name, ai, ctx.inputs[f"{name}/quantized.onnx"],
-        ai.with_name("pre.onnx") if "pre" in sections else None,
-        ai.with_name("post.onnx") if "post" in sections else None,
+        name, ctx.inputs[f"{name}/ai.onnx"], ctx.inputs[f"{name}/quantized.onnx"],
+        read_section(ctx.inputs[f"{name}/pre.onnx"]), read_section(ctx.inputs[f"{name}/post.onnx"]),
     )

@@ -34,15 +34,15 @@ class ModelFiles:
     name: str
     ai: Path
     quantized: Path
-    pre: Path | None
-    post: Path | None
+    pre: onnx.ModelProto | None  # the host sections (None: the crop stage cut off none)
+    post: onnx.ModelProto | None
 
 
 def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, inputs: dict[str, Path],
                    data: DataParams | None = None) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
     """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model."""
     ai = onnx.load(str(files.ai))
-    pre = onnx.load(str(files.pre)) if files.pre else None
+    pre = files.pre
     feeds = accuracy.through(pre, accuracy.stage_inputs(pre or ai, source, inputs, data))
     entry = next(m for m in program.models if m.name == files.name)
     chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
@@ -58,11 +58,10 @@ def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict
     """Median milliseconds of the host pre/post sections in onnxruntime on this machine (named in
     ``measured_on``: a benchmark restored from a shared cache carries another machine's timings)."""
     result: dict[str, Any] = {"measured_on": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)"}
-    if files.pre:
-        pre = onnx.load(str(files.pre))
-        first = accuracy.random_inputs(pre, 1, 0)[0]
+    if files.pre is not None:
+        first = accuracy.random_inputs(files.pre, 1, 0)[0]
         result["pre_ms"] = _median_ms(files.pre, first)
-    if files.post:
+    if files.post is not None:
         ai = measure.session(onnx.load(str(files.ai)))
         names = [o.name for o in ai.get_outputs()]
         outputs = dict(zip(names, ai.run(None, {i.name: ai_feeds[0][i.name] for i in ai.get_inputs()})))
@@ -70,10 +69,10 @@ def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict
     return result
 
 
-def _median_ms(path: Path, feeds: dict[str, np.ndarray]) -> float:
+def _median_ms(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     feeds = {k: v for k, v in feeds.items() if k in wanted}
     for _ in range(2):

@@ -94,7 +94,7 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
     inputs = {"dfp": out.dir / out.dfp_name, "mapping.json": out.dir / "mapping.json"}
     for m in pipeline.models:
         folder = model_dir(pipeline, m)
-        for name in ("ai.onnx", "quantized.onnx", "crop.json"):
+        for name in ("ai.onnx", "quantized.onnx", "pre.onnx", "post.onnx"):  # host sections: accuracy, timing
             inputs[f"{m.name}/{name}"] = folder / name
     inputs.update(accuracy_data(pipeline))
     for m in pipeline.models:  # roles per model: two models may read files of the same name

@@ -5,8 +5,6 @@ data: the unit-timeline simulation of each model) and ``report.html`` out."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import onnx
@@ -21,15 +19,6 @@ from accelbuild.targets.npu.spec import NpuBenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def extra_inputs(inputs: dict[str, Path], exists: Callable[[Path], bool] = Path.exists) -> dict[str, Path]:
-    """The pre-processing sections the crop stage wrote: accuracy inputs go through them."""
-    found = {}
-    for role, path in inputs.items():
-        if role.endswith("/ai.onnx") and exists(path.with_name("pre.onnx")):
-            found[role.replace("ai.onnx", "pre.onnx")] = path.with_name("pre.onnx")
-    return found
 
 
 def run(ctx: StageContext) -> None:
@@ -76,7 +65,7 @@ def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any
     b: NpuBenchmarkParams = ctx.params
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
-    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, b.accuracy, data, ai)
+    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], b.accuracy, data, ai)
     reference = measure.run_all(measure.session(ai), feeds)
     measured = numerics.run_sequence(numerics.steps_of(members, name), feeds, [o.name for o in ai.graph.output])
     return {**measure.compare(reference, measured), **accuracy.describe_inputs(b.accuracy, data, len(feeds))}

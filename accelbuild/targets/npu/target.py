@@ -81,7 +81,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuAsse
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
     return {"package": out / package_name(pipeline), **{name: out / name for name in OUTPUTS_OF_MAP},
-            **_model_files(pipeline, ("ai.onnx", "crop.json")), **_data_inputs(pipeline)}
+            **_model_files(pipeline, ("ai.onnx", "pre.onnx")), **_data_inputs(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

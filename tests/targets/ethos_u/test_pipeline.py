@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import clean_env
 
 pytest.importorskip("ai_edge_litert")
 pytest.importorskip("ethosu.vela")
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env = clean_env()
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run([sys.executable, "-m", "accelbuild.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
