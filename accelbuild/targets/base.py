@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # family name (target.family) -> module whose TARGET attribute implements it
 FAMILIES = {"mx3": "accelbuild.targets.mx3.target", "npu": "accelbuild.targets.npu.target",
-            "ethos-u": "accelbuild.targets.ethos_u.target"}
+            "ethos-u": "accelbuild.targets.ethos_u.target", "cpu": "accelbuild.targets.cpu.target"}
 
 
 class Target(Protocol):
@@ -29,7 +29,6 @@ class Target(Protocol):
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
     checks: frozenset[str]  # the ``checks`` whose figure this family's benchmark.json carries
-    integer_activations: bool  # quantizes activations too (its precision rules say "integer")
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:
         """The typed ``target`` spec from schema-valid data; problems go to ``checker.error``."""

@@ -134,7 +134,6 @@ class EthosUTarget:
     family = "ethos-u"
     code = _CODE
     checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
-    integer_activations = True
     stages = (
         Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", True, "accelbuild.targets.ethos_u.assemble_stage", (), _assemble_inputs,

@@ -126,7 +126,6 @@ class Mx3Target:
     family = "mx3"
     code = _CODE
     checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_chips"})
-    integer_activations = False
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,

@@ -99,7 +99,6 @@ class NpuTarget:
     family = "npu"
     code = _CODE
     checks = frozenset({"min_fps", "max_latency_ms", "min_cosine", "max_host_layers"})
-    integer_activations = True
     stages = (
         Stage("map", False, "accelbuild.targets.npu.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.npu.assemble_stage", (), _assemble_inputs, _assemble_outputs,
