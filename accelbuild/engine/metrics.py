@@ -72,7 +72,20 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
         metrics["host_layers"] = bench["offload"].get("host_layers")
     if "estimated_by" in bench:
         metrics["estimated_by"] = bench["estimated_by"]
+    if "measured_on" in bench:
+        metrics["measured_on"] = bench["measured_on"]
+    metrics["kind"] = kind(bench)
     return metrics
+
+
+def kind(bench: dict[str, Any]) -> str:
+    """How a build's figures were obtained: "measured" (on a real machine), "estimated by <tool>" (a vendor
+    compiler's estimate), or "simulated" (a modelled accelerator)."""
+    if bench.get("measured"):
+        return "measured"
+    if bench.get("estimated_by"):
+        return f"estimated by {bench['estimated_by']}"
+    return "simulated"
 
 
 def evaluate(checks: dict[str, float], metrics: dict[str, Any]) -> list[CheckResult]:

@@ -4,9 +4,10 @@ onnxruntime serializes the same optimized graph into different bytes from one se
 content is the same, but it builds the FlatBuffer's tables in the iteration order of its hash maps
 (abseil's, salted per table), so the offsets differ. ``canonical`` reads every field the schema knows
 (``ort_schema``) and writes the same content again in one fixed order: children before parents, fields
-by slot, vectors in their stored order, no shared strings. Vectors keep their order, so the sorted ones
-onnxruntime looks up by key stay sorted. A field this reader does not know is an error rather than being
-dropped: the bytes would no longer hold what onnxruntime wrote.
+by slot, vectors in their stored order, each distinct string once (where the walk first meets it).
+Vectors keep their order, so the sorted ones onnxruntime looks up by key stay sorted. A field this
+reader does not know is an error rather than being dropped: the bytes would no longer hold what
+onnxruntime wrote.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _table(builder: Builder, name: str, tab: Table) -> int:
         if o == 0:
             continue
         if f.kind == "string":
-            values.append((f, builder.CreateString(bytes(tab.String(o + tab.Pos)))))
+            values.append((f, builder.CreateSharedString(bytes(tab.String(o + tab.Pos)))))
         elif f.kind == "table":
             values.append((f, _table(builder, f.table, _child(tab, tab.Indirect(o + tab.Pos)))))
         elif f.kind == "union":
@@ -78,7 +79,7 @@ def _vector(builder: Builder, tab: Table, o: int, f: Field) -> int:
         builder.vectorNumElems = count
         return builder.EndVector()
     if f.element == "string":
-        offsets = [builder.CreateString(bytes(tab.String(start + 4 * i))) for i in range(count)]
+        offsets = [builder.CreateSharedString(bytes(tab.String(start + 4 * i))) for i in range(count)]
     else:
         offsets = [_table(builder, f.table, _child(tab, tab.Indirect(start + 4 * i))) for i in range(count)]
     builder.StartVector(4, count, 4)
