@@ -25,6 +25,8 @@ from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 log = logging.getLogger(__name__)
 # float graph rewrites (fusions) only reorder float arithmetic; int8 kernels round once per requantization
 MIN_FLOAT_COSINE = 0.9999
+NCHWC_ORDER = ("onnxruntime's NCHWc transformer creates its ReorderOutput nodes in hash-map order, so their "
+               "indices and names can differ between builds; the rest of model.ort is canonical")
 
 
 def run(ctx: StageContext) -> None:
@@ -50,7 +52,8 @@ def run(ctx: StageContext) -> None:
         "graph_optimization": config["graph_optimization"],
         "operators": ops,
         "integer_operators": sum(n for op, n in ops.items() if _integer(op)),
-        "hardware_specific": {"nchwc_operators": nchwc, "vector_isa": p.vector_isa} if nchwc else None,
+        "hardware_specific": {"nchwc_operators": nchwc, "vector_isa": p.vector_isa,
+                              "deterministic": False, "why": NCHWC_ORDER} if nchwc else None,
         "canonical": {"from_bytes": len(raw), "why": "onnxruntime orders the FlatBuffer by hash-map iteration; "
                       "accelbuild rewrites the same content in one fixed order"},
         "check": {"against": "quantized.onnx in onnxruntime (no graph optimizations, 1 thread)",

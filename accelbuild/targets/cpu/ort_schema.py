@@ -14,7 +14,7 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 PACKAGE = "onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs"
 ROOT = "InferenceSession"
@@ -48,7 +48,7 @@ class Struct:
     alignment: int
 
 
-@lru_cache(maxsize=None)
+@cache
 def table(name: str) -> tuple[Field, ...]:
     """The fields of table ``name``, by slot (a deprecated field's slot is absent)."""
     module = importlib.import_module(f"{PACKAGE}.{name}")
@@ -69,7 +69,7 @@ def table(name: str) -> tuple[Field, ...]:
     return tuple(fields)
 
 
-@lru_cache(maxsize=None)
+@cache
 def struct(name: str) -> Struct:
     module = importlib.import_module(f"{PACKAGE}.{name}")
     match = re.search(r"builder\.Prep\((\d+), (\d+)\)", inspect.getsource(module))

@@ -17,7 +17,9 @@ def choose(precision: str, threads: int | None, level: str, onnxruntime_version:
         notes.append("intra_op_num_threads 0: onnxruntime's default, one thread per physical core")
     if level == "all":
         notes.append("graph_optimization all: layout optimizations (NCHWc blocks of this CPU's vector width) "
-                     "are stored in model.ort, so it suits CPUs with the same vector width only")
+                     "are stored in model.ort, so it suits CPUs with the same vector width only; onnxruntime "
+                     "numbers the ReorderOutput nodes it adds in hash-map order, so model.ort's bytes can differ "
+                     "between builds (extended is portable and byte-identical)")
     if precision == "int8" and level == "basic":
         notes.append("graph_optimization basic keeps QuantizeLinear/DequantizeLinear as separate operators: the "
                      "integer kernels (QLinearConv, MatMulIntegerToFloat, ...) come from the extended level")
