@@ -91,7 +91,8 @@ def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, 
                 compiled: Any, alone: dict[str, Any], measured_on: str) -> dict[str, Any]:
     """The whole model on this CPU: the cropped pre/post sections (onnxruntime, the same session options, from
     their ONNX files) around model.ort, one frame at a time."""
-    sections = [ctx.inputs.get(f"{name}/{s}") for s in ("pre.onnx", "post.onnx")]
+    ai_path = ctx.inputs[f"{name}/ai.onnx"]  # the sections are found next to it (extra_inputs digests them)
+    sections = [path if path.exists() else None for path in (ai_path.with_name(s) for s in ("pre.onnx", "post.onnx"))]
     record = {"fps": alone["fps"], "latency_ms": alone["latency_ms"], "host_measured_on": measured_on,
               "accelerator": "measured", "sections": "ai.onnx only (no pre/post sections)"}
     if not p.host or not any(sections):
@@ -99,7 +100,6 @@ def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, 
             record["sections"] = "ai.onnx only (benchmark.host: false)"
         return record
     pre, post = (None if path is None else _section(path.read_bytes(), config) for path in sections)
-    ai_path = ctx.inputs[f"{name}/ai.onnx"]
     first = onnx.load(str(sections[0] or ai_path))
     own = {role[len(name) + 1:]: path for role, path in ctx.inputs.items() if role.startswith(f"{name}/data:")}
     raw = accuracy.stage_inputs(first, p.accuracy, own if data is not None and own else ctx.inputs, data)
