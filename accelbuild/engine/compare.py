@@ -127,11 +127,13 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
                        "best": None if winner in (None, "=") else sides[int(winner)].label,
                        "higher_is_better": higher_is_better(sense)})
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
-            "rows": result}
+            "kinds": [s.metrics.get("kind") for s in sides],
+            "measured_on": [s.metrics.get("measured_on") for s in sides], "rows": result}
 
 
 def text(sides: list[Side]) -> str:
-    header = ["", *(s.label for s in sides), "delta" if len(sides) == 2 else "delta vs first (last)", "best"]
+    mixed = len({s.metrics.get("kind") for s in sides}) > 1  # label each side when their kinds differ
+    header = ["", *(f"{s.label} ({s.metrics.get('kind')})" if mixed else s.label for s in sides), "delta" if len(sides) == 2 else "delta vs first (last)", "best"]
     table = [header]
     for label, sense, values in rows(sides):
         shown = ["n/a" if v is None else number(v) for v in values]
@@ -143,7 +145,18 @@ def text(sides: list[Side]) -> str:
         table.append([label, *shown, delta, "" if winner is None else ("=" if winner == "=" else
                                                                          sides[int(winner)].label)])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table) + "\n"
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    if mixed:
+        lines.append("")
+        lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
+    return "\n".join(lines) + "\n"
+
+
+def _kind_text(side: Side) -> str:
+    kind = side.metrics.get("kind", "simulated")
+    if kind == "measured" and side.metrics.get("measured_on"):
+        return f"measured on {side.metrics['measured_on']}"
+    return {"simulated": "simulated (modelled accelerator)"}.get(kind, kind)
 
 
 def dumps(sides: list[Side]) -> str:

@@ -66,6 +66,9 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
                 metrics[check.metric] = value
     if "estimated_by" in bench:
         metrics["estimated_by"] = bench["estimated_by"]
+    if "measured_on" in bench:
+        metrics["measured_on"] = bench["measured_on"]
+    metrics["kind"] = kind(bench)
     return metrics
 
 
@@ -79,6 +82,16 @@ def _at(record: dict[str, Any], dotted: str) -> tuple[bool, Any]:
             return False, None
         value = value.get(part)
     return True, value
+
+
+def kind(bench: dict[str, Any]) -> str:
+    """How a build's figures were obtained: "measured" (on a real machine), "estimated by <tool>" (a vendor
+    compiler's estimate), or "simulated" (a modelled accelerator)."""
+    if bench.get("measured"):
+        return "measured"
+    if bench.get("estimated_by"):
+        return f"estimated by {bench['estimated_by']}"
+    return "simulated"
 
 
 def evaluate(checks: dict[str, float], metrics: dict[str, Any]) -> list[CheckResult]:

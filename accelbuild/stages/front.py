@@ -104,7 +104,7 @@ def _quantize_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
     assert model is not None
     folder = model_dir(pipeline, model)
     names = ("quantized.onnx", "quantize.json")
-    if pipeline.target_impl.integer_activations:
+    if pipeline.target_impl.precision(pipeline).integer:
         names += ("calibration.json",)
     return {name: folder / name for name in names}
 

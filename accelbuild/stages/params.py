@@ -48,11 +48,18 @@ class PrecisionRules:
     """What a family's hardware computes with, which the quantize stage follows."""
 
     weight_bits: tuple[int, ...]  # weight precisions the family stores
-    activations: str  # "bfloat16": float activations as the chip rounds them; "integer": calibrated (QDQ)
+    # "bfloat16": float activations as the chip rounds them; "integer": calibrated (QDQ); "float": the family
+    # runs the model as it is, so the quantize stage leaves it unchanged (cpu, precision: float)
+    activations: str
     activation_bits: tuple[int, ...] = ()  # integer activations: the precisions the engine computes with
     symmetric: bool = False  # integer activations: zero point 0 (else asymmetric)
     share_concat_scales: bool = False  # integer activations: a Concat's inputs and output share one scale
     conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels (ethos-u)
+
+    @property
+    def quantizes(self) -> bool:
+        """The quantize stage changes the model (every family but cpu's float precision)."""
+        return self.activations != "float"
 
     @property
     def integer(self) -> bool:

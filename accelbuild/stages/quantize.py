@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from accelbuild import accuracy
@@ -24,12 +25,16 @@ from accelbuild.stages.params import QuantizeParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
+EXACT_SQNR_DB = 200.0  # what weights.sqnr_db gives an exact copy (no noise)
 
 
 def run(ctx: StageContext) -> None:
     ai = onnx.load(str(ctx.inputs["ai"]))
     pre = sections.read_section(ctx.inputs["pre"])
     q: QuantizeParams = ctx.params
+    if not q.precision.quantizes:
+        _unchanged(ctx, ai, q)
+        return
     _check_precision(ctx, q)
     samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs, q.data))
     if q.precision.integer:
@@ -71,6 +76,32 @@ def run(ctx: StageContext) -> None:
     })
 
 
+def _unchanged(ctx: StageContext, ai: onnx.ModelProto, q: QuantizeParams) -> None:
+    """The family runs the model as it is (cpu, precision: float): quantized.onnx is ai.onnx, and the record
+    says so (weights at their stored precision; the output is the float model's own)."""
+    layers = []
+    for layer in weighted_layers(ai):
+        tensor = next(t for t in ai.graph.initializer if t.name == layer.weight)
+        count = int(np.prod(layer.shape))
+        bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        layers.append({"name": layer.name, "op": layer.op, "bits": bits, "weights": count,
+                       "weight_bytes": count * bits // 8, "sqnr_db": EXACT_SQNR_DB})
+    save_onnx(ai, ctx.outputs["quantized.onnx"])
+    write_json_atomic(ctx.outputs["quantize.json"], {
+        "weight_bits": None,
+        "weights": sum(r["weights"] for r in layers),
+        "weight_bytes": sum(r["weight_bytes"] for r in layers),
+        "layers": layers,
+        "activations": "float",
+        "unchanged": True,
+        "output": {"cosine": 1.0, "sqnr_db": EXACT_SQNR_DB, "max_abs_err": 0.0,
+                   "why": "quantized.onnx is ai.onnx: this target runs the float model as it is"},
+        "auto_precision": None,
+        **get_target(q.family).quantize_record(ai, q.target),
+    })
+    log.info("%s: float precision: quantized.onnx is ai.onnx unchanged", q.model)
+
+
 def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
     """Every precision asked for is one the family's hardware stores."""
     allowed = q.precision.weight_bits
@@ -92,6 +123,8 @@ def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
 def check_overrides(ctx: StageContext, ai: onnx.ModelProto) -> dict[str, int]:
     """The per-layer bits of ``bits`` / ``bits_file``, each naming a layer of ``ai`` that the family's
     precision rules let it set (else a user error)."""
+    if not ctx.params.precision.quantizes:
+        return {}
     _check_precision(ctx, ctx.params)
     if ctx.params.precision.integer:
         from accelbuild.stages import quantize_integer

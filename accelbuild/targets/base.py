@@ -31,7 +31,6 @@ class Target(Protocol):
     family: str
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
-    integer_activations: bool  # quantizes activations too (its precision rules say "integer")
     files: tuple[ProgramFile, ...]  # the program files its builds ship, for ``inspect`` and ``bench``
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:

@@ -134,7 +134,6 @@ def vela_ini_names() -> dict[str, tuple[str, ...]]:
 class EthosUTarget:
     family = "ethos-u"
     code = _CODE
-    integer_activations = True
     files = ()  # its program is a Vela TFLite file; Vela itself inspects it
     stages = (
         Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),

@@ -127,7 +127,6 @@ _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbui
 class Mx3Target:
     family = "mx3"
     code = _CODE
-    integer_activations = False
     files = (ProgramFile("mx3 DFP program file", (".dfp",), (b"ACCELDFP",), "accelbuild.targets.mx3.files:inspect",
                          "accelbuild.targets.mx3.files:bench"),)
     stages = (

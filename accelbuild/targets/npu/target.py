@@ -100,7 +100,6 @@ _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbui
 class NpuTarget:
     family = "npu"
     code = _CODE
-    integer_activations = True
     files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
                          "accelbuild.targets.npu.files:bench"),)
     stages = (

@@ -1,0 +1,113 @@
+"""benchmark: every ``model.ort`` timed on this machine with its recorded session options (median and p90
+latency, fps over ``benchmark.frames``), its accuracy against the float model, end-to-end figures with the
+cropped host sections, and ``report.html``. Every figure is measured, labelled with the machine."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.passes.sections import read_section
+from accelbuild.quantize import measure
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.cpu import report, session
+from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
+from accelbuild.targets.cpu.spec import CpuBenchmarkParams
+from accelbuild.targets.cpu.timing import time_frames
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def run(ctx: StageContext) -> None:
+    p: CpuBenchmarkParams = ctx.params
+    machine = this_machine()
+    measured_on = machine.describe(onnxruntime_version())
+    models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
+    configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
+    first = configs[p.models[0]]
+    summary = {
+        "measured": True,
+        "measured_on": measured_on,
+        "machine": machine.record(),
+        "onnxruntime": onnxruntime_version(),
+        "precision": first["precision"],
+        "graph_optimization": first["graph_optimization"],
+        "intra_op_num_threads": first["intra_op_num_threads"],
+        "fps": round(sum(m["fps"] for m in models), 2),
+        "fps_is": "one model's rate" if len(models) == 1 else "a sum over models run one after another",
+        "latency_ms": max(m["latency_ms"] for m in models),
+        "latency_p90_ms": max(m["latency_p90_ms"] for m in models),
+        "models": models,
+    }
+    write_json_atomic(ctx.outputs["benchmark.json"], summary)
+    ort_records = {name: json.loads(ctx.inputs[f"{name}/ort.json"].read_text()) for name in p.models}
+    write_bytes_atomic(ctx.outputs["report.html"], report.render(p.pipeline, summary, configs, ort_records).encode())
+    for m in models:
+        log.info("%s: %s: %.1f FPS, latency %.3f ms median, %.3f ms p90 (measured on %s); cosine %.5f vs float",
+                 p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], measured_on,
+                 m["accuracy"]["cosine"])
+
+
+def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measured_on: str) -> dict[str, Any]:
+    config = json.loads(ctx.inputs[f"{name}/session.json"].read_text())
+    compiled = session.load(ctx.inputs[f"{name}/model.ort"].read_bytes(), config)
+    ai_path = ctx.inputs[f"{name}/ai.onnx"]
+    ai = onnx.load(str(ai_path))
+    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data, ai)
+    wanted = [i.name for i in compiled.get_inputs()]
+    frames = [{k: f[k] for k in wanted} for f in feeds]
+    timing = time_frames(lambda i: compiled.run(None, frames[i % len(frames)]), p.frames)
+    reference = measure.run_all(measure.session(ai), feeds)
+    measured = measure.run_all(compiled, feeds)
+    figures = timing.record()
+    return {
+        "name": name,
+        **figures,
+        "accuracy": {**measure.compare(reference, measured), "runtime": f"onnxruntime, model.ort ({config['precision']})",
+                     "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
+        "end_to_end": _end_to_end(ctx, p, name, data, config, compiled, figures, measured_on),
+    }
+
+
+def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, config: dict[str, Any],
+                compiled: Any, alone: dict[str, Any], measured_on: str) -> dict[str, Any]:
+    """The whole model on this CPU: the cropped pre/post sections (onnxruntime, the same session options, from
+    their ONNX files) around model.ort, one frame at a time."""
+    ai_path = ctx.inputs[f"{name}/ai.onnx"]
+    sections = [path if read_section(path) is not None else None
+                for path in (ctx.inputs[f"{name}/{s}"] for s in ("pre.onnx", "post.onnx"))]
+    record = {"fps": alone["fps"], "latency_ms": alone["latency_ms"], "host_measured_on": measured_on,
+              "accelerator": "measured", "sections": "ai.onnx only (no pre/post sections)"}
+    if not p.host or not any(sections):
+        if any(sections):
+            record["sections"] = "ai.onnx only (benchmark.host: false)"
+        return record
+    pre, post = (None if path is None else _section(path.read_bytes(), config) for path in sections)
+    first = onnx.load(str(sections[0] or ai_path))
+    own = {role[len(name) + 1:]: path for role, path in ctx.inputs.items() if role.startswith(f"{name}/data:")}
+    raw = accuracy.stage_inputs(first, p.accuracy, own if data is not None and own else ctx.inputs, data)
+
+    def frame(i: int) -> None:
+        values = dict(raw[i % len(raw)])
+        for sess in (pre, compiled, post):
+            if sess is not None:
+                names = [o.name for o in sess.get_outputs()]
+                outs = sess.run(names, {k.name: values[k.name] for k in sess.get_inputs()})
+                values.update(zip(names, outs))
+
+    timing = time_frames(frame, p.frames).record()
+    record.update(fps=timing["fps"], latency_ms=timing["latency_ms"], latency_p90_ms=timing["latency_p90_ms"],
+                  sections=" + ".join(s for s, path in zip(("pre.onnx", "model.ort", "post.onnx"),
+                                                             (sections[0], True, sections[1])) if path))
+    return record
+
+
+def _section(model: bytes, config: dict[str, Any]) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model, session.options(config, for_saving=True), providers=list(config["providers"]))

@@ -1,0 +1,70 @@
+"""The machine the cpu family measures on, and the onnxruntime it runs: described, not assumed.
+
+Read at planning time (cheap: /proc/cpuinfo and package metadata, no onnxruntime import), because both
+are parameters: a new onnxruntime rebuilds, and another machine re-measures.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+# the /proc/cpuinfo flags that decide onnxruntime's x86 kernels (MLAS): vector width, integer dot products
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpu: str
+    logical_cores: int
+    flags: tuple[str, ...]  # the ISA_FLAGS this CPU has
+    arch: str
+
+    def describe(self, onnxruntime_version: str) -> str:
+        isa = ", ".join(self.flags) if self.flags else "no AVX2"
+        return f"{self.cpu} ({self.logical_cores} logical cores, {self.arch}: {isa}), onnxruntime {onnxruntime_version}"
+
+    def record(self) -> dict[str, object]:
+        return {"cpu": self.cpu, "logical_cores": self.logical_cores, "arch": self.arch, "isa": list(self.flags),
+                "int8_dot_product": self.int8_dot_product}
+
+    @property
+    def vector_isa(self) -> str:
+        """What sets onnxruntime's NCHWc block size on x86: AVX-512 (16 floats) or AVX2 (8)."""
+        return "avx512f" if "avx512f" in self.flags else "avx2" if "avx2" in self.flags else self.arch
+
+    @property
+    def int8_dot_product(self) -> str:
+        """The u8s8 instruction onnxruntime's integer GEMM uses here (docs/cpu.md)."""
+        if "amx_int8" in self.flags:
+            return "AMX-INT8"
+        if "avx512_vnni" in self.flags:
+            return "AVX512-VNNI (VPDPBUSD, 32-bit accumulation)"
+        if "avx_vnni" in self.flags:
+            return "AVX-VNNI (VPDPBUSD, 32-bit accumulation)"
+        if "avx2" in self.flags:
+            return "none: AVX2 VPMADDUBSW (saturating 16-bit pair sums)"
+        return "none"
+
+
+@lru_cache(maxsize=1)
+def this_machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> Machine:
+    fields: dict[str, str] = {}
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    cpu = fields.get("model name") or fields.get("Hardware") or platform.processor() or "unknown CPU"
+    present = set(fields.get("flags", "").split())
+    return Machine(cpu, os.cpu_count() or 1, tuple(f for f in ISA_FLAGS if f in present), platform.machine())
+
+
+@lru_cache(maxsize=1)
+def onnxruntime_version() -> str:
+    return metadata.version("onnxruntime")

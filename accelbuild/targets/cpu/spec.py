@@ -1,0 +1,57 @@
+"""The ``target`` section of family cpu, typed, and the parameter objects of its stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbuild.stages.params import AccuracyInputs, DataParams
+
+
+@dataclass(frozen=True)
+class CpuTargetSpec:
+    family: str  # "cpu"
+    threads: int | None  # intra-op threads; None: onnxruntime's default (one per physical core)
+    precision: str  # float | int8
+    graph_optimization: str  # basic | extended | all
+
+
+@dataclass(frozen=True)
+class NoQuantizeParams:
+    """cpu adds nothing to the quantize stage's parameters."""
+
+
+@dataclass(frozen=True)
+class SessionParams:
+    """map: the onnxruntime session options every later stage (and a deployment) uses."""
+
+    model: str
+    precision: str
+    threads: int | None
+    graph_optimization: str
+    onnxruntime: str  # the version (a new onnxruntime re-runs the family's stages)
+
+
+@dataclass(frozen=True)
+class OrtParams:
+    """assemble: write ``model.ort`` with the session's optimizations and check it against quantized.onnx."""
+
+    model: str
+    accuracy: AccuracyInputs
+    data: DataParams | None
+    onnxruntime: str
+    # graph_optimization: all lays tensors out in NCHWc blocks of the CPU's vector width, so the .ort
+    # depends on it (None at the portable levels)
+    vector_isa: str | None
+
+
+@dataclass(frozen=True)
+class CpuBenchmarkParams:
+    """benchmark: time every model.ort on this machine and measure its accuracy against float."""
+
+    pipeline: str
+    models: tuple[str, ...]
+    accuracy: AccuracyInputs
+    data: tuple[DataParams | None, ...]
+    frames: int
+    host: bool  # time the cropped pre/post sections too (end-to-end figures)
+    machine: str  # where the figures are measured: another machine re-measures rather than reusing them

@@ -1,0 +1,164 @@
+"""Family cpu behind the target boundary: onnxruntime on the host CPU, the measured baseline.
+
+Stages (per model, then one benchmark for the pipeline):
+
+- quantize (shared): ``precision: float`` leaves the model unchanged (``PrecisionRules(activations="float")``);
+  ``precision: int8`` is the integer PTQ path (uint8 activations, int8 weights per channel, the QDQ form
+  onnxruntime fuses into its integer kernels);
+- map: ``<model>/session.json``, the session options (threads, graph optimization level, execution mode);
+- assemble: ``<model>/model.ort``, quantized.onnx optimized by onnxruntime and saved in its ORT format
+  (canonical bytes), and ``<model>/ort.json`` (its operators; the check against quantized.onnx);
+- benchmark: ``benchmark.json`` and ``report.html``, every figure measured on this machine and labelled so.
+
+Everything cpu-specific lives in this package: its ``target`` keys (``target.schema.json``, assembled into
+the pipeline schema), and the report (``report.py``). It is registered like any plug-in, through the
+entry-point group ``accelbuild.families``, and uses only the public family API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.stages.declaration import (
+    Stage,
+    accuracy_data,
+    accuracy_inputs,
+    data_params,
+    model_data,
+    model_dir,
+)
+from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
+from accelbuild.targets.cpu.spec import (
+    CpuBenchmarkParams,
+    CpuTargetSpec,
+    NoQuantizeParams,
+    OrtParams,
+    SessionParams,
+)
+
+# quantize keys that choose per-layer or per-model precisions: the cpu family has one precision per build
+PRECISION_KEYS = ("bits", "bits_file", "auto_precision")
+CALIBRATION_KEYS = ("activation_bits", "calibration", "calibration_frames")
+
+
+def _model(model: ModelSpec | None) -> ModelSpec:
+    assert model is not None
+    return model
+
+
+def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"quantized.onnx": model_dir(pipeline, _model(model)) / "quantized.onnx"}
+
+
+def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {"session.json": model_dir(pipeline, _model(model)) / "session.json"}
+
+
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> SessionParams:
+    t = pipeline.target
+    return SessionParams(_model(model).name, t.precision, t.threads, t.graph_optimization, onnxruntime_version())
+
+
+def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    m = _model(model)
+    folder = model_dir(pipeline, m)
+    inputs = {name: folder / name for name in ("quantized.onnx", "session.json", "ai.onnx", "pre.onnx")}
+    inputs.update(model_data(m) if m.data is not None else accuracy_data(pipeline))
+    return inputs
+
+
+def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    folder = model_dir(pipeline, _model(model))
+    return {"model.ort": folder / "model.ort", "ort.json": folder / "ort.json"}
+
+
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtParams:
+    m = _model(model)
+    isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" else None
+    return OrtParams(m.name, accuracy_inputs(pipeline), data_params(m), onnxruntime_version(), isa)
+
+
+def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    inputs: dict[str, Path] = {}
+    for m in pipeline.models:
+        folder = model_dir(pipeline, m)
+        for name in ("ai.onnx", "pre.onnx", "post.onnx", "session.json", "model.ort", "ort.json"):
+            inputs[f"{m.name}/{name}"] = folder / name
+        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
+    inputs.update(accuracy_data(pipeline))
+    return inputs
+
+
+def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in ("benchmark.json", "report.html")}
+
+
+def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBenchmarkParams:
+    return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
+                              tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
+                              pipeline.benchmark.host, this_machine().describe(onnxruntime_version()))
+
+
+class CpuTarget:
+    family = "cpu"
+    code = ("accelbuild.targets.cpu", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
+    files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
+    stages = (
+        Stage("map", True, "accelbuild.targets.cpu.map_stage", (), _map_inputs, _map_outputs, _map_params),
+        Stage("assemble", True, "accelbuild.targets.cpu.assemble_stage", (), _assemble_inputs, _assemble_outputs,
+              _assemble_params),
+        Stage("benchmark", False, "accelbuild.targets.cpu.benchmark_stage", (), _benchmark_inputs,
+              _benchmark_outputs, _benchmark_params),
+    )
+
+    def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
+        return CpuTargetSpec("cpu", t.get("threads"), t["precision"], t["graph_optimization"])
+
+    def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
+        if spec.closed_loop.enabled:
+            checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family cpu has none")
+        precision = spec.target.precision
+        for model in spec.models:
+            q = model.quantize
+            at = ("models", model.index, "quantize")
+            if q.weight_bits != 8:
+                checker.error(at + ("weight_bits",), f"family cpu runs int8 weights or the float model, not "
+                                                     f"{q.weight_bits}-bit weights")
+            for key in PRECISION_KEYS:
+                if getattr(q, key, None):
+                    checker.error(at + (key,), f"{key} does not apply to family cpu: the whole model is "
+                                               f"{precision} (target.precision)", key=True)
+            for key in CALIBRATION_KEYS if precision == "float" else ():
+                if getattr(q, key) is not None:
+                    checker.error(at + (key,), f"{key} does not apply to precision: float (the model runs as it "
+                                               "is); use target.precision: int8 to quantize", key=True)
+            if precision == "int8" and q.activation_bits not in (None, 8):
+                checker.error(at + ("activation_bits",), f"onnxruntime's integer kernels take 8-bit activations, "
+                                                         f"not {q.activation_bits}")
+
+    def precision(self, spec: PipelineSpec) -> PrecisionRules:
+        if spec.target.precision == "float":
+            return PrecisionRules(weight_bits=(), activations="float")
+        # uint8 activations with zero points and int8 weights per channel: onnxruntime's U8S8 integer kernels
+        return PrecisionRules(weight_bits=(8,), activations="integer", activation_bits=(8,), symmetric=False)
+
+    def quantize_params(self, spec: PipelineSpec) -> NoQuantizeParams:
+        return NoQuantizeParams()
+
+    def quantize_record(self, ai: Any, params: NoQuantizeParams) -> dict[str, Any]:
+        return {}
+
+    def host_nodes(self, ai: Any, params: Any) -> frozenset[str]:
+        return frozenset()  # everything runs on the host CPU; no layer needs to stay float
+
+    def show_mapping(self, output_dir: Path) -> str | None:
+        return None  # one CPU, nothing mapped
+
+    def supported_ops(self) -> list[Any]:
+        return []  # onnxruntime runs every operator the ONNX frontend accepts
+
+
+TARGET = CpuTarget()

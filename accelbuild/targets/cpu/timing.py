@@ -1,0 +1,45 @@
+"""Wall-clock timing of onnxruntime sessions on this machine: warm-up, then one run per frame."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+WARMUP_FRAMES = 5  # first runs allocate buffers and spin up threads; not part of the figures
+
+
+@dataclass(frozen=True)
+class Timing:
+    frames: int
+    warmup_frames: int
+    latencies_ms: tuple[float, ...]
+    total_s: float
+
+    def record(self) -> dict[str, float | int]:
+        lat = np.asarray(self.latencies_ms)
+        return {
+            "fps": round(self.frames / self.total_s, 2) if self.total_s > 0 else 0.0,
+            "latency_ms": round(float(np.median(lat)), 4),
+            "latency_p90_ms": round(float(np.percentile(lat, 90)), 4),
+            "latency_min_ms": round(float(lat.min()), 4),
+            "latency_max_ms": round(float(lat.max()), 4),
+            "frames": self.frames,
+            "warmup_frames": self.warmup_frames,
+        }
+
+
+def time_frames(run_frame: Callable[[int], object], frames: int, warmup: int = WARMUP_FRAMES) -> Timing:
+    """Call ``run_frame(i)`` ``warmup`` times untimed, then ``frames`` times, timing each call; fps is frames
+    over the whole timed loop (one frame at a time, as a single stream runs)."""
+    for i in range(warmup):
+        run_frame(i)
+    latencies = []
+    start = time.perf_counter()
+    for i in range(frames):
+        t0 = time.perf_counter()
+        run_frame(i)
+        latencies.append((time.perf_counter() - t0) * 1e3)
+    return Timing(frames, warmup, tuple(latencies), time.perf_counter() - start)

@@ -1,0 +1,124 @@
+"""Family cpu end to end through the CLI: float and int8 builds of the example detector and classifier,
+model.ort checked in onnxruntime, the non-timing artifacts deterministic, positioned config errors, and
+compare labelling measured against simulated figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from conftest import run_cli, write
+
+PIPELINE = """\
+accelbuild: 1
+name: {name}
+target: {{family: cpu, threads: 1, precision: {precision}, graph_optimization: {level}}}
+models:
+  - name: det
+    path: models/tinydet.onnx
+    input_shapes: {{images: [64, 64, 3]}}
+    crop: {{outputs: [head.p3, head.p4, head.p5]}}
+  - name: cls
+    path: models/tinycls.onnx
+benchmark: {{frames: 30, accuracy: {{samples: 4}}}}
+"""
+# every artifact but the measured ones (benchmark.json, report.html)
+NON_TIMING = ("quantized.onnx", "quantize.json", "session.json", "model.ort", "ort.json")
+
+
+def _build(project: Path, name: str, precision: str, level: str = "extended", *extra: str) -> Path:
+    write(project / f"{name}.yaml", PIPELINE.format(name=name, precision=precision, level=level))
+    result = run_cli("run", f"{name}.yaml", *extra, cwd=project, timeout=300)
+    assert result.code == 0, result.stderr
+    return project / "build" / name
+
+
+def _digests(out: Path) -> dict[str, bytes]:
+    return {f"{m}/{n}": (out / m / n).read_bytes() for m in ("det", "cls") for n in NON_TIMING}
+
+
+@pytest.mark.parametrize("precision", ["float", "int8"])
+def test_pipeline_builds_measures_and_repeats_its_bytes(project: Path, precision: str) -> None:
+    out = _build(project, f"cpu_{precision}", precision)
+    bench = json.loads((out / "benchmark.json").read_text())
+    assert bench["measured"] is True and "onnxruntime" in bench["measured_on"]
+    assert bench["machine"]["logical_cores"] >= 1 and bench["precision"] == precision
+    for entry in bench["models"]:
+        assert entry["fps"] > 0 and 0 < entry["latency_ms"] <= entry["latency_p90_ms"] <= entry["latency_max_ms"]
+        assert entry["frames"] == 30
+        assert entry["accuracy"]["cosine"] > (0.9999 if precision == "float" else 0.99)
+        e2e = entry["end_to_end"]
+        assert e2e["accelerator"] == "measured" and e2e["host_measured_on"] == bench["measured_on"]
+        if entry["name"] == "det":  # cropped: its box decoding (post.onnx) runs on the host too
+            assert e2e["sections"] == "model.ort + post.onnx"
+        assert e2e["fps"] > 0 and e2e["latency_ms"] > 0
+    quantize = json.loads((out / "det" / "quantize.json").read_text())
+    if precision == "float":  # the quantize stage left the model as it is
+        assert (out / "det" / "quantized.onnx").read_bytes() == (out / "det" / "ai.onnx").read_bytes()
+        assert quantize["unchanged"] is True and not (out / "det" / "calibration.json").exists()
+    else:
+        assert quantize["activations"] == "integer" and (out / "det" / "calibration.json").is_file()
+        assert json.loads((out / "cls" / "ort.json").read_text())["integer_operators"] > 0
+    assert "measured on" in (out / "report.html").read_text()
+    first = _digests(out)
+    again = _build(project, f"cpu_{precision}", precision, "extended", "--force")
+    assert _digests(again) == first
+
+
+def test_model_ort_loads_and_computes_what_the_model_computes(project: Path) -> None:
+    out = _build(project, "cpu_ext", "int8")
+    for name in ("det", "cls"):
+        config = json.loads((out / name / "session.json").read_text())
+        assert config["graph_optimization_level"] == "ORT_ENABLE_EXTENDED" and config["intra_op_num_threads"] == 1
+        compiled = ort.InferenceSession(str(out / name / "model.ort"), providers=["CPUExecutionProvider"])
+        plain = ort.SessionOptions()
+        plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        model = ort.InferenceSession(str(out / name / "quantized.onnx"), plain, providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(0)
+        feed = {i.name: rng.random(i.shape, dtype=np.float32) for i in model.get_inputs()}
+        for got, want in zip(compiled.run(None, feed), model.run(None, feed)):
+            scale = float(np.abs(want).max()) or 1.0
+            assert float(np.abs(got - want).max()) <= 0.02 * scale  # integer kernels round each requantization
+        record = json.loads((out / name / "ort.json").read_text())
+        assert record["hardware_specific"] is None  # extended: no NCHWc layouts, a portable model.ort
+        assert record["check"]["cosine"] > 0.999
+
+
+def test_level_all_stores_nchwc_layouts_and_says_so(project: Path) -> None:
+    out = _build(project, "cpu_all", "float", "all")
+    record = json.loads((out / "det" / "ort.json").read_text())
+    assert any(op.startswith("com.microsoft.nchwc:") for op in record["operators"])
+    assert record["hardware_specific"]["deterministic"] is False and record["hardware_specific"]["vector_isa"]
+    config = json.loads((out / "det" / "session.json").read_text())
+    assert config["graph_optimization_level"] == "ORT_ENABLE_ALL" and any("NCHWc" in n for n in config["notes"])
+
+
+def test_bad_keys_are_positioned_errors(project: Path) -> None:
+    write(project / "bad.yaml", "accelbuild: 1\ntarget:\n  family: cpu\n  threads: 0\n  num_chips: 2\n"
+                                "models:\n  - path: models/tinycls.onnx\n    quantize: {weight_bits: 4}\n")
+    result = run_cli("validate", "bad.yaml", cwd=project)
+    assert result.code == 2 and "Traceback" not in result.stderr
+    assert "bad.yaml:4:12:" in result.stderr and "bad.yaml:5:3: unknown key 'num_chips' in target" in result.stderr
+    write(project / "bits.yaml", "accelbuild: 1\ntarget: {family: cpu, precision: int8}\n"
+                                 "models:\n  - path: models/tinycls.onnx\n    quantize: {weight_bits: 4}\n")
+    result = run_cli("validate", "bits.yaml", cwd=project)
+    assert result.code == 2 and result.stderr.startswith(
+        "bits.yaml:5:29: family cpu runs int8 weights or the float model, not 4-bit weights")
+
+
+def test_compare_labels_measured_and_simulated_sides(project: Path) -> None:
+    out = _build(project, "cpu_float", "float")
+    write(project / "npu.yaml", PIPELINE.format(name="npu", precision="int8", level="all").replace(
+        "{family: cpu, threads: 1, precision: int8, graph_optimization: all}", "{family: npu, platform: tda4vm}"))
+    assert run_cli("run", "npu.yaml", cwd=project, timeout=300).code == 0
+    result = run_cli("compare", str(out), "build/npu", "--json", cwd=project)
+    assert result.code == 0, result.stderr
+    data = result.json()
+    assert data["kinds"] == ["measured", "simulated"] and data["measured_on"][0] and data["measured_on"][1] is None
+    text = run_cli("compare", str(out), "build/npu", cwd=project).stdout
+    assert "(measured)" in text.splitlines()[0] and "(simulated)" in text.splitlines()[0]
+    assert "build/npu: simulated (modelled accelerator)" in text and f"{out}: measured on " in text
