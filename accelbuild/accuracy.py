@@ -11,44 +11,19 @@ holds one sample in the input's shape, the shape without the batch dimension, or
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from accelbuild.config.spec import DataParams
+from accelbuild.data.random import input_specs, random_inputs  # noqa: F401  (accuracy.random_inputs)
 from accelbuild.errors import InputFileError
-from accelbuild.passes import graph as g
 from accelbuild.passes.sections import read_section
-from accelbuild.stages.params import AccuracyInputs, DataParams
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000
-
-
-def input_specs(model: onnx.ModelProto) -> list[tuple[str, list[int], np.dtype]]:
-    specs = []
-    for value in g.real_inputs(model.graph):
-        tensor = value.type.tensor_type
-        shape = [d.dim_value for d in tensor.shape.dim]
-        specs.append((value.name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))))
-    return specs
-
-
-def random_inputs(model: onnx.ModelProto, samples: int, seed: int) -> list[Feeds]:
-    """Seeded inputs: floats uniform in [0, 1) (an image-like range), small integers, False booleans."""
-    rng = np.random.default_rng(seed)
-    result = []
-    for _ in range(samples):
-        feeds = {}
-        for name, shape, dtype in input_specs(model):
-            if np.issubdtype(dtype, np.floating):
-                feeds[name] = rng.random(shape, dtype=np.float32).astype(dtype)
-            elif dtype == np.bool_:
-                feeds[name] = np.zeros(shape, dtype=dtype)
-            else:
-                feeds[name] = rng.integers(0, 4, shape).astype(dtype)
-        result.append(feeds)
-    return result
 
 
 def data_inputs(model: onnx.ModelProto, files: dict[str, Path], shown: str) -> list[Feeds]:
@@ -70,6 +45,16 @@ def data_folder(inputs: dict[str, Path]) -> Path:
     """The folder the ``data:<relative path>`` inputs come from."""
     role, path = next((r, p) for r, p in inputs.items() if r.startswith("data:"))
     return Path(str(path)[: -len(role[len("data:"):])])
+
+
+@dataclass(frozen=True)
+class AccuracyInputs:
+    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
+    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
+
+    data: str | None  # the folder as the YAML writes it
+    samples: int | None
+    seed: int | None
 
 
 def describe_inputs(source: AccuracyInputs, data: DataParams | None, count: int) -> dict[str, object]:
@@ -102,8 +87,7 @@ def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[st
     inputs."""
     if data is not None:
         from accelbuild.data.load import load_inputs
-        from accelbuild.data.spec import input_infos
-        from accelbuild.stages.declaration import data_spec
+        from accelbuild.data.spec import data_spec, input_infos
 
         return load_inputs(data_spec(data, data_folder(inputs)), input_infos(model))
     if source.data is not None:

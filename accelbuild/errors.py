@@ -8,6 +8,7 @@ that failed on valid input (exit 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class AccelbuildError(Exception):
@@ -74,3 +75,19 @@ def render_user_error(exc: UserError) -> str:
         if isinstance(error, ConfigError) and error.snippet:
             lines.append(error.snippet)
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Positions in the pipeline YAML for messages, relative to ``prefix`` (``("models", 2)`` for a
+    model's stages). Picklable: it travels to worker processes with the job."""
+
+    document: Any  # accelbuild.config.yaml_source.YamlDocument
+    prefix: tuple[str | int, ...] = ()
+
+    def __call__(self, *path: str | int, key: bool = False) -> Where:
+        return self.document.where(self.prefix + tuple(path), key=key)
+
+    def absolute(self, *path: str | int, key: bool = False) -> Where:
+        """A position outside the prefix (a pipeline-level key from a model's stage)."""
+        return self.document.where(tuple(path), key=key)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
 
-from accelbuild.passes.graph import real_inputs
+from accelbuild.util.onnx_graph import real_inputs
+
+if TYPE_CHECKING:
+    from accelbuild.config.spec import DataParams
 
 Color = Literal["rgb", "bgr", "gray"]
 Layout = Literal["NCHW", "NHWC"]
@@ -107,3 +110,8 @@ def input_infos(model: onnx.ModelProto) -> list[InputInfo]:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         infos.append(InputInfo(value.name, shape, dtype, guess_layout(shape)))
     return infos
+
+
+def data_spec(data: DataParams, folder: Path) -> DataSpec:
+    """The ``accelbuild.data`` spec (what the loader reads) of ``models[].data`` parameters and its folder."""
+    return DataSpec(folder, data.text, data.count, data.resize, data.color, data.mean, data.std)

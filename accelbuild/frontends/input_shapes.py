@@ -12,20 +12,26 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import onnx
 
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.config.spec import InputShapes
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
-from accelbuild.passes.graph import readers, real_inputs
+from accelbuild.util.onnx_graph import readers, real_inputs
 
 if TYPE_CHECKING:
-    from accelbuild.stages.context import Locator
-    from accelbuild.stages.params import ImportParams
+    from accelbuild.errors import Locator
 
 Dim = int | str | None
+
+
+class ShapeRequest(Protocol):
+    """What the import stage asks for: the model's name (messages) and the pipeline's ``input_shapes``."""
+
+    model: str
+    input_shapes: InputShapes
 
 # Elements in one tensor (1 GiB of float32). Far past any input an edge accelerator takes (an 8K RGB frame
 # is 100 M); a larger shape is a mistake or a hostile file, refused before anything is allocated for it.
@@ -59,7 +65,7 @@ def show_dims(dims: Sequence[Dim]) -> str:
 
 
 def resolve_input_shapes(
-    model: onnx.ModelProto, locate: Locator, spec: ImportParams
+    model: onnx.ModelProto, locate: Locator, spec: ShapeRequest
 ) -> list[ResolvedInput]:
     """Decide every input's static shape; raises positioned errors for the user's mistakes."""
     inputs = graph_inputs(model)
@@ -94,7 +100,7 @@ def apply_input_shapes(model: onnx.ModelProto, resolved: list[ResolvedInput]) ->
 
 
 def _given_by_input(inputs: list[onnx.ValueInfoProto], locate: Locator,
-                    spec: ImportParams) -> dict[str, object]:
+                    spec: ShapeRequest) -> dict[str, object]:
     shapes = spec.input_shapes
     names = [v.name for v in inputs]
     if shapes.by_name:
@@ -119,7 +125,7 @@ def _given_by_input(inputs: list[onnx.ValueInfoProto], locate: Locator,
     return dict(zip(names, shapes.in_order))
 
 
-def _position(spec: ImportParams, shapes: InputShapes, name: str, index: int) -> tuple[object, ...]:
+def _position(spec: ShapeRequest, shapes: InputShapes, name: str, index: int) -> tuple[object, ...]:
     base: tuple[object, ...] = ("input_shapes",)
     if name in shapes.by_name:
         return base + (name,)
@@ -129,7 +135,7 @@ def _position(spec: ImportParams, shapes: InputShapes, name: str, index: int) ->
 
 
 def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: object,
-                 locate: Locator, spec: ImportParams, at: tuple[object, ...]) -> ResolvedInput:
+                 locate: Locator, spec: ShapeRequest, at: tuple[object, ...]) -> ResolvedInput:
     dims = model_dims(value)
     name = value.name
     if given is None or given == "auto":

@@ -13,20 +13,11 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import external_data_helper, helper
+from onnx import external_data_helper
 
 from accelbuild.errors import InputFileError
 from accelbuild.util.files import write_bytes_atomic
-
-# Element types that need a newer IR version than their opset alone implies.
-_IR_FOR_TYPE = {
-    onnx.TensorProto.INT4: 10,
-    onnx.TensorProto.UINT4: 10,
-    onnx.TensorProto.FLOAT8E4M3FN: 9,
-    onnx.TensorProto.FLOAT8E4M3FNUZ: 9,
-    onnx.TensorProto.FLOAT8E5M2: 9,
-    onnx.TensorProto.FLOAT8E5M2FNUZ: 9,
-}
+from accelbuild.util.onnx_runtime import min_ir_version, serialize  # noqa: F401  (here for callers)
 
 
 def external_data_files(model_path: Path) -> dict[str, Path]:
@@ -99,22 +90,6 @@ def _external_locations(model: onnx.ModelProto, model_path: Path) -> dict[str, P
             raise InputFileError(model_path, f"{where} at bytes {offset}..{offset + length}, past its end ({size})")
         found[location] = real
     return found
-
-
-def min_ir_version(model: onnx.ModelProto) -> int:
-    """The lowest IR version that can carry this model's opsets and element types."""
-    version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    used = {t.data_type for t in model.graph.initializer}
-    used |= {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output, *model.graph.value_info]}
-    for elem_type in used:
-        version = max(version, _IR_FOR_TYPE.get(elem_type, 0))
-    return version
-
-
-def serialize(model: onnx.ModelProto) -> bytes:
-    """Deterministic bytes at the lowest sufficient IR version."""
-    model.ir_version = min_ir_version(model)
-    return model.SerializeToString(deterministic=True)
 
 
 def save_onnx(model: onnx.ModelProto, path: Path) -> None:

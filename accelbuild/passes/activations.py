@@ -12,7 +12,7 @@ import json
 
 import onnx
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 FUSED_KEY = "accelbuild.fused_activations"
 RELU_FAMILY = {"Relu", "LeakyRelu", "Clip", "PRelu"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 
 def fold_batchnorm(model: onnx.ModelProto) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 
 def name_nodes(model: onnx.ModelProto) -> list[str]:

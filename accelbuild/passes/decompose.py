@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 _BINARY_FOR = {"Sum": "Add", "Max": "Max", "Min": "Min"}
 

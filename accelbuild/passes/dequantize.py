@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 INTEGER_LAYERS = {"ConvInteger": "Conv", "MatMulInteger": "MatMul"}
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 MAX_FOLDED_ELEMENTS = 1 << 22  # don't materialise huge Expand/Tile/ConstantOfShape results
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",

@@ -21,7 +21,7 @@ from pathlib import Path
 import onnx
 from onnx.utils import Extractor
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 SECTION_KEY = "accelbuild.section"  # metadata_props key; the value NO_SECTION marks the no-section form
 NO_SECTION = "none"

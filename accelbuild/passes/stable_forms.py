@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 
 def fuse_leaky_relu(model: onnx.ModelProto) -> list[str]:

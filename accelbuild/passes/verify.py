@@ -37,10 +37,10 @@ class Reference:
     """The input model's outputs on one sample, to compare processed models against."""
 
     def __init__(self, model: onnx.ModelProto, seed: int = 0, inputs: list[Feeds] | None = None) -> None:
-        from accelbuild import accuracy
+        from accelbuild.data.random import random_inputs
 
         self.random = not inputs
-        self.feeds = list(inputs or []) or accuracy.random_inputs(model, 1, seed)
+        self.feeds = list(inputs or []) or random_inputs(model, 1, seed)
         self.outputs, self.problem = _run(model, self.feeds, "a random sample" if self.random else "the given inputs")
 
     @property
@@ -96,7 +96,7 @@ def _relative_error(a: Any, b: Any) -> float | None:
 
 def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -> tuple[list[list[Any]] | None, str]:
     """(outputs per sample, "") or (None, what onnxruntime could not do: load the model, or run it on ``what``)."""
-    from accelbuild.quantize import measure
+    from accelbuild.util import onnx_runtime as measure
 
     try:
         session = measure.session(model)

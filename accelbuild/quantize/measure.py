@@ -13,9 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from accelbuild.errors import UserError
-from accelbuild.frontends.onnx_model import serialize
 from accelbuild.quantize.weights import sqnr_db
+from accelbuild.util.onnx_runtime import ModelRunError, serialize, session  # noqa: F401  (measure.session, ...)
 
 Feeds = dict[str, np.ndarray]
 
@@ -58,27 +57,6 @@ def weights_as_inputs(model: onnx.ModelProto, names: Iterable[str]) -> onnx.Mode
         result.graph.initializer.remove(tensor)
         result.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     return result
-
-
-def session(model: onnx.ModelProto):
-    import onnxruntime as ort
-
-    ort.set_default_logger_severity(4)  # failures are reported by us, once, not by onnxruntime's own logger
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1  # the same figures on every run and machine load
-    options.log_severity_level = 4
-    # onnxruntime would otherwise fuse DequantizeLinear -> Gemm/Conv into integer kernels that also
-    # quantize the activations: not the arithmetic being measured (float activations, exact weights)
-    options.add_session_config_entry("session.disable_quant_qdq", "1")
-    try:
-        return ort.InferenceSession(serialize(model), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime's own exception types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelRunError(f"onnxruntime cannot load the model ({first[:300]})") from None
-
-
-class ModelRunError(UserError):
-    """onnxruntime could not run a model on the accuracy inputs (often: an input needs real values)."""
 
 
 def run_all(sess, samples: list[Feeds], extra: Feeds | None = None) -> list[list[np.ndarray]]:

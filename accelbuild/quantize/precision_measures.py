@@ -13,7 +13,6 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize import measure
 from accelbuild.quantize.auto_precision import Candidate
 from accelbuild.quantize.qdq import Calibrated, build
@@ -23,6 +22,7 @@ from accelbuild.quantize.weights import (
     quantize,
     weight_bytes,
 )
+from accelbuild.util import onnx_graph as g
 
 CosineOf = Callable[[dict[str, int]], float]
 

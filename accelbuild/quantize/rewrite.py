@@ -13,10 +13,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from accelbuild.errors import StageError
-from accelbuild.passes import graph as g
 from accelbuild.passes.opset import TARGET_OPSET, convert_opset, default_opset
 from accelbuild.quantize.precision import storage_dtype
 from accelbuild.quantize.weights import WeightedLayer, dequantize, quantize, sqnr_db, weight_bytes
+from accelbuild.util import onnx_graph as g
 
 
 @dataclass(frozen=True)

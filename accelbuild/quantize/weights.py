@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize.precision import BITS, packed_size
+from accelbuild.util import onnx_graph as g
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from accelbuild.errors import Where
+from accelbuild.errors import Locator, Where  # noqa: F401  (ctx.locate is a Locator)
 
 
 class SplitCache(Protocol):
@@ -33,22 +33,6 @@ class FanOut(Protocol):
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], shared: Any) -> Iterator[Any]:
         """``fn(item, shared)`` for every item, elsewhere; results in completion order."""
-
-
-@dataclass(frozen=True)
-class Locator:
-    """Positions in the pipeline YAML for messages, relative to ``prefix`` (``("models", 2)`` for a
-    model's stages). Picklable: it travels to worker processes with the job."""
-
-    document: Any  # accelbuild.config.yaml_source.YamlDocument
-    prefix: tuple[str | int, ...] = ()
-
-    def __call__(self, *path: str | int, key: bool = False) -> Where:
-        return self.document.where(self.prefix + tuple(path), key=key)
-
-    def absolute(self, *path: str | int, key: bool = False) -> Where:
-        """A position outside the prefix (a pipeline-level key from a model's stage)."""
-        return self.document.where(tuple(path), key=key)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError, StageError
 from accelbuild.frontends import onnx_model
 from accelbuild.passes import auto_crop, sections
-from accelbuild.passes import graph as g
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import CropParams
+from accelbuild.util import onnx_graph as g
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)

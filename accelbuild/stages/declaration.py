@@ -62,17 +62,11 @@ def model_data(model: ModelSpec) -> dict[str, Path]:
     if model.data is None:
         return {}
     from accelbuild.data.files import data_files
+    from accelbuild.data.spec import data_spec
 
     folder = model.data.path
     return {f"data:{path.relative_to(folder).as_posix()}": path
             for path in data_files(data_spec(model.data.params, folder))}
-
-
-def data_spec(data: DataParams, folder: Path) -> Any:
-    """The ``accelbuild.data`` spec (what the loader reads) of ``models[].data`` parameters and its folder."""
-    from accelbuild.data.spec import DataSpec
-
-    return DataSpec(folder, data.text, data.count, data.resize, data.color, data.mean, data.std)
 
 
 def data_params(model: ModelSpec) -> DataParams | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from accelbuild.accuracy import AccuracyInputs  # noqa: F401  (a stage parameter)
 from accelbuild.config.spec import AutoPrecision, DataParams, InputShapes
 
 
@@ -31,16 +32,6 @@ class CropParams:
     auto: bool
     in_out_file: str | None  # as the YAML writes it; the file's content is a stage input
     allow_partial: bool
-
-
-@dataclass(frozen=True)
-class AccuracyInputs:
-    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
-    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
-
-    data: str | None  # the folder as the YAML writes it
-    samples: int | None
-    seed: int | None
 
 
 @dataclass(frozen=True)

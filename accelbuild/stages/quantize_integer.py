@@ -17,10 +17,10 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.families import get_target
 from accelbuild.frontends.onnx_model import save_onnx
-from accelbuild.passes import graph as g
 from accelbuild.quantize import auto_precision, measure, precision_measures, qdq
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import QuantizeParams
+from accelbuild.util import onnx_graph as g
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)

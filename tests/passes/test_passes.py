@@ -177,7 +177,7 @@ def _if_reading_outer_values() -> onnx.ModelProto:
 
 
 def test_values_read_only_inside_subgraphs_are_used() -> None:
-    from accelbuild.passes import graph as g
+    from accelbuild.util import onnx_graph as g
 
     model = _if_reading_outer_values()
     node_if = model.graph.node[2]
@@ -204,7 +204,7 @@ def test_passes_keep_values_that_an_if_body_reads() -> None:
 
 
 def test_renaming_stops_where_a_subgraph_defines_the_name() -> None:
-    from accelbuild.passes import graph as g
+    from accelbuild.util import onnx_graph as g
 
     inner = helper.make_graph([helper.make_node("Relu", ["c"], ["xi"]), helper.make_node("Neg", ["xi"], ["o"])],
                               "body", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2])])

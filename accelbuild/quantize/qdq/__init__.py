@@ -24,7 +24,6 @@ import numpy as np
 import onnx
 import onnx.version_converter
 
-from accelbuild.passes import graph as g
 from accelbuild.passes.cleanup import name_nodes
 from accelbuild.passes.opset import TARGET_OPSET, convert_opset, default_opset
 from accelbuild.quantize.calibration import (
@@ -44,6 +43,7 @@ from accelbuild.quantize.qdq.integers import IntegerWeights, integer_weights
 from accelbuild.quantize.qdq.plan import Plan, make_plan
 from accelbuild.quantize.qdq.rules import CONVENTIONS, TFLITE_FIXED
 from accelbuild.quantize.weights import weight_bytes
+from accelbuild.util import onnx_graph as g
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize.weights import WeightedLayer
+from accelbuild.util import onnx_graph as g
 
 Shift = Callable[[np.ndarray], np.ndarray]
 

@@ -16,10 +16,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize.calibration import QuantParams
 from accelbuild.quantize.qdq.integers import IntegerWeights
 from accelbuild.quantize.qdq.plan import Plan
+from accelbuild.util import onnx_graph as g
 
 
 @dataclass(frozen=True)

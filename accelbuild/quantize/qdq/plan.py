@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize.qdq import rules
 from accelbuild.quantize.weights import WeightedLayer, weighted_layers
+from accelbuild.util import onnx_graph as g
 
 FLOAT = onnx.TensorProto.FLOAT
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 ALL = None
 DATA_INPUTS: dict[str, tuple[int, ...] | None] = {

@@ -100,7 +100,7 @@ WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 def _check_npu_layers_quantized(model: str, part: partitioning.Partition) -> None:
     """Every weighted layer placed on the NPU reads integer weights (through DequantizeLinear): an integer
     NPU cannot run float weights, and figures measured on a float layer would be float compared with float."""
-    from accelbuild.passes import graph as g
+    from accelbuild.util import onnx_graph as g
 
     unquantized = []
     for sg in part.subgraphs:

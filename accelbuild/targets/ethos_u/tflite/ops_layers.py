@@ -7,10 +7,10 @@ import numpy as np
 import onnx
 
 from accelbuild.frontends.tflite.layout import same_padding
-from accelbuild.passes import graph as g
 from accelbuild.targets.ethos_u.tflite import layout
 from accelbuild.targets.ethos_u.tflite.qgraph import QConst, QTensor
 from accelbuild.targets.ethos_u.tflite.writer import Unsupported, Writer
+from accelbuild.util import onnx_graph as g
 from accelbuild.util.tflite_builder import Quant
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.quantize.qdq.rules import TFLITE_FIXED
 from accelbuild.targets.ethos_u.tflite import layout
 from accelbuild.targets.ethos_u.tflite.qgraph import QTensor
 from accelbuild.targets.ethos_u.tflite.writer import CLIP_ACTIVATIONS, Unsupported, Writer
+from accelbuild.util import onnx_graph as g
 from accelbuild.util.tflite_builder import Quant
 
 BINARY = {"Add": "ADD", "Sub": "SUB", "Mul": "MUL"}

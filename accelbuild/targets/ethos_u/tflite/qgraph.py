@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from accelbuild.passes import graph as g
+from accelbuild.util import onnx_graph as g
 
 
 @dataclass(frozen=True)

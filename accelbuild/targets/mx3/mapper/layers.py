@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from accelbuild.passes import graph as g
 from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.util import onnx_graph as g
 
 FREE_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}  # relabel, no data moves
 # ALU operations per output element, for the ops that need more than one

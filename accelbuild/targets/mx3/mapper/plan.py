@@ -10,10 +10,10 @@ from typing import Any
 
 import onnx
 
-from accelbuild.passes.graph import real_inputs
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.targets.mx3.mapper import cost, search
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
+from accelbuild.util.onnx_graph import real_inputs
 
 log = logging.getLogger(__name__)
 
