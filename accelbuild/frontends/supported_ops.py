@@ -33,6 +33,13 @@ together with every other unsupported operator of the model, as `file: unsupport
 (one line per operator with its name and the failed condition) or `file: unsupported ONNX model: <the
 first problem>` (any further problems on the lines below it), exit code 2. How the ONNX frontend fares
 on the ONNX backend node suite, and why it refuses what it refuses: [onnx_conformance.md](onnx_conformance.md).
+
+Keras (`.keras`, `.h5`), SavedModel folders and frozen graphs (`.pb`) are converted by TensorFlow's own
+`TFLiteConverter` to a float TFLite model, which the TFLite frontend below then reads: what it supports is
+what TensorFlow's converter writes as builtin TFLite operators plus the table below. Tested with
+TensorFlow 2.21 and Keras 3.15 (`tests/frontends/test_tensorflow.py`: Keras applications MobileNetV2,
+ResNet50, EfficientNetB0 and a two-input, two-output functional model in all four formats); the extra
+accepts TensorFlow >= 2.16. tf2onnx is not used: it does not read Keras 3 models.
 """
 
 

@@ -66,7 +66,8 @@ def _agrees_with_tensorflow(keras_model: keras.Model, imported: Path) -> float:
     feeds = _feeds(model)
     ours = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     names = [t.name.split(":")[0] for t in keras_model.inputs]
-    theirs = keras_model([feeds[n] for n in names] if len(names) > 1 else feeds[names[0]], training=False)
+    values = [feeds[n] for n in names] if len(names) > 1 else list(feeds.values())  # one input: by position
+    theirs = keras_model(values if len(names) > 1 else values[0], training=False)
     theirs = [np.asarray(t) for t in (theirs if isinstance(theirs, (list, tuple)) else [theirs])]
     assert [o.shape for o in ours] == [t.shape for t in theirs]
     return max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-12)) for a, b in zip(ours, theirs))
@@ -92,12 +93,13 @@ def test_a_two_input_two_output_model_imports_in_every_format(tmp_path: Path, fo
         assert chatter not in result.stderr + result.stdout
 
 
-@pytest.mark.parametrize("name, size", [("MobileNetV2", 96), ("ResNet50", 64), ("EfficientNetB0", 64)])
+@pytest.mark.parametrize("name, size", [("MobileNetV2", 64), ("ResNet50", 32), ("EfficientNetB0", 32)])
 def test_keras_applications_build_on_mx3_and_npu(tmp_path: Path, name: str, size: int) -> None:
     model = getattr(keras.applications, name)(weights=None, input_shape=(size, size, 3), classes=10)
     model.save(tmp_path / "m.keras")
     for family in ("mx3", "npu"):
-        target = "{family: npu, platform: tda4vm}" if family == "npu" else "{family: mx3, num_chips: min}"
+        target = "{family: npu, platform: tda4vm, effort: lazy}" if family == "npu" else \
+            "{family: mx3, num_chips: min, effort: lazy}"
         write(tmp_path / f"{family}.yaml", f"accelbuild: 1\ntarget: {target}\nbenchmark: {{frames: 20}}\n"
                                            f"models:\n  - {{name: m, path: m.keras}}\n")
         result = run_cli("run", f"{family}.yaml", cwd=tmp_path, timeout=600)
