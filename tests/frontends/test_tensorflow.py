@@ -74,12 +74,15 @@ def _agrees_with_tensorflow(keras_model: keras.Model, imported: Path) -> float:
 
 
 @pytest.mark.parametrize("form", ["keras", "h5", "savedmodel", "pb"])
-def test_a_two_input_two_output_model_imports_in_every_format(tmp_path: Path, form: str) -> None:
+def test_a_two_input_two_output_model_builds_from_every_format(tmp_path: Path, form: str) -> None:
     model = _two_in_two_out()
     path = _save(model, tmp_path, form)
-    write(tmp_path / "p.yaml", f"accelbuild: 1\nmodels:\n  - {{name: m, path: {path}}}\n")
-    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    write(tmp_path / "p.yaml", f"accelbuild: 1\nbenchmark: {{frames: 20}}\nmodels:\n  - {{name: m, path: {path}}}\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
     assert result.code == 0, result.stderr
+    write(tmp_path / "npu.yaml", f"accelbuild: 1\ntarget: {{family: npu, platform: tda4vm}}\nbenchmark: {{frames: 20}}\n"
+                                 f"models:\n  - {{name: m, path: {path}}}\n")
+    assert run_cli("run", "npu.yaml", cwd=tmp_path, timeout=300).code == 0
     assert _agrees_with_tensorflow(model, tmp_path / "build/p/m/imported.onnx") < TOLERANCE
     record = json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]
     assert record["tensorflow"] == tf.__version__ and record["converter"] == "tf.lite.TFLiteConverter"
