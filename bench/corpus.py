@@ -273,6 +273,7 @@ class Result:
     reasons: list[str] = field(default_factory=list)  # why "suspicious"
     message: str = ""  # refused / crash: the whole message (crash: the traceback's last lines)
     folder: str = ""
+    exit_code: int | None = None  # None: killed at the timeout
 
 
 def _flow(shapes: dict[str, list[int]]) -> str:
@@ -321,7 +322,7 @@ def run_build(model: Model, model_path: Path, family: str, work: Path, timeout: 
     seconds = round(time.monotonic() - start, 1)
     (folder / "log.txt").write_text(stdout + stderr)
     result = classify(process.returncode, stdout, stderr, folder / "build" / model.name, model.name, family)
-    result.seconds, result.folder = seconds, str(folder)
+    result.seconds, result.folder, result.exit_code = seconds, str(folder), process.returncode
     return result
 
 
@@ -430,9 +431,11 @@ def suspicions(figures: dict[str, Any], family: str, text: str) -> list[str]:
         reasons.append(f"cosine {cosine:.4f} and no warning about it")
     if not isinstance(cosine, (int, float)):
         reasons.append("no cosine in benchmark.json")
-    if family in INTEGER_FAMILIES and on_device == 0 and "on the host" not in text and "on the cpu" not in text.lower():
+    all_on_host = family in INTEGER_FAMILIES and on_device == 0
+    noted = "on the host" in text or "on the cpu" in text.lower()
+    if all_on_host and not noted:
         reasons.append("every layer on the host and no note saying so")
-    if figures.get("weight_bytes") == 0:
+    if figures.get("weight_bytes") == 0 and not (all_on_host and noted):  # nothing quantized, and said why
         reasons.append("weight_bytes 0 in quantize.json")
     return reasons
 
