@@ -144,7 +144,8 @@ MODELS: tuple[Model, ...] = (
           "c0aea21eb84a4ce90a08c870da41b7a7173b45269e6a3207c71d67c40f3a59d8"),
     Model("oww_melspectrogram_tflite", "openWakeWord mel front end, TFLite", "wyoming_openwakeword",
           "wyoming_openwakeword/models/melspectrogram.tflite",
-          "96fa0adccb6e8cf95cb14465409a1a2898ee4a96a85bb9ed3c7eb0e68bf163e8"),
+          "96fa0adccb6e8cf95cb14465409a1a2898ee4a96a85bb9ed3c7eb0e68bf163e8",
+          {"serving_default_input:0": [1760]}),  # the file's placeholder is [1, 1], its signature [-1, -1]
     Model("micro_wakeword_okay_nabu", "microWakeWord streaming wake word (stateful, int8)", "pymicro_wakeword",
           "pymicro_wakeword/models/okay_nabu.tflite",
           "0689abe1912a95a3318a0d8cb2e67bad0cbcfe3e24dd6e050c75debddfb6f891"),
@@ -356,6 +357,7 @@ def classify(returncode: int, stdout: str, stderr: str, out_dir: Path, model: st
 
 
 _STATUS = re.compile(r"^\S+\s+(ran|failed|skipped|cached|up-to-date)\s+[\d.]+s$")
+_SUMMARY = re.compile(r"^accelbuild: \d+ tasks: ")
 
 
 def _failure_lines(lines: list[str]) -> list[str]:
@@ -366,12 +368,12 @@ def _failure_lines(lines: list[str]) -> list[str]:
         if match and match.group(1) == "failed":
             message = []
             for following in lines[index + 1:]:
-                if _STATUS.match(following.strip()):
+                if _STATUS.match(following.strip()) or _SUMMARY.match(following):
                     break
                 message.append(following)
             if message:
                 return message
-    return [line for line in lines if not _STATUS.match(line.strip()) and not re.match(r"accelbuild: \d+ tasks", line)]
+    return [line for line in lines if not _STATUS.match(line.strip()) and not _SUMMARY.match(line)]
 
 
 def _short(line: str, limit: int = 240) -> str:

@@ -139,6 +139,9 @@ def test_classify_refusal_and_crash(tmp_path):
     assert crashed.outcome == "crash"
     assert crashed.summary == "m:m:quantize: internal error: OverflowError: cannot convert float infinity to integer"
     assert "File \"x.py\"" in crashed.message
+    last = corpus.classify(2, "", "p:m:benchmark  failed  0.06s\nno file here\naccelbuild: 6 tasks: 5 ran, 1 failed "
+                           "in 0.6 s\n", tmp_path, "m", "mx3")
+    assert (last.outcome, last.message) == ("refused", "no file here")
 
 
 def _artifacts(out: Path, model: str, bench: dict, weight_bytes: int) -> Path:
