@@ -63,6 +63,7 @@ class TensorStats:
         self.count = 0
         self.zeros = 0  # values exactly 0: every grid represents them without error
         self.frames = 0
+        self.non_finite = 0  # values +-inf or NaN: left out of the range
         self.exponent: int | None = None  # bin width is 2**exponent; None until a non-zero value
         self.counts = np.zeros(2 * bins, dtype=np.int64) if histogram else None
 
@@ -74,11 +75,13 @@ class TensorStats:
         """One frame's values of the tensor (any shape, float)."""
         flat = np.asarray(values, dtype=np.float32).ravel()
         self.frames += 1
+        finite = np.isfinite(flat)
+        if not finite.all():  # a -inf mask before a Softmax: no grid holds it; quantized, it saturates
+            self.non_finite += int(flat.size - np.count_nonzero(finite))
+            flat = flat[finite]
         if flat.size == 0:
             return
         low, high = float(flat.min()), float(flat.max())
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise ValueError("calibration values hold NaN or infinity")
         self.min, self.max, self.count = min(self.min, low), max(self.max, high), self.count + flat.size
         if self.counts is None:
             return

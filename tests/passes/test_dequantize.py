@@ -80,6 +80,12 @@ def test_dynamic_quantize_lstm_becomes_an_onnx_lstm(tmp_path: Path) -> None:
     assert "com.microsoft" not in {o.domain for o in model.opset_import}
     x = rng.standard_normal((steps, 1, features)).astype(np.float32)
     np.testing.assert_allclose(_run(model, x), _run(float_path, x), atol=0.02)
+    # through import: the com.microsoft operator is not refused before it can be turned into an LSTM
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: dynamic.onnx\n")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    imported = onnx.load(tmp_path / "build/p/dynamic/imported.onnx")
+    assert [n.op_type for n in imported.graph.node] == ["LSTM"]
 
 
 def test_a_dynamically_quantized_model_builds_on_npu_with_its_layers_on_the_npu(tmp_path: Path) -> None:

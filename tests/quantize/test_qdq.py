@@ -374,3 +374,25 @@ def test_eight_bit_models_load_with_onnxruntimes_default_optimisations() -> None
         assert next(o.version for o in result.model.opset_import if o.domain in ("", "ai.onnx")) == opset
         session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
         assert session.run(None, feeds[0])[0].shape == (1, 4, 8, 8)
+
+
+def test_a_node_reading_infinities_stays_float() -> None:
+    """A -inf mask added before a Softmax (magika's shape): no integer grid holds it, so the Add stays float
+    instead of crashing the quantizer on an infinite scale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from accelbuild.quantize.qdq import QdqConfig, quantize_qdq
+
+    mask = np.zeros((1, 8), np.float32)
+    mask[0, 5:] = -np.inf
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "mask"], ["masked"], name="mask_add"),
+             helper.make_node("Softmax", ["masked"], ["y"], axis=-1, name="softmax")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                                                [numpy_helper.from_array(mask, "mask")]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    feeds = [{"x": np.random.default_rng(i).standard_normal((1, 8)).astype(np.float32)} for i in range(4)]
+    result = quantize_qdq(model, feeds, QdqConfig(conventions="tflite"))
+    add = [n for n in result.model.graph.node if n.name == "mask_add"]
+    assert add and all(t.name != "mask" or t.data_type == TensorProto.FLOAT for t in result.model.graph.initializer)

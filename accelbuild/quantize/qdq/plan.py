@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
 
 from accelbuild.quantize.qdq import rules
@@ -84,6 +85,7 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
     data = _data_tensors(order, types, {v.name for v in g.real_inputs(graph)})
     norms = rules.layer_norms(graph)
     floating = set(float_nodes) | {name for norm in norms for name in norm}
+    floating |= _reading_non_finite_constants(graph, order)
     quantized = [n for n in order if n.name not in floating
                  and any(n.input[i] in data for i in rules.data_positions(n))]
     quantized_names = {n.name for n in quantized}
@@ -102,6 +104,18 @@ def make_plan(model: onnx.ModelProto, float_nodes: Collection[str] = (),
     _mark_bounded(graph, groups)
     weights = _weights(model, layers, quantized_names, group_of, biases)
     return Plan([n.name for n in quantized], groups, group_of, fused, weights, constants, inputs & set(qdq), norms)
+
+
+def _reading_non_finite_constants(graph: onnx.GraphProto, order: list[onnx.NodeProto]) -> set[str]:
+    """Nodes with a constant operand holding infinities or NaN (a -inf attention mask, say): no integer grid
+    holds them, so these nodes stay float and the target places or refuses them by name."""
+    found = set()
+    for node in order:
+        for index in rules.data_positions(node):
+            value = g.constant(graph, node.input[index]) if index < len(node.input) and node.input[index] else None
+            if value is not None and value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+                found.add(node.name)
+    return found
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:

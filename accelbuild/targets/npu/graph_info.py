@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
+from accelbuild.util import onnx_graph as g
+
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 _BITS_OF_TYPE = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
@@ -71,9 +73,8 @@ class GraphInfo:
         producer = {out: node for node in nodes for out in node.output if out}
         consumers: dict[str, list[onnx.NodeProto]] = {}
         for node in nodes:
-            for name in node.input:
-                if name:
-                    consumers.setdefault(name, []).append(node)
+            for name in dict.fromkeys(g.node_reads(node)):  # what If/Loop branches read from outside counts
+                consumers.setdefault(name, []).append(node)
         inputs = [v.name for v in graph.input if v.name not in constants]
         info = cls(model, nodes, shapes, types, constants, producer, consumers, {}, inputs,
                    [v.name for v in graph.output])
@@ -219,7 +220,7 @@ def _topological(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     indegree = [0] * len(graph.node)
     readers: list[list[int]] = [[] for _ in graph.node]
     for i, node in enumerate(graph.node):
-        for src in {producer_index[name] for name in node.input if name in producer_index}:
+        for src in {producer_index[name] for name in g.node_reads(node) if name in producer_index}:
             indegree[i] += 1
             readers[src].append(i)
     ready = [i for i, d in enumerate(indegree) if d == 0]

@@ -31,6 +31,7 @@ from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import NpuHardware
 from accelbuild.targets.npu.schedule import host_seconds, npu_seconds
 from accelbuild.targets.npu.support import is_supported
+from accelbuild.util import onnx_graph as g
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ def _closure(info: GraphInfo, layers: set[str]) -> tuple[list[onnx.NodeProto], l
     inputs: list[str] = []
     seen: set[str] = set()
     for node in nodes:
-        for name in node.input:
+        for name in g.node_reads(node):  # an If branch's outer values are inputs of the subgraph too
             if name and name not in produced and name not in info.constants and name not in seen:
                 seen.add(name)
                 inputs.append(name)
@@ -294,7 +295,7 @@ def _closure(info: GraphInfo, layers: set[str]) -> tuple[list[onnx.NodeProto], l
 def _subgraph(info: GraphInfo, index: int, unit: Unit, run: list[str]) -> Subgraph:
     nodes, inputs, outputs = _closure(info, set(run))
     graph = info.model.graph
-    used = {name for node in nodes for name in node.input}
+    used = {name for node in nodes for name in g.node_reads(node)}
     initializers = [t for t in graph.initializer if t.name in used]
     values = {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}
 

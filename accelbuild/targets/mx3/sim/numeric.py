@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper
 
 from accelbuild.quantize import measure
 from accelbuild.targets.mx3.sim.program import ProgramModel
+from accelbuild.util import onnx_graph as g
 
 _EXACT = {"Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "Tanh": np.tanh}
 
@@ -50,7 +51,7 @@ def _dequantize_weights(model: onnx.ModelProto) -> None:
                                                          node.output[0]))
     del graph.node[:]
     graph.node.extend(kept)
-    used = {name for node in graph.node for name in node.input}
+    used = {name for node in graph.node for name in g.node_reads(node)}  # If/Loop branches read weights too
     for tensor in [t for t in graph.initializer if t.name not in used]:
         graph.initializer.remove(tensor)
 
