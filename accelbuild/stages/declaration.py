@@ -69,6 +69,20 @@ def model_data(model: ModelSpec) -> dict[str, Path]:
             for path in data_files(data_spec(model.data.params, folder))}
 
 
+def model_files(pipeline: PipelineSpec, names: tuple[str, ...]) -> dict[str, Path]:
+    """Files of every model's folder as ``<model>/<name>``: the inputs of a stage that runs once for all models."""
+    return {f"{m.name}/{name}": model_dir(pipeline, m) / name for m in pipeline.models for name in names}
+
+
+def models_data(pipeline: PipelineSpec) -> dict[str, Path]:
+    """Every model's data files as ``<model>/data:...`` (two models may read files of the same name) and the
+    pipeline's ``benchmark.accuracy.data``: the accuracy inputs of a stage that runs once for all models."""
+    inputs = dict(accuracy_data(pipeline))
+    for m in pipeline.models:
+        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
+    return inputs
+
+
 def data_params(model: ModelSpec) -> DataParams | None:
     return None if model.data is None else model.data.params
 

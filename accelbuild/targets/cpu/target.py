@@ -28,6 +28,8 @@ from accelbuild.stages.declaration import (
     data_params,
     model_data,
     model_dir,
+    model_files,
+    models_data,
 )
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
@@ -82,14 +84,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtPara
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    inputs: dict[str, Path] = {}
-    for m in pipeline.models:
-        folder = model_dir(pipeline, m)
-        for name in ("ai.onnx", "pre.onnx", "post.onnx", "session.json", "model.ort", "ort.json"):
-            inputs[f"{m.name}/{name}"] = folder / name
-        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
-    inputs.update(accuracy_data(pipeline))
-    return inputs
+    return {**model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx", "session.json", "model.ort", "ort.json")), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

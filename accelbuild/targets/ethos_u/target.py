@@ -31,6 +31,8 @@ from accelbuild.stages.declaration import (
     data_params,
     model_data,
     model_dir,
+    model_files,
+    models_data,
 )
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.base import SupportSection
@@ -92,14 +94,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> VelaPar
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    inputs: dict[str, Path] = {}
-    for m in pipeline.models:
-        folder = model_dir(pipeline, m)
-        for name in ("ai.onnx", "pre.onnx", "quantized.onnx", "int8.tflite", "int8.json", "vela.json"):
-            inputs[f"{m.name}/{name}"] = folder / name
-        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
-    inputs.update(accuracy_data(pipeline))
-    return inputs
+    return {**model_files(pipeline, ("ai.onnx", "pre.onnx", "quantized.onnx", "int8.tflite", "int8.json", "vela.json")), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

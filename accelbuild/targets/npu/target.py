@@ -9,7 +9,13 @@ from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.families import ProgramFile
-from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
+from accelbuild.stages.declaration import (
+    Stage,
+    accuracy_inputs,
+    data_params,
+    model_files,
+    models_data,
+)
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.base import SupportSection
 from accelbuild.targets.npu.hardware import NPU_PROFILES
@@ -36,19 +42,8 @@ def package_name(pipeline: PipelineSpec) -> str:
     return f"{Path(pipeline.output.dfp_name).stem}.tar.gz"
 
 
-def _data_inputs(pipeline: PipelineSpec) -> dict[str, Path]:
-    inputs = dict(accuracy_data(pipeline))
-    for m in pipeline.models:  # roles per model: two models may read files of the same name
-        inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
-    return inputs
-
-
-def _model_files(pipeline: PipelineSpec, names: tuple[str, ...]) -> dict[str, Path]:
-    return {f"{m.name}/{name}": model_dir(pipeline, m) / name for m in pipeline.models for name in names}
-
-
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return _model_files(pipeline, ("ai.onnx", "quantized.onnx"))
+    return model_files(pipeline, ("ai.onnx", "quantized.onnx"))
 
 
 def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -64,7 +59,7 @@ def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuMapParams
 
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
-    return {**_model_files(pipeline, ("quantized.onnx",)),
+    return {**model_files(pipeline, ("quantized.onnx",)),
             **{name: out / name for name in OUTPUTS_OF_MAP}}
 
 
@@ -81,7 +76,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuAsse
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
     return {"package": out / package_name(pipeline), **{name: out / name for name in OUTPUTS_OF_MAP},
-            **_model_files(pipeline, ("ai.onnx", "pre.onnx")), **_data_inputs(pipeline)}
+            **model_files(pipeline, ("ai.onnx", "pre.onnx")), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
