@@ -246,7 +246,7 @@ class _Checker:
             target=target,
             models=models,
             benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
-                                    accuracy.get("data")),
+                                    accuracy.get("data"), accuracy["warn_below"]),
             closed_loop=closed_loop,
             output=OutputSpec(out_dir / variant if variant else out_dir, out.get("dfp_name", f"{base_name}.dfp"),
                               out["sim_dfp"]),

@@ -108,6 +108,7 @@ class BenchmarkSpec:
     seed: int
     data: Path | None
     data_text: str | None = None  # as written in the YAML, for messages
+    warn_below: float = 0.98  # accuracy floor: a model below it gets a warning
 
 
 @dataclass(frozen=True)

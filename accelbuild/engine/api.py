@@ -86,6 +86,10 @@ def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = 
             if machines:
                 out.write(f"accelbuild: {result.pipeline}: host timings restored from the cache were measured on "
                           f"{', '.join(machines)}\n")
+    for pipeline, item in zip(pipelines, outcomes):
+        for line in metrics_.accuracy_warnings(pipeline.name, item.metrics, pipeline.benchmark.warn_below,
+                                               item.artifacts):
+            out.write(f"accelbuild: warning: {line}\n")
     for item in outcomes:
         if item.checks and not item.checks_ok:
             out.write(metrics_.check_table(item.name, item.checks) + "\n")

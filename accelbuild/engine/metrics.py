@@ -125,3 +125,31 @@ def number(value: float) -> str:
     if abs(value) >= 100:
         return f"{value:,.1f}".removesuffix(".0")
     return f"{value:.4g}"
+
+
+def accuracy_warnings(pipeline: str, figures: dict[str, Any] | None, floor: float,
+                      artifacts: dict[str, Path]) -> list[str]:
+    """One line per model whose output cosine against float is below ``floor`` (benchmark.accuracy.warn_below),
+    naming its weakest layer (lowest weight SQNR in quantize.json) where the record has layers."""
+    lines = []
+    for model in (figures or {}).get("models", []):
+        cosine = model.get("cosine")
+        if not isinstance(cosine, (int, float)) or cosine >= floor:
+            continue
+        line = f"{pipeline}: {model['name']}: output cosine {cosine:.6g} against float is below {floor:g} " \
+               f"(benchmark.accuracy.warn_below)"
+        weakest = _weakest_layer(artifacts.get(f"{model['name']}/quantize.json"))
+        if weakest:
+            line += f"; weakest layer {weakest[0]} ({weakest[1]:.1f} dB weight SQNR in quantize.json)"
+        lines.append(line)
+    return lines
+
+
+def _weakest_layer(record: Path | None) -> tuple[str, float] | None:
+    try:
+        layers = json.loads(record.read_text()).get("layers", []) if record else []
+    except (OSError, ValueError):
+        return None
+    scored = [(layer["name"], layer["sqnr_db"]) for layer in layers
+              if isinstance(layer.get("sqnr_db"), (int, float)) and "name" in layer]
+    return min(scored, key=lambda item: item[1]) if scored else None

@@ -90,7 +90,7 @@ def test_defaults_come_from_the_schema() -> None:
         "input_format": "BF16", "output_format": "BF16", "share_input": False,
     }
     assert data["models"][0]["quantize"] == {"weight_bits": 8, "auto_precision": False}
-    assert data["benchmark"] == {"frames": 200, "host": True, "accuracy": {"samples": 4, "seed": 0}}
+    assert data["benchmark"] == {"frames": 200, "host": True, "accuracy": {"samples": 4, "seed": 0, "warn_below": 0.98}}
     assert data["closed_loop"]["enabled"] is False
 
 
