@@ -24,7 +24,7 @@ from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identitie
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
 from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
-from accelbuild.passes.stable_forms import fuse_leaky_relu, stable_variance
+from accelbuild.passes.stable_forms import clip_from_bound, fuse_leaky_relu, stable_variance
 
 MAX_NOTES = 50
 
@@ -45,6 +45,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fold_constants", fold_constants),
     Pass("remove_identities", remove_identities),
     Pass("fuse_leaky_relu", fuse_leaky_relu, quiet=True),
+    Pass("clip_from_bound", clip_from_bound, quiet=True),
     Pass("stable_variance", stable_variance, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("decompose", decompose),

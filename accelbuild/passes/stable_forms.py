@@ -3,6 +3,9 @@
 - ``fuse_leaky_relu``: ``Max(x, a * x)`` with a constant ``0 <= a < 1`` is LeakyReLU as some converters
   export it; as two nodes it splits NPU subgraphs and quantizes worse, as ``LeakyRelu(alpha=a)`` it is one
   fused activation.
+- ``clip_from_bound``: ``Max(x, c)`` / ``Min(x, c)`` with one constant ``c`` is a one-sided Clip (openWakeWord
+  writes ``Max(LeakyRelu(x), -0.4)``); as Max it is a binary op with a constant that NPUs leave to the host
+  (19 subgraphs on tda4vm), as ``Clip`` it is an activation they run.
 - ``stable_variance``: variance written ``E[x^2] - E[x]^2`` (decomposed LayerNorm, GroupNorm) subtracts
   two nearly equal numbers; in bfloat16 or 8-bit arithmetic the difference cancels to noise (a model lost
   its accuracy on mx3, cosine 0.4-0.5). ``E[(x - E[x])^2]`` is the same mathematics without cancellation.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from accelbuild.util import onnx_graph as g
 
@@ -56,6 +59,43 @@ def _leaky_operands(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto]
         alpha = float(value.reshape(-1)[0])
         if 0.0 <= alpha < 1.0:
             return x, alpha, mul
+    return None
+
+
+def clip_from_bound(model: onnx.ModelProto) -> list[str]:
+    graph = model.graph
+    notes = []
+    for node in list(graph.node):
+        if node.op_type not in ("Max", "Min") or len(node.input) != 2:
+            continue
+        bound = _scalar_operand(graph, node)
+        if bound is None:
+            continue
+        x, value = bound
+        name = f"{node.name}/bound"
+        graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        inputs = [x, name] if node.op_type == "Max" else [x, "", name]
+        clip = helper.make_node("Clip", inputs, list(node.output), name=node.name)
+        index = list(graph.node).index(node)
+        graph.node.remove(node)
+        graph.node.insert(index, clip)
+        notes.append(f"{node.op_type} {node.name} of {x} and {value:g} -> Clip")
+    if notes:
+        g.prune(graph)
+    return notes
+
+
+def _scalar_operand(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[str, float] | None:
+    """``(x, c)`` when one input of ``node`` is a float constant of equal values that cannot broadcast ``x``."""
+    for x, other in (node.input, reversed(node.input)):
+        value = g.constant(graph, other)
+        if value is None or g.constant(graph, x) is not None or value.dtype.kind != "f" or value.size == 0:
+            continue
+        if any(d != 1 for d in value.shape) or not np.all(value == value.reshape(-1)[0]):
+            continue
+        if not np.isfinite(value.reshape(-1)[0]):
+            continue
+        return x, float(value.reshape(-1)[0])
     return None
 
 

@@ -80,3 +80,18 @@ def test_the_rewrites_are_recorded_only_where_they_happen() -> None:
     record = run_passes(_layer_norm_by_hand(), verify=True)
     assert [r["changes"] for r in record if r["pass"] == "stable_variance"] == [1]
     assert "fuse_leaky_relu" not in [r["pass"] for r in record]  # quiet: nothing to fuse
+
+
+def test_max_or_min_with_one_constant_becomes_a_one_sided_clip() -> None:
+    from accelbuild.passes.stable_forms import clip_from_bound
+
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["l"], alpha=0.2, name="leaky"),
+             helper.make_node("Max", ["l", "floor"], ["m"], name="floor_max"),
+             helper.make_node("Min", ["ceiling", "m"], ["y"], name="ceiling_min")]
+    model = _model(nodes, [numpy_helper.from_array(np.array([[[[-0.4]]]], np.float32), "floor"),
+                           numpy_helper.from_array(np.array(2.0, np.float32), "ceiling")])
+    x = (np.random.default_rng(2).standard_normal((1, 4, 6, 6)) * 4).astype(np.float32)
+    want = _run(model, x)
+    assert clip_from_bound(model) == ["Max floor_max of l and -0.4 -> Clip", "Min ceiling_min of m and 2 -> Clip"]
+    assert [n.op_type for n in model.graph.node] == ["LeakyRelu", "Clip", "Clip"]
+    np.testing.assert_allclose(_run(model, x), want, rtol=1e-6)
