@@ -1,4 +1,4 @@
-"""Fold BatchNormalization into the Conv or Gemm before it (exact up to float rounding)."""
+"""Fold BatchNormalization into the Conv, ConvTranspose or Gemm before it (exact up to float rounding)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray,
     """Scale the producer's weights per output channel and fold the shift into its bias."""
     if node.op_type == "Conv":
         axis, channels_at = 0, 0
+    elif node.op_type == "ConvTranspose" and int(g.attribute(node, "group", 1)) == 1:
+        axis, channels_at = 1, 1  # weights [in, out, kh, kw]: output channels on axis 1 (DBNet's upsampling head)
     elif node.op_type == "Gemm" and float(g.attribute(node, "alpha", 1.0)) == 1.0:
         axis = 0 if int(g.attribute(node, "transB", 0)) else 1
         channels_at = axis

@@ -91,6 +91,27 @@ def test_batchnorm_folds_into_conv(with_bias: bool) -> None:
     np.testing.assert_allclose(_run(model, {"x": x})[0], want[0], rtol=1e-5, atol=1e-5)
 
 
+def test_batchnorm_folds_into_conv_transpose() -> None:
+    """DBNet's upsampling head: ConvTranspose -> BatchNormalization -> ReLU (weights [in, out, kh, kw])."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 6, 2, 2)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    inits += [numpy_helper.from_array(v.astype(np.float32), n) for n, v in
+              (("s", rng.uniform(0.5, 2, 6)), ("o", rng.standard_normal(6)), ("m", rng.standard_normal(6)),
+               ("v", rng.uniform(0.5, 2, 6)))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"], name="up", strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["c", "s", "o", "m", "v"], ["y"], name="bn"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 6, 10, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    want = _run(model, {"x": x})
+    assert fold_batchnorm(model) == ["bn into up"]
+    assert [n.op_type for n in model.graph.node] == ["ConvTranspose", "Relu"]
+    np.testing.assert_allclose(_run(model, {"x": x})[0], want[0], rtol=1e-5, atol=1e-5)
+
+
 def test_relu_after_conv_is_marked_fused() -> None:
     model = _conv_bn(True)
     run_passes(model)
