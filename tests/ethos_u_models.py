@@ -212,3 +212,19 @@ def softmax_into_transpose() -> onnx.ModelProto:
 
 
 CASES.update({f.__name__: f for f in (bounded_into_concat, softmax_into_transpose)})
+
+
+def one_sided_clip() -> onnx.ModelProto:
+    """openWakeWord's embedding: Max(LeakyRelu(x), -0.4), which import writes as Clip(x, -0.4)."""
+    from accelbuild.passes.opset import convert_opset
+    from accelbuild.passes.stable_forms import clip_from_bound
+
+    n = Net()
+    y = n.op("LeakyRelu", [_stem(n)], "leaky", alpha=0.2)
+    model = n.model(n.op("Max", [y, n.const("floor_value", -0.4)], "floor"), [1, 8, 8, 8])
+    convert_opset(model)
+    assert clip_from_bound(model)
+    return model
+
+
+CASES.update({"one_sided_clip": one_sided_clip})

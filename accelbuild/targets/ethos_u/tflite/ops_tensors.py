@@ -102,9 +102,29 @@ def clip(w: Writer, node: onnx.NodeProto) -> None:
         w.op("RELU", [w.tensor(x)], [w.tensor(out)])
         return
     builtin = CLIP_ACTIVATIONS.get((low, high))
-    if builtin is None:
-        raise Unsupported(f"Clip({low}, {high}) on its own (ReLU, ReLU6, [-1, 1] and [0, 1] are supported)")
-    w.op(builtin, [w.tensor(x)], [w.tensor(out)])
+    if builtin is not None:
+        w.op(builtin, [w.tensor(x)], [w.tensor(out)])
+        return
+    if np.isinf(high) or np.isinf(low):  # one-sided: MAXIMUM / MINIMUM with the bound as a constant
+        _bounded(w, node, x, out, "MAXIMUM" if np.isinf(high) else "MINIMUM", low if np.isinf(high) else high)
+        return
+    raise Unsupported(f"Clip({low}, {high}) on its own (ReLU, ReLU6, [-1, 1], [0, 1] and one-sided bounds "
+                      "are supported)")
+
+
+def _bounded(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, builtin: str, bound: float) -> None:
+    """TFLite's integer MAXIMUM/MINIMUM compare codes as they are, so the bound is a constant on the input's
+    grid; where the output is quantized otherwise, a QUANTIZE requantizes the result."""
+    info = np.iinfo(f"int{x.bits}")
+    code = int(np.clip(np.round(bound / x.scale) + x.zero_point, info.min, info.max))
+    const = w.const(f"{node.name}/bound", np.array([code], dtype=f"int{x.bits}"), f"int{x.bits}",
+                    Quant([x.scale], [x.zero_point]))
+    if (x.scale, x.zero_point) == (out.scale, out.zero_point):
+        w.op(builtin, [w.tensor(x), const], [w.tensor(out)])
+        return
+    produced = w.requantized(out, f"{out.name}/bounded", x.scale, x.zero_point)
+    w.op(builtin, [w.tensor(x), const], [produced])
+    w.op("QUANTIZE", [produced], [w.tensor(out)])
 
 
 def leaky_relu(w: Writer, node: onnx.NodeProto) -> None:
