@@ -23,6 +23,7 @@ from accelbuild.passes.batchnorm import fold_batchnorm
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
+from accelbuild.passes.if_branches import specialize_if
 from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
 from accelbuild.passes.stable_forms import clip_from_bound, fuse_leaky_relu, stable_variance
 
@@ -41,6 +42,7 @@ class Pass:
 
 PASSES: tuple[Pass, ...] = (
     Pass("convert_opset", convert_opset),
+    Pass("specialize_if", specialize_if, quiet=True),
     Pass("name_nodes", name_nodes),
     Pass("fold_constants", fold_constants),
     Pass("remove_identities", remove_identities),

@@ -34,6 +34,7 @@ from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
 from accelbuild.targets.mx3.dfp.format import canonical_json
 from accelbuild.targets.mx3.dfp.weights import WeightsSection
 from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.util import onnx_graph as g
 
 HOST_JITTER = 0.05  # relative spread of host transfer times per frame (simcfg default)
 
@@ -132,7 +133,7 @@ def _take_weights(model: onnx.ModelProto, weights: WeightsSection, planned: dict
 def _ports(name: str, model: onnx.ModelProto, layers: list[dict[str, Any]], input_format: str,
            output_format: str) -> ModelEntry:
     weight_inputs = {n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"}
-    consumers = {i: n.name for n in reversed(model.graph.node) for i in n.input}
+    consumers = {i: n.name for n in reversed(model.graph.node) for i in g.node_reads(n)}  # branches read too
     producers = {o: n.name for n in model.graph.node for o in n.output}
 
     def shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:

@@ -193,7 +193,7 @@ class GraphInfo:
             dst = self.owner.get(node.name)
             if dst is None:
                 continue
-            for name in node.input:
+            for name in g.node_reads(node):  # an If branch reading a layer's output depends on it too
                 src_node = self.producer.get(name)
                 if src_node is None:
                     continue
