@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.passes.if_branches import specialize_if
+
 from conftest import run_cli, write
 
 
