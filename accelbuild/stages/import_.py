@@ -82,6 +82,7 @@ def _at_model_path(ctx: StageContext, message: str) -> ConfigError:
 
 def _load(path: Path, params: ImportParams) -> tuple[onnx.ModelProto, dict | None]:
     """The model as ONNX, and the record of a conversion by another framework's tool (None for ONNX/TFLite)."""
+    shapes = params.input_shapes.by_name or params.input_shapes.in_order
     if params.format == "onnx":
         model = onnx_model.load_onnx(path)
         check_supported(model, path)
@@ -89,10 +90,9 @@ def _load(path: Path, params: ImportParams) -> tuple[onnx.ModelProto, dict | Non
     if params.format == "tflite":
         from accelbuild.frontends.tflite import load_tflite
 
-        return load_tflite(path), None
+        return load_tflite(path, shapes), None
     from accelbuild.frontends.tensorflow import load_tensorflow
 
-    shapes = params.input_shapes.by_name or params.input_shapes.in_order
     return load_tensorflow(path.parent if params.format == "savedmodel" else path, params.format, shapes)
 
 

@@ -348,6 +348,10 @@ CASES: dict[str, tuple[Callable[[], bytes], dict]] = {
         (1, 4, 6))), {}),
     "SELECT_V2-of-EQUAL": (select_of_equal, {"low": 0.0, "high": 2.0, "integers": True}),
     "EQUAL-into-SELECT_V2": (select_of_equal, {"low": 0.0, "high": 2.0, "integers": True}),
+    "BATCH_MATMUL-activations": (lambda: build([(2, 3, 4), (2, 4, 5)], lambda b, x, y: op(
+        b, "BATCH_MATMUL", [x, y], (2, 3, 5), {"adj_x": False, "adj_y": False})), {}),
+    "BATCH_MATMUL-adj-broadcast-const": (lambda: build([(2, 4, 3)], lambda b, x: op(
+        b, "BATCH_MATMUL", [x, w(b, "k", (5, 4))], (2, 3, 5), {"adj_x": True, "adj_y": True})), {}),
 }
 
 ACTIVATIONS = ["NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH"]

@@ -13,11 +13,17 @@ from pathlib import Path
 import onnx
 
 from accelbuild.frontends.tflite.convert import QUANT_METADATA_KEY, convert
+from accelbuild.frontends.tflite.dynamic_shapes import Shapes, requested_shapes, with_shapes_at
 from accelbuild.frontends.tflite.reader import read_model
 
 __all__ = ["QUANT_METADATA_KEY", "load_tflite"]
 
 
-def load_tflite(path: Path) -> onnx.ModelProto:
-    """Convert a TFLite model file to ONNX (opset 21, float32 compute, TFLite layout and names)."""
-    return convert(read_model(Path(path)))
+def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
+    """Convert a TFLite model file to ONNX (opset 21, float32 compute, TFLite layout and names).
+
+    ``shapes`` are the pipeline's ``input_shapes`` (without batch, by name or in order): a dynamic input
+    given another shape is converted at it, with every tensor's shape recomputed (:mod:`.dynamic_shapes`).
+    """
+    model = read_model(Path(path))
+    return convert(with_shapes_at(model, requested_shapes(model, shapes)))

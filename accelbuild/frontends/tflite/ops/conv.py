@@ -1,4 +1,4 @@
-"""Weighted layers: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, and MediaPipe's custom
+"""Weighted layers: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL, and MediaPipe's custom
 ``Convolution2DTransposeBias``.
 
 Convolutions run channel-first between ``T/nchw_in`` and ``T/nhwc`` Transposes, with filters permuted
@@ -9,6 +9,8 @@ once into ONNX order and TFLite's SAME/VALID padding written out as explicit (po
 from __future__ import annotations
 
 import struct
+
+import numpy as np
 
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import ACTIVATIONS, Graph
@@ -275,3 +277,39 @@ def fully_connected(g: Graph, op: Operator) -> None:
     tail = None if len(out_shape) == 2 else ("reshape", (out_shape, "2d"))
     g.emit(op, "Gemm", [x, g.value(op.inputs[1]), *_bias_input(g, op, 2)], act=activation(op), tail=tail,
            transB=1)
+
+
+def _batch_matmul_shape(g: Graph, op: Operator) -> tuple[int, ...]:
+    """``[..., M, K] x [..., K, N] -> [..., M, N]`` after ``adj_x`` / ``adj_y``, batch dimensions broadcast."""
+    x, y = list(g.shape(op.inputs[0])), list(g.shape(op.inputs[1]))
+    if len(x) < 2 or len(y) < 2:
+        return ()
+    if op.options.get("adj_x"):
+        x[-2:] = x[-1], x[-2]
+    if op.options.get("adj_y"):
+        y[-2:] = y[-1], y[-2]
+    if x[-1] != y[-2]:
+        return ()
+    try:
+        batch = np.broadcast_shapes(tuple(x[:-2]), tuple(y[:-2]))
+    except ValueError:
+        return ()
+    return (*batch, x[-2], y[-1])
+
+
+@register("BATCH_MATMUL", "MatMul, each operand behind a Transpose of its last two axes when adj_x / adj_y",
+          input_count(2), float_inputs(0, 1, what="operands"),
+          output_shape(_batch_matmul_shape, "rank >= 2 operands whose inner dimensions agree after adj_x / adj_y; "
+                                            "batch dimensions broadcast"))
+def batch_matmul(g: Graph, op: Operator) -> None:
+    """``T/adj_x`` and ``T/adj_y`` Transposes where asked, then MatMul (named T)."""
+    name, operands = g.name(op), []
+    for k, flag in ((0, "adj_x"), (1, "adj_y")):
+        value = g.value(op.inputs[k])
+        if op.options.get(flag):
+            rank = len(g.shape(op.inputs[k]))
+            swapped = g.fresh(f"{name}/{flag}")
+            g.nodes.append(layout.transpose_node(swapped, value, swapped, (*range(rank - 2), rank - 1, rank - 2)))
+            value = swapped
+        operands.append(value)
+    g.emit(op, "MatMul", operands)

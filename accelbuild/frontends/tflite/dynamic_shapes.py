@@ -1,0 +1,88 @@
+"""Tensor shapes of a TFLite model with dynamic inputs, at the pipeline's ``input_shapes``.
+
+A TFLite input whose shape signature has -1 dimensions stores a placeholder shape (often all ones), and
+every tensor after it is stored at that placeholder: openWakeWord's mel front end stores its 1,760-sample
+input as [1, 1], so its STFT convolution "produces" [1, 1, 1, 257] where a real frame gives [1, 1, 8, 257].
+The converter builds the ONNX graph from the stored shapes, so it needs the shapes at the real input
+size. LiteRT (the ``ai-edge-litert`` package) computes them: resize the inputs, allocate, run once on
+zeros (some tensors get their shapes only when they run), and read every tensor's shape back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from accelbuild.errors import InputFileError
+from accelbuild.frontends.tflite.reader import Model
+
+log = logging.getLogger(__name__)
+
+Shapes = Mapping[str, Sequence[int]] | Sequence[Sequence[int]]
+
+
+def requested_shapes(model: Model, shapes: Shapes | None) -> dict[int, tuple[int, ...]]:
+    """Input tensor index -> full shape (batch included), for dynamic inputs given another shape.
+
+    ``shapes`` are the pipeline's ``input_shapes`` without batch, by input name or in order; an input
+    given with the wrong number of dimensions is left to import's own check, which says so with a position.
+    """
+    if not shapes:
+        return {}
+    inputs = [model.tensors[i] for i in model.inputs]
+    if isinstance(shapes, Mapping):
+        given = {t.index: shapes[t.name] for t in inputs if t.name in shapes}
+    else:
+        given = {t.index: shape for t, shape in zip(inputs, shapes)}
+    wanted = {}
+    for index, user in given.items():
+        tensor = model.tensors[index]
+        if tensor.signature is None or all(d >= 0 for d in tensor.signature) or isinstance(user, str):
+            continue  # a static input (its stored shapes are real), or "auto"
+        user = [int(d) for d in user]
+        if len(user) + 1 != len(tensor.shape):
+            continue
+        full = (tensor.shape[0] or 1, *user)
+        if full != tuple(tensor.shape):
+            wanted[index] = full
+    return wanted
+
+
+def with_shapes_at(model: Model, wanted: dict[int, tuple[int, ...]]) -> Model:
+    """``model`` with every tensor's shape as LiteRT computes it for the ``wanted`` input shapes."""
+    if not wanted:
+        return model
+    shapes = _litert_shapes(model.path, wanted)
+    tensors = tuple(dataclasses.replace(t, shape=shapes.get(t.index, t.shape)) for t in model.tensors)
+    changed = sum(1 for old, new in zip(model.tensors, tensors) if old.shape != new.shape)
+    log.info("%s: %d tensor shapes recomputed by LiteRT at the given input shapes", model.path.name, changed)
+    return dataclasses.replace(model, tensors=tensors)
+
+
+def _litert_shapes(path: Path, wanted: dict[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
+    names = ", ".join(f"{list(shape)}" for shape in wanted.values())
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    except ImportError:
+        raise InputFileError(path, f"its inputs are dynamic and its stored shapes are placeholders; computing the "
+                                   f"shapes at {names} needs LiteRT: pip install ai-edge-litert") from None
+    try:
+        with warnings.catch_warnings():  # "preserve_all_tensors is for debugging": here it is what we need
+            warnings.simplefilter("ignore")
+            interpreter = Interpreter(model_path=str(path), num_threads=1, experimental_preserve_all_tensors=True,
+                                      experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        for index, shape in wanted.items():
+            interpreter.resize_tensor_input(index, list(shape), strict=False)
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+        interpreter.invoke()
+    except (RuntimeError, ValueError) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise InputFileError(path, f"LiteRT cannot run the model at input shape(s) {names}: {reason}") from None
+    return {d["index"]: tuple(int(x) for x in d["shape"]) for d in interpreter.get_tensor_details()}

@@ -1,0 +1,69 @@
+"""A TFLite model whose input is dynamic stores placeholder shapes; import converts it at the pipeline's
+``input_shapes`` (openWakeWord's mel front end: stored [1, 1], run at [1, 1760]). Also BATCH_MATMUL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from ai_edge_litert.interpreter import Interpreter
+
+from accelbuild.testing.tflite_models import TFLiteBuilder
+from conftest import run_cli, write
+
+
+def _framed_projection(adj_y: bool) -> bytes:
+    """``audio`` [1, n] (stored [1, 1], signature [-1, -1]) -> RESHAPE [1, -1, 4] -> BATCH_MATMUL with a
+    constant [4, 3] (stored [3, 4] with ``adj_y``) -> ``features`` [1, n / 4, 3]; the intermediate shapes
+    are stored at the placeholder, as TensorFlow's converter writes them."""
+    b = TFLiteBuilder(0)
+    x = b.add_tensor("audio", (1, 1), shape_signature=(-1, -1))
+    frames = b.add_tensor("frames", (1, 1, 4))
+    b.add_op("RESHAPE", [x, b.const("frames/shape", np.array([1, -1, 4], np.int32), "int32")], [frames],
+             {"new_shape": [1, -1, 4]})
+    weights = np.random.default_rng(1).standard_normal((3, 4) if adj_y else (4, 3)).astype(np.float32)
+    y = b.add_tensor("features", (1, 1, 3))
+    b.add_op("BATCH_MATMUL", [frames, b.const("projection", weights)], [y], {"adj_x": False, "adj_y": adj_y})
+    return b.finish([x], [y])
+
+
+def _litert(data: bytes, x: np.ndarray) -> np.ndarray:
+    interp = Interpreter(model_content=data)
+    index = interp.get_input_details()[0]["index"]
+    interp.resize_tensor_input(index, list(x.shape))
+    interp.allocate_tensors()
+    interp.set_tensor(index, x)
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+
+def _pipeline(folder: Path, shapes: str) -> None:
+    write(folder / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: mx3}\nbenchmark: {frames: 10}\n"
+                             f"models:\n  - name: m\n    path: m.tflite\n{shapes}")
+
+
+def test_a_dynamic_input_is_converted_at_the_given_shape(tmp_path: Path) -> None:
+    for adj_y in (False, True):
+        data = _framed_projection(adj_y)
+        (tmp_path / "m.tflite").write_bytes(data)
+        _pipeline(tmp_path, "    input_shapes: {audio: [32]}\n")
+        result = run_cli("run", "p.yaml", cwd=tmp_path)
+        assert result.code == 0, result.stderr
+        record = json.loads((tmp_path / "build/p/m/import.json").read_text())
+        assert record["inputs"][0]["shape"] == [1, 32] and record["outputs"][0]["shape"] == [1, 8, 3]
+        x = np.random.default_rng(2).standard_normal((1, 32)).astype(np.float32)
+        session = ort.InferenceSession(str(tmp_path / "build/p/m/imported.onnx"), providers=["CPUExecutionProvider"])
+        got = session.run(None, {"audio": x})[0]
+        np.testing.assert_allclose(got, _litert(data, x), rtol=1e-5, atol=1e-5)
+
+
+def test_without_input_shapes_the_placeholder_is_refused_with_the_operator(tmp_path: Path) -> None:
+    """At the stored [1, 1] the RESHAPE cannot make rows of 4: a positioned exit 2, not a crash."""
+    (tmp_path / "m.tflite").write_bytes(_framed_projection(False))
+    _pipeline(tmp_path, "")
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 2, result.stderr
+    assert "p.yaml:7:11: m.tflite:" in result.stderr and "RESHAPE" in result.stderr
+    assert "Traceback" not in result.stderr
