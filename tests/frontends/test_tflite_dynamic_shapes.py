@@ -11,6 +11,7 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter
 
 from accelbuild.testing.tflite_models import TFLiteBuilder
+
 from conftest import run_cli, write
 
 
