@@ -228,3 +228,13 @@ def one_sided_clip() -> onnx.ModelProto:
 
 
 CASES.update({"one_sided_clip": one_sided_clip})
+
+
+def depth_to_space() -> onnx.ModelProto:
+    """MediaPipe's full-range face and pose detectors: a conv to 4 x C channels, then DepthToSpace by 2 (DCR)."""
+    n = Net()
+    y = n.op("DepthToSpace", [n.conv(_stem(n), 8, 16, 1, "d2sp_conv")], "d2sp", blocksize=2, mode="DCR")
+    return n.model(y, [1, 4, 16, 16])
+
+
+CASES.update({"depth_to_space": depth_to_space})

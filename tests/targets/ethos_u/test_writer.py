@@ -20,7 +20,7 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 # round one step away from onnxruntime, so a few values can be two steps off
 CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split",
            "bounded_into_concat", "one_sided_clip"}  # the last two: a requantize after the fixed grid or the bound
-INT16_UNSUPPORTED = {"activations"}  # HARD_SWISH has no int16 kernel in TFLite
+INT16_UNSUPPORTED = {"activations": "HARD_SWISH", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
 def _build(name: str, bits: int = 8) -> tuple[bytes, object, list]:
@@ -34,7 +34,7 @@ def _build(name: str, bits: int = 8) -> tuple[bytes, object, list]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
     if bits == 16 and name in INT16_UNSUPPORTED:
-        with pytest.raises(UnsupportedOperatorsError, match="HARD_SWISH has no int16 kernel"):
+        with pytest.raises(UnsupportedOperatorsError, match=f"{INT16_UNSUPPORTED[name]} has no int16 kernel"):
             _build(name, bits)
         return
     data, qdq, inputs = _build(name, bits)
@@ -73,6 +73,15 @@ def test_vela_reports_cpu_operators() -> None:
     result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
     assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("MEAN", "channel_mean")]
     assert "depth" in result.cpu_ops[0]["reason"]
+
+
+def test_vela_leaves_depth_to_space_to_the_cpu_and_says_so() -> None:
+    """Vela has no NPU form of DEPTH_TO_SPACE (MediaPipe's full-range detectors): the writer still writes it,
+    and Vela's CPU operator list names it, which the build reports."""
+    data, _, _ = _build("depth_to_space")
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("DEPTH_TO_SPACE", "d2sp")]
+    assert result.npu_ops > 0
 
 
 def test_unsupported_operators_are_listed() -> None:

@@ -40,6 +40,7 @@ CONVERTERS: dict[str, Converter] = {
     "Squeeze": tensors.reshape,
     "Unsqueeze": tensors.reshape,
     "Transpose": tensors.transpose,
+    "DepthToSpace": tensors.depth_to_space,
     "Identity": tensors.identity,
     "Pad": tensors.pad,
     "Slice": tensors.slice_,

@@ -1,5 +1,6 @@
 """Elementwise arithmetic, activations and data movement: Add/Sub/Mul, Relu/Clip/LeakyRelu/PRelu/Sigmoid/
-Tanh/HardSwish/Softmax, Concat, Reshape/Flatten/Squeeze/Unsqueeze, Transpose, Identity, Pad, Slice, Split."""
+Tanh/HardSwish/Softmax, Concat, Reshape/Flatten/Squeeze/Unsqueeze, Transpose, DepthToSpace, Identity, Pad,
+Slice, Split."""
 
 from __future__ import annotations
 
@@ -188,6 +189,25 @@ def transpose(w: Writer, node: onnx.NodeProto) -> None:
             w.alias(out, x)
         return
     w.op("TRANSPOSE", [w.tensor(x), w.int32(f"{node.name}/perm", tperm)], [w.tensor(out)])
+
+
+def depth_to_space(w: Writer, node: onnx.NodeProto) -> None:
+    """DEPTH_TO_SPACE on the channel-last tensor: TFLite's channel order is ONNX's DCR mode."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    mode = _text(g.attribute(node, "mode", b"DCR"))
+    if mode != "DCR":
+        raise Unsupported(f"mode {mode} (TFLite's DEPTH_TO_SPACE orders channels as mode DCR)")
+    if len(x.shape) != 4 or not (w.is_nhwc(x) and w.is_nhwc(out)):
+        raise Unsupported("only a 4-D channel-last tensor")
+    if x.bits != 8:
+        raise Unsupported("DEPTH_TO_SPACE has no int16 kernel in TFLite")
+    block = int(g.attribute(node, "blocksize", 0))  # type: ignore[arg-type]
+    if (x.scale, x.zero_point) == (out.scale, out.zero_point):
+        w.op("DEPTH_TO_SPACE", [w.tensor(x)], [w.tensor(out)], {"block_size": block})
+        return
+    produced = w.requantized(out, f"{out.name}/moved", x.scale, x.zero_point)
+    w.op("DEPTH_TO_SPACE", [w.tensor(x)], [produced], {"block_size": block})
+    w.op("QUANTIZE", [produced], [w.tensor(out)])
 
 
 def identity(w: Writer, node: onnx.NodeProto) -> None:
