@@ -175,3 +175,47 @@ def _is_pre_op(graph: onnx.GraphProto, node: onnx.NodeProto, tensor: str) -> boo
         value = g.constant(graph, other)
         return value is not None and np.asarray(value).size <= 4
     return False
+
+
+_INTEGER_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+                  onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+                  onnx.TensorProto.BOOL}
+
+
+def integer_front(model: onnx.ModelProto) -> CropPrediction | None:
+    """The ai section's inputs when integer graph inputs (bytes, token ids, a sample rate) are cut off.
+
+    The pre section is every node that reads only integer tensors derived from integer inputs (and
+    constants): Reshape/Expand/Equal of the ids, and the node that turns them into numbers (Cast, OneHot,
+    a Gather from an embedding table). An accelerator quantizes real values; integer indices belong on the
+    host. None when the model has no integer input or nothing to cut.
+    """
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    constants = set(g.initializers(graph)) | {out for n in graph.node if n.op_type == "Constant" for out in n.output}
+    real_inputs = [v.name for v in g.real_inputs(graph)]
+    integer = {name for name in real_inputs if types.get(name) in _INTEGER_TYPES}
+    if not integer:
+        return None
+    pre: list[onnx.NodeProto] = []
+    for node in g.topological_order(graph):
+        reads = [name for name in g.node_reads(node) if name not in constants]
+        if node.op_type == "Constant" or not reads or not all(name in integer for name in reads):
+            continue
+        pre.append(node)
+        integer.update(out for out in node.output if types.get(out) in _INTEGER_TYPES)
+    produced = {out for node in pre for out in node.output if out}
+    if not pre or produced & g.graph_output_names(graph):
+        return None
+    inside = {id(node) for node in pre}
+    boundary = list(dict.fromkeys(name for node in g.topological_order(graph) if id(node) not in inside
+                                  for name in g.node_reads(node) if name in produced))
+    if not boundary:
+        return None
+    untouched = [name for name in real_inputs if name not in integer
+                 and any(name in g.node_reads(node) for node in graph.node if id(node) not in inside)]
+    ops = ", ".join(sorted({node.op_type for node in pre}))
+    sources = ", ".join(repr(name) for name in real_inputs if name in integer)
+    reason = (f"integer input {sources}: {len(pre)} node(s) ({ops}) run on the host in the pre section; "
+              f"the ai section starts at {', '.join(repr(b) for b in boundary)}")
+    return CropPrediction(untouched + boundary, [v.name for v in graph.output], [reason])

@@ -106,17 +106,23 @@ def stable_variance(model: onnx.ModelProto) -> list[str]:
     for node in list(graph.node):
         if node.op_type != "Sub":
             continue
-        match = _variance_operands(graph, producers, node)
+        match = _variance_operands(model, producers, node)
         if match is None:
             continue
-        x, mean, mean_of_squares = match
+        x, mean, reduction, mean_keeps_axes = match
         base = node.name
         centred, squared = f"{base}/centred", f"{base}/centred_sq"
-        replacement = [
-            helper.make_node("Sub", [x, mean.output[0]], [centred], name=f"{base}/centre"),
+        keepdims = bool(g.attribute(reduction, "keepdims", 1))
+        replacement = []
+        if not mean_keeps_axes:
+            kept = f"{base}/mean_kept"  # a mean without its reduced axes: put them back to broadcast against x
+            replacement.append(helper.make_node("Unsqueeze", [mean, reduction.input[1]], [kept], name=kept))
+            mean = kept
+        replacement += [
+            helper.make_node("Sub", [x, mean], [centred], name=f"{base}/centre"),
             helper.make_node("Mul", [centred, centred], [squared], name=f"{base}/square"),
-            helper.make_node("ReduceMean", [squared, *mean_of_squares.input[1:]], list(node.output), name=base,
-                             **{a.name: helper.get_attribute_value(a) for a in mean_of_squares.attribute}),
+            helper.make_node("ReduceMean", [squared, *reduction.input[1:]], list(node.output), name=base,
+                             keepdims=int(keepdims)),
         ]
         index = list(graph.node).index(node)
         graph.node.remove(node)
@@ -128,21 +134,55 @@ def stable_variance(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def _variance_operands(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto],
-                       node: onnx.NodeProto) -> tuple[str, onnx.NodeProto, onnx.NodeProto] | None:
-    """``(x, the ReduceMean of x, the ReduceMean of x^2)`` when ``node`` is ``E[x^2] - E[x]^2`` over the same
-    axes with kept dimensions (so ``x - E[x]`` broadcasts)."""
-    mean_of_squares, square_of_mean = producers.get(node.input[0]), producers.get(node.input[1])
-    if mean_of_squares is None or square_of_mean is None or mean_of_squares.op_type != "ReduceMean":
+def _variance_operands(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+                       node: onnx.NodeProto) -> tuple[str, str, onnx.NodeProto, bool] | None:
+    """``(x, the tensor holding E[x], the reduction computing E[x^2], whether E[x] kept its axes)`` when ``node`` is ``E[x^2] - E[x]^2``
+    with both means over the same axes. A mean is a ReduceMean, or a ReduceSum times 1/N (JAX and TF
+    export it so: Magika's LayerNorm)."""
+    graph = model.graph
+    mean_of_squares = _mean_of(model, producers, producers.get(node.input[0]))
+    mean_name = _square_of(graph, producers.get(node.input[1]))
+    mean = _mean_of(model, producers, producers.get(mean_name)) if mean_name else None
+    if mean_of_squares is None or mean is None:
         return None
-    squared_x = _square_of(graph, producers.get(mean_of_squares.input[0]))
-    mean_name = _square_of(graph, square_of_mean)
-    mean = producers.get(mean_name) if mean_name else None
-    if squared_x is None or mean is None or mean.op_type != "ReduceMean" or mean.input[0] != squared_x:
+    squared_x = _square_of(graph, producers.get(mean_of_squares[0]))
+    if squared_x is None or mean[0] != squared_x:
         return None
-    if _reduction(graph, mean) != _reduction(graph, mean_of_squares) or not _reduction(graph, mean)[1]:
+    (_, axes_sq, _, reduction), (_, axes, keep, _) = mean_of_squares, mean
+    if axes is None or axes != axes_sq or len(reduction.input) < 2:
         return None
-    return squared_x, mean, mean_of_squares
+    return squared_x, mean_name, reduction, keep  # type: ignore[return-value]
+
+
+def _mean_of(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+             node: onnx.NodeProto | None) -> tuple[str, tuple[int, ...] | None, bool, onnx.NodeProto] | None:
+    """``(x, axes, keepdims, the reduce node)`` when ``node`` computes the mean of ``x``: ``ReduceMean(x)``,
+    or ``ReduceSum(x) * c`` / ``ReduceSum(x) / n`` where ``c`` is 1 / the number of values reduced."""
+    if node is None:
+        return None
+    if node.op_type == "ReduceMean":
+        axes, keep = _reduction(model.graph, node)
+        return node.input[0], axes, keep, node
+    if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
+        return None
+    for summed, other in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+        reduce = producers.get(summed)
+        factor = g.constant(model.graph, other)
+        if reduce is None or reduce.op_type != "ReduceSum" or factor is None or factor.size != 1:
+            continue
+        if node.op_type == "Div" and summed != node.input[0]:
+            continue
+        axes, keep = _reduction(model.graph, reduce)
+        shape = g.static_shape(model, reduce.input[0])
+        if axes is None or shape is None:
+            return None
+        count = int(np.prod([shape[a] for a in axes]))
+        value = float(factor.reshape(-1)[0])
+        scale = 1.0 / value if node.op_type == "Div" else value
+        if count and abs(scale * count - 1.0) < 1e-6:
+            return reduce.input[0], axes, keep, reduce
+        return None
+    return None
 
 
 def _square_of(graph: onnx.GraphProto, node: onnx.NodeProto | None) -> str | None:

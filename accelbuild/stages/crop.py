@@ -81,6 +81,10 @@ def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[s
         chosen_in = [t for i, n in enumerate(crop.inputs) for t in _resolve(ctx, model, n, at + ("inputs", i))]
         chosen_out = [t for i, n in enumerate(crop.outputs) for t in _resolve(ctx, model, n, at + ("outputs", i))]
         return "manual", chosen_in or inputs, chosen_out or outputs, []
+    front = auto_crop.integer_front(model)
+    if front is not None:
+        log.info("%s: %s", crop.model, front.reasons[0])
+        return "integer_inputs", front.inputs, front.outputs, front.reasons
     return "none", inputs, outputs, []
 
 

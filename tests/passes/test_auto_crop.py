@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.passes.auto_crop import predict
+from accelbuild.passes.auto_crop import integer_front, predict
 from accelbuild.passes.cleanup import name_nodes
 
 
@@ -52,3 +52,38 @@ def test_a_network_without_a_head_is_not_cropped() -> None:
     model = _model(nodes, [_w("w", [8, 3, 1, 1])], [_vi("x", [1, 3, 4, 4])], [_vi("y", [1, 8, 4, 4])])
     prediction = predict(model)
     assert prediction.outputs == ["y"] and prediction.inputs == ["x"]
+
+
+def byte_classifier() -> onnx.ModelProto:
+    """Magika's front: int32 bytes -> Reshape -> Expand -> Equal against 0..15 -> Cast (a one-hot) -> MatMuls."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array([1, 512, 1], np.int64), "column"),
+             numpy_helper.from_array(np.array([1, 512, 16], np.int64), "wide"),
+             numpy_helper.from_array(np.arange(16, dtype=np.int32).reshape(1, 1, 16), "values"),
+             numpy_helper.from_array(rng.standard_normal((16, 128)).astype(np.float32), "embed"),
+             numpy_helper.from_array(rng.standard_normal((128, 128)).astype(np.float32) / 10, "head")]
+    nodes = [helper.make_node("Reshape", ["bytes", "column"], ["col"], name="col"),
+             helper.make_node("Expand", ["col", "wide"], ["wide_bytes"], name="wide_bytes"),
+             helper.make_node("Equal", ["wide_bytes", "values"], ["hot"], name="hot"),
+             helper.make_node("Cast", ["hot"], ["one_hot"], to=TensorProto.FLOAT, name="one_hot"),
+             helper.make_node("MatMul", ["one_hot", "embed"], ["h"], name="embed"),
+             helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+             helper.make_node("MatMul", ["hr", "head"], ["logits"], name="logits")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("bytes", TensorProto.INT32, [1, 512])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 512, 128])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_integer_inputs_and_the_ops_on_them_are_the_pre_section() -> None:
+    front = integer_front(byte_classifier())
+    assert front is not None
+    assert front.inputs == ["one_hot"] and front.outputs == ["logits"]
+    assert front.reasons == ["integer input 'bytes': 4 node(s) (Cast, Equal, Expand, Reshape) run on the host in "
+                             "the pre section; the ai section starts at 'one_hot'"]
+
+
+def test_a_float_model_has_no_integer_front() -> None:
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [], [_vi("x", [1, 8])], [_vi("y", [1, 8])])
+    assert integer_front(model) is None

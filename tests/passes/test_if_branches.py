@@ -82,18 +82,19 @@ def test_it_builds_and_import_says_which_branch_it_kept(tmp_path: Path, target: 
 
 
 def _conv_then_switch() -> onnx.ModelProto:
-    """x -> Conv (an NPU layer) -> h; If(sr == 16000, Relu(h), Neg(h)): the If reads h only in its branches."""
+    """x -> Conv (an NPU layer) -> h; If(gate > 0.5, Relu(h), Neg(h)): the If reads h only in its branches
+    (a float gate: an integer one would go to the pre section)."""
     rng = np.random.default_rng(0)
     then = helper.make_graph([helper.make_node("Relu", ["h"], ["t_y"], name="t_relu")], "then", [],
                              [helper.make_tensor_value_info("t_y", TensorProto.FLOAT, [1, 32, 32, 32])])
     other = helper.make_graph([helper.make_node("Neg", ["h"], ["e_y"], name="e_neg")], "else", [],
                               [helper.make_tensor_value_info("e_y", TensorProto.FLOAT, [1, 32, 32, 32])])
-    nodes = [helper.make_node("Equal", ["sr", "rate"], ["is_16k"], name="is_16k"),
+    nodes = [helper.make_node("Greater", ["gate", "half"], ["open"], name="open"),
              helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1], name="features"),
-             helper.make_node("If", ["is_16k"], ["y"], then_branch=then, else_branch=other, name="by_rate")]
+             helper.make_node("If", ["open"], ["y"], then_branch=then, else_branch=other, name="by_rate")]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32]),
-              helper.make_tensor_value_info("sr", TensorProto.INT64, [])]
-    inits = [numpy_helper.from_array(np.array(16000, np.int64), "rate"),
+              helper.make_tensor_value_info("gate", TensorProto.FLOAT, [])]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "half"),
              numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32), "w")]
     graph = helper.make_graph(nodes, "g", inputs,
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 32, 32])], inits)
@@ -111,4 +112,4 @@ def test_npu_orders_a_host_if_after_the_npu_layer_its_branch_reads(tmp_path: Pat
     result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr
     offload = json.loads((tmp_path / "build/p/benchmark.json").read_text())["offload"]
-    assert offload["npu_layers"] == 1 and offload["host_ops"] == {"Equal": 1, "If": 1}
+    assert offload["npu_layers"] == 1 and offload["host_ops"] == {"Greater": 1, "If": 1}

@@ -76,6 +76,48 @@ def test_variance_by_cancellation_becomes_the_centred_form_and_survives_bfloat16
     assert cosine(stable) > 0.99
 
 
+def _layer_norm_by_sums(eps: float = 1e-6) -> onnx.ModelProto:
+    """Magika's LayerNorm as jax2tf exports it: means as ReduceSum(keepdims=0) * 1/N, broadcast back by
+    Unsqueeze, and variance = E[x^2] - E[x]^2."""
+    inits = [numpy_helper.from_array(np.array([-1], np.int64), "axes"),
+             numpy_helper.from_array(np.array(1 / 64, np.float32), "inv_n"),
+             numpy_helper.from_array(np.array(eps, np.float32), "eps")]
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["sum"], name="sum", keepdims=0),
+             helper.make_node("Mul", ["x", "x"], ["xsq"], name="xsq"),
+             helper.make_node("ReduceSum", ["xsq", "axes"], ["sum_sq"], name="sum_sq", keepdims=0),
+             helper.make_node("Mul", ["sum", "inv_n"], ["mean"], name="mean"),
+             helper.make_node("Mul", ["inv_n", "sum_sq"], ["mean_sq"], name="mean_sq"),
+             helper.make_node("Mul", ["mean", "mean"], ["sq_mean"], name="sq_mean"),
+             helper.make_node("Sub", ["mean_sq", "sq_mean"], ["var"], name="var"),
+             helper.make_node("Add", ["var", "eps"], ["var_eps"], name="var_eps"),
+             helper.make_node("Sqrt", ["var_eps"], ["std"], name="std"),
+             helper.make_node("Unsqueeze", ["std", "axes"], ["std_kept"], name="std_kept"),
+             helper.make_node("Unsqueeze", ["mean", "axes"], ["mean_kept"], name="mean_kept"),
+             helper.make_node("Sub", ["x", "mean_kept"], ["centred"], name="centred"),
+             helper.make_node("Div", ["centred", "std_kept"], ["y"], name="norm")]
+    return _model(nodes, inits, shape=(1, 16, 64))
+
+
+def test_a_variance_from_sums_times_one_over_n_is_rewritten_too() -> None:
+    """Before: the pass knew only ReduceMean, and Magika lost its accuracy on mx3 (cosine 0.387)."""
+    model = _layer_norm_by_sums()
+    x = (100.0 + np.random.default_rng(1).standard_normal((1, 16, 64))).astype(np.float32)
+    want = _run(model, x)
+    assert stable_variance(model) == ["variance var: E[x^2] - E[x]^2 -> E[(x - E[x])^2]"]
+    assert [n.op_type for n in model.graph.node if n.name.startswith("var/")] == ["Unsqueeze", "Sub", "Mul"]
+    np.testing.assert_allclose(_run(model, x), want, rtol=1e-3, atol=1e-3)
+    stable = _run(measure.with_bf16_activations(model), x)
+    cosine = float(np.dot(stable.ravel(), want.ravel()) / (np.linalg.norm(stable) * np.linalg.norm(want)))
+    assert cosine > 0.99
+
+
+def test_sums_times_another_factor_are_not_a_mean() -> None:
+    model = _layer_norm_by_sums()
+    next(t for t in model.graph.initializer if t.name == "inv_n").CopyFrom(
+        numpy_helper.from_array(np.array(1 / 32, np.float32), "inv_n"))
+    assert stable_variance(model) == []
+
+
 def test_the_rewrites_are_recorded_only_where_they_happen() -> None:
     record = run_passes(_layer_norm_by_hand(), verify=True)
     assert [r["changes"] for r in record if r["pass"] == "stable_variance"] == [1]

@@ -115,3 +115,25 @@ def test_crop_change_reruns_only_crop(project: Path) -> None:
     result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", "--until", "crop", cwd=project)
     assert result.statuses() == {"p:det:import": "up-to-date", "p:det:crop": "ran"}
     assert _no_section(project / "build/p/det/post.onnx")  # the old post section went away
+
+
+def test_integer_inputs_are_cut_into_the_pre_section_and_the_rest_is_quantized(tmp_path: Path) -> None:
+    """Magika's case: an int32 byte input one-hot encoded by integer ops. Before, npu's quantizer skipped the
+    whole graph and reported cosine 1.00000 (float compared with float) with layers 'on the NPU'."""
+    import onnx
+    from passes.test_auto_crop import byte_classifier
+
+    onnx.save(byte_classifier(), tmp_path / "m.onnx")
+    write(tmp_path / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: npu, platform: tda4vm}\n"
+                               "benchmark: {frames: 10}\nmodels:\n  - name: m\n    path: m.onnx\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert "integer input 'bytes': 4 node(s)" in result.stderr
+    crop = json.loads((tmp_path / "build/p/m/crop.json").read_text())
+    assert crop["mode"] == "integer_inputs" and crop["inputs"] == ["one_hot"]
+    assert [n.op_type for n in read_section(tmp_path / "build/p/m/pre.onnx").graph.node] == \
+        ["Reshape", "Expand", "Equal", "Cast"]
+    quantize = json.loads((tmp_path / "build/p/m/quantize.json").read_text())
+    assert quantize["weight_bytes"] > 0
+    accuracy = json.loads((tmp_path / "build/p/benchmark.json").read_text())["models"][0]["accuracy"]
+    assert 0 < accuracy["max_abs_err"] and accuracy["cosine"] > 0.98
