@@ -238,3 +238,23 @@ def depth_to_space() -> onnx.ModelProto:
 
 
 CASES.update({"depth_to_space": depth_to_space})
+
+
+def conv_transpose_valid() -> onnx.ModelProto:
+    """DBNet's upsampling head: ConvTranspose kernel 2, stride 2, no pads (VALID), then BN folded and ReLU."""
+    n = Net()
+    w = n.const("up.w", n.rng.normal(0, 0.5, (8, 4, 2, 2)))
+    b = n.const("up.b", n.rng.normal(0, 0.1, 4))
+    y = n.op("ConvTranspose", [_stem(n), w, b], "up", kernel_shape=[2, 2], strides=[2, 2])
+    return n.model(n.op("Relu", [y], "up_relu"), [1, 4, 16, 16])
+
+
+def conv_transpose_same() -> onnx.ModelProto:
+    """MediaPipe's selfie segmentation head: kernel 4, stride 2, pads 1 (TFLite SAME)."""
+    n = Net()
+    w = n.const("up.w", n.rng.normal(0, 0.5, (8, 2, 4, 4)))
+    y = n.op("ConvTranspose", [_stem(n), w], "segment", kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
+    return n.model(y, [1, 2, 16, 16])
+
+
+CASES.update({f.__name__: f for f in (conv_transpose_valid, conv_transpose_same)})

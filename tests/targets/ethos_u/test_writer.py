@@ -19,7 +19,8 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 # cases whose output goes through more than one requantization after the last exact one: each may
 # round one step away from onnxruntime, so a few values can be two steps off
 CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split",
-           "bounded_into_concat", "one_sided_clip"}  # the last two: a requantize after the fixed grid or the bound
+           "bounded_into_concat", "one_sided_clip",  # these two: a requantize after the fixed grid or the bound
+           "conv_transpose_valid"}  # the stem and the transposed conv requantize in a row
 INT16_UNSUPPORTED = {"activations": "HARD_SWISH", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
@@ -51,7 +52,8 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
 
 @pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
 @pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear",
-                                  "bounded_into_concat", "softmax_into_transpose", "one_sided_clip"])
+                                  "bounded_into_concat", "softmax_into_transpose", "one_sided_clip",
+                                  "conv_transpose_valid", "conv_transpose_same"])
 def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     data, _, _ = _build(name)
     result = vela.compile_tflite(data, vela.VelaOptions(accelerator))

@@ -19,7 +19,7 @@ from accelbuild.targets.ethos_u.tflite.qgraph import QGraph
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
-CHANNEL_FIRST = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize", "DepthToSpace", "SpaceToDepth"}
+CHANNEL_FIRST = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize", "DepthToSpace", "SpaceToDepth"}
 EITHER = {"Add", "Sub", "Mul", "Div", "HardSigmoid", "Max", "Min", "Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSwish",
           "Softmax", "Concat", "Pad", "Slice", "Split", "ReduceMean", "Identity"}
 

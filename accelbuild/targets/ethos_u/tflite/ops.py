@@ -14,6 +14,7 @@ Converter = Callable[[Writer, onnx.NodeProto], None]
 
 CONVERTERS: dict[str, Converter] = {
     "Conv": layers.conv,
+    "ConvTranspose": layers.conv_transpose,
     "Gemm": layers.fully_connected,
     "MatMul": layers.fully_connected,
     "MaxPool": layers.pool,

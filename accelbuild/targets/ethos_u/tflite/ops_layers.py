@@ -1,5 +1,5 @@
-"""Weighted layers, pooling and resampling: Conv (incl. depthwise), Gemm/MatMul, pools, GlobalAveragePool,
-ReduceMean, Resize."""
+"""Weighted layers, pooling and resampling: Conv (incl. depthwise), ConvTranspose, Gemm/MatMul, pools,
+GlobalAveragePool, ReduceMean, Resize."""
 
 from __future__ import annotations
 
@@ -104,6 +104,43 @@ def conv(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported(f"grouped convolution (group {group}) other than depthwise")
     version = 2 if builtin == "DEPTHWISE_CONV_2D" and dilations != [1, 1] else 1
     w.op(builtin, [source, weights, _bias(w, node, x, c, bias, cout)], [w.tensor(out)], options, version)
+    w.done.update(fused.nodes)
+
+
+def conv_transpose(w: Writer, node: onnx.NodeProto) -> None:
+    """TRANSPOSE_CONV: ONNX weights [in, out, kh, kw] become [out, kh, kw, in]; ONNX pads become VALID (none at
+    the start: TFLite crops the end to the output shape) or SAME (the total split as TFLite splits it)."""
+    x = w.q(node.input[0])
+    if len(x.shape) != 4:
+        raise Unsupported(f"only 2-D transposed convolutions (input rank {len(x.shape)})")
+    c = _weights(w, node, 1)
+    if int(g.attribute(node, "group", 1)) != 1:  # type: ignore[arg-type]
+        raise Unsupported("grouped transposed convolution")
+    if _ints(node, "dilations", [1, 1]) != [1, 1]:
+        raise Unsupported("dilated transposed convolution")
+    auto_pad = g.attribute(node, "auto_pad", b"NOTSET")
+    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) not in ("NOTSET", ""):
+        raise Unsupported("auto_pad (give explicit pads)")
+    bias = w.qg.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    _, cout, kh, kw = c.codes.shape
+    strides, pads = _ints(node, "strides", [1, 1]), _ints(node, "pads", [0, 0, 0, 0])
+    full = [s * (i - 1) + k for s, i, k in zip(strides, x.shape[2:], (kh, kw))]
+    totals = [f - o for f, o in zip(full, out.shape[2:])]
+    if pads[0] == pads[1] == 0 and min(totals) >= 0:
+        padding = "VALID"
+    elif [pads[0], pads[1]] == [t // 2 for t in totals] and min(totals) >= 0:
+        padding = "SAME"
+    else:
+        raise Unsupported(f"pads {pads} with output {list(out.shape[2:])} are neither TFLite SAME nor VALID")
+    weights = w.const(f"{node.name}/weights", np.ascontiguousarray(c.codes.transpose(1, 2, 3, 0)), "int8",
+                      _weight_quant(c, cout, 0))
+    shape = w.int32(f"{node.name}/output_shape", list(w.shape(out)))
+    options = {"padding": padding, "stride_w": strides[1], "stride_h": strides[0],
+               "fused_activation_function": fused.activation}
+    w.op("TRANSPOSE_CONV", [shape, weights, w.tensor(x), _bias(w, node, x, c, bias, cout)], [w.tensor(out)], options,
+         version=3 if fused.activation == "NONE" else 4)
     w.done.update(fused.nodes)
 
 
