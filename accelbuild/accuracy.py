@@ -28,17 +28,30 @@ MAX_SAMPLES = 10_000
 
 def data_inputs(model: onnx.ModelProto, files: dict[str, Path], shown: str) -> list[Feeds]:
     """Samples from a data folder's ``.npy`` files (``files``: path relative to the folder -> file)."""
+    return _data_inputs_named(model, files, shown)[0]
+
+
+def _data_inputs_named(model: onnx.ModelProto, files: dict[str, Path], shown: str) -> tuple[list[Feeds], list[str]]:
+    """``data_inputs`` and each sample's name (its first input's file; ``file[i]`` for a batch's i-th)."""
     specs = input_specs(model)
     per_input: dict[str, list[np.ndarray]] = {}
+    names: list[str] = []
     for name, shape, dtype in specs:
         prefix = "" if len(specs) == 1 else f"{name}/"
         chosen = sorted(rel for rel in files if rel.startswith(prefix) and "/" not in rel[len(prefix):])
         if not chosen:
             raise InputFileError(f"{shown.rstrip('/')}/{prefix}", f"no .npy files for input {name!r}"
                                  + ("" if len(specs) == 1 else " (one subfolder per input name)"))
-        per_input[name] = [s for rel in chosen for s in _samples(files[rel], shape, dtype)][:MAX_SAMPLES]
+        samples = [(rel, s) for rel in chosen for s in _samples(files[rel], shape, dtype)][:MAX_SAMPLES]
+        per_input[name] = [s for _, s in samples]
+        if not names:
+            counts = {rel: sum(1 for r, _ in samples if r == rel) for rel, _ in samples}
+            seen: dict[str, int] = {}
+            for rel, _ in samples:
+                seen[rel] = seen.get(rel, -1) + 1
+                names.append(rel if counts[rel] == 1 else f"{rel}[{seen[rel]}]")
     count = min(len(v) for v in per_input.values())
-    return [{name: per_input[name][i] for name in per_input} for i in range(count)]
+    return [{name: per_input[name][i] for name in per_input} for i in range(count)], names[:count]
 
 
 def data_folder(inputs: dict[str, Path]) -> Path:
@@ -55,6 +68,11 @@ class AccuracyInputs:
     data: str | None  # the folder as the YAML writes it
     samples: int | None
     seed: int | None
+
+
+def is_random(source: AccuracyInputs, data: DataParams | None) -> bool:
+    """Whether the accuracy inputs are seeded random ones (no data folder)."""
+    return data is None and source.data is None
 
 
 def describe_inputs(source: AccuracyInputs, data: DataParams | None, count: int) -> dict[str, object]:
@@ -85,16 +103,29 @@ def stage_inputs(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[st
     """A stage's accuracy inputs: ``models[].data`` (images or arrays, preprocessed for the model), else
     the ``benchmark.accuracy.data`` files among its ``inputs`` (roles ``data:<path>``), else seeded random
     inputs."""
+    return stage_inputs_named(model, source, inputs, data)[0]
+
+
+def stage_inputs_named(model: onnx.ModelProto, source: AccuracyInputs, inputs: dict[str, Path],
+                       data: DataParams | None = None) -> tuple[list[Feeds], list[str]]:
+    """``stage_inputs`` and each sample's name: its file as the user wrote the folder, or ``random #i``."""
     if data is not None:
+        from accelbuild.data.files import scan, shown_path
         from accelbuild.data.load import load_inputs
         from accelbuild.data.spec import data_spec, input_infos
 
-        return load_inputs(data_spec(data, data_folder(inputs)), input_infos(model))
+        spec = data_spec(data, data_folder(inputs))
+        feeds = load_inputs(spec, input_infos(model))
+        names = [shown_path(spec, sample.files[None].name if None in sample.files else sample.name)
+                 for sample in scan(spec).samples]
+        return feeds, names[:len(feeds)]
     if source.data is not None:
         files = {role[len("data:"):]: path for role, path in inputs.items() if role.startswith("data:")}
-        return data_inputs(model, files, source.data)
+        feeds, names = _data_inputs_named(model, files, source.data)
+        return feeds, [f"{source.data.rstrip('/')}/{name}" for name in names]
     assert source.samples is not None and source.seed is not None
-    return random_inputs(model, source.samples, source.seed)
+    feeds = random_inputs(model, source.samples, source.seed)
+    return feeds, [f"random #{i}" for i in range(len(feeds))]
 
 
 def through(section: onnx.ModelProto | None, feeds: list[Feeds]) -> list[Feeds]:
@@ -115,6 +146,13 @@ def through(section: onnx.ModelProto | None, feeds: list[Feeds]) -> list[Feeds]:
 
 def ai_inputs(model_name: str, inputs: dict[str, Path], ai_path: Path, pre_path: Path, source: AccuracyInputs,
               data: DataParams | None, ai: onnx.ModelProto | None = None) -> list[Feeds]:
+    """``ai_inputs_named`` without the names."""
+    return ai_inputs_named(model_name, inputs, ai_path, pre_path, source, data, ai)[0]
+
+
+def ai_inputs_named(model_name: str, inputs: dict[str, Path], ai_path: Path, pre_path: Path,
+                    source: AccuracyInputs, data: DataParams | None,
+                    ai: onnx.ModelProto | None = None) -> tuple[list[Feeds], list[str]]:
     """A stage's accuracy inputs for the AI section at ``ai_path`` (``ai``: that model, when the caller has
     it loaded), passed through the cropped pre-processing section ``pre_path`` (the crop stage's
     ``pre.onnx``; its no-section form passes them on unchanged).
@@ -125,4 +163,5 @@ def ai_inputs(model_name: str, inputs: dict[str, Path], ai_path: Path, pre_path:
     prefix = f"{model_name}/data:"
     own = {role[len(model_name) + 1:]: path for role, path in inputs.items() if role.startswith(prefix)}
     files = own if data is not None and own else inputs
-    return through(pre, stage_inputs(pre or ai, source, files, data))
+    feeds, names = stage_inputs_named(pre or ai, source, files, data)
+    return through(pre, feeds), names

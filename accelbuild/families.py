@@ -70,7 +70,7 @@ STANDARD_CHECKS = (
           schema={"type": "number", "exclusiveMinimum": 0}),
     Check("max_latency_ms", "latency_ms", "max", "ms", "Most latency in milliseconds of any model.",
           schema={"type": "number", "exclusiveMinimum": 0}),
-    Check("min_cosine", "min_cosine", "min", "cosine", "Least output cosine similarity against float, for every model.",
+    Check("min_cosine", "min_cosine", "min", "cosine", "Least output cosine similarity against float, for every model: its worst held-out frame with signal (docs/contract.md, accuracy records).",
           schema={"type": "number", "minimum": -1, "maximum": 1}),
 )
 

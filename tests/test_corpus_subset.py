@@ -151,14 +151,15 @@ def _artifacts(out: Path, model: str, bench: dict, weight_bytes: int) -> Path:
     return out
 
 
-def _npu_bench(cosine: float, npu: int, host: int) -> dict:
+def _npu_bench(cosine: float, npu: int, host: int, max_abs_err: float = 1e-3) -> dict:
     return {"fps": 10.0, "offload": {"npu_layers": npu, "host_layers": host},
-            "models": [{"name": "m", "fps": 10.0, "accuracy": {"cosine": cosine}}]}
+            "models": [{"name": "m", "fps": 10.0, "accuracy": {"cosine": cosine, "max_abs_err": max_abs_err}}]}
 
 
 @pytest.mark.parametrize(("bench", "weight_bytes", "log", "outcome", "reason"), [
     (_npu_bench(0.995, 10, 0), 100, "", "built", None),
-    (_npu_bench(1.0, 10, 0), 100, "", "suspicious", "with integer activations"),
+    (_npu_bench(1.0, 10, 0, max_abs_err=0.0), 100, "", "suspicious", "identical to float"),
+    (_npu_bench(0.999998, 10, 0, max_abs_err=5.8e-4), 100, "", "built", None),  # a saturated score
     (_npu_bench(0.5, 10, 0), 100, "", "suspicious", "no warning"),
     (_npu_bench(0.5, 10, 0), 100, "accelbuild: warning: m: cosine 0.5 below 0.98", "built", None),
     (_npu_bench(1.0, 0, 9), 0, "", "suspicious", "every layer on the host"),

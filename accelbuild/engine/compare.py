@@ -127,7 +127,7 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
                        "best": None if winner in (None, "=") else sides[int(winner)].label,
                        "higher_is_better": higher_is_better(sense)})
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
-            "kinds": [s.metrics.get("kind") for s in sides],
+            "kinds": [s.metrics.get("kind") for s in sides], "worst_frames": worst_frames(sides),
             "measured_on": [s.metrics.get("measured_on") for s in sides], "rows": result}
 
 
@@ -146,10 +146,34 @@ def text(sides: list[Side]) -> str:
                                                                          sides[int(winner)].label)])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    frames = worst_frames(sides)
+    if any(entry["file"] for per in frames.values() for entry in per):
+        lines.append("")
+        for name, per in frames.items():
+            shown = "; ".join(f"{side.label}: {_frame_text(entry)}" for side, entry in zip(sides, per))
+            lines.append(f"{name} cosine is its worst frame with signal: {shown}")
     if mixed:
         lines.append("")
         lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
     return "\n".join(lines) + "\n"
+
+
+def worst_frames(sides: list[Side]) -> dict[str, list[dict[str, Any]]]:
+    """Per model, per side: the frame its headline cosine comes from, what frames it was taken among, and
+    how many frames had no signal."""
+    result: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted(m["name"] for m in sides[0].metrics["models"]):
+        per = [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides]
+        result[name] = [{"file": m.get("worst_file"), "measured_on": m.get("cosine_measured_on"),
+                         "no_signal_frames": m.get("no_signal_frames")} for m in per]
+    return result
+
+
+def _frame_text(entry: dict[str, Any]) -> str:
+    if not entry["file"]:
+        return "n/a (no per-frame record)"
+    quiet = f", {entry['no_signal_frames']} without signal" if entry.get("no_signal_frames") else ""
+    return f"{entry['file']} ({entry['measured_on']}{quiet})"
 
 
 def _kind_text(side: Side) -> str:

@@ -37,8 +37,11 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
     models = []
     for entry in bench.get("models", []):
         name = entry.get("name")
+        figures = entry.get("accuracy") or {}
         model: dict[str, Any] = {"name": name, "fps": entry.get("fps"), "latency_ms": entry.get("latency_ms"),
-                                 "cosine": (entry.get("accuracy") or {}).get("cosine")}
+                                 "cosine": figures.get("cosine"), "worst_file": figures.get("worst_file"),
+                                 "cosine_measured_on": figures.get("measured_on"),
+                                 "no_signal_frames": figures.get("no_signal_frames")}
         record = quantize_records.get(name)
         if record is not None:
             try:
@@ -138,6 +141,8 @@ def accuracy_warnings(pipeline: str, figures: dict[str, Any] | None, floor: floa
             continue
         line = f"{pipeline}: {model['name']}: output cosine {cosine:.6g} against float is below {floor:g} " \
                f"(benchmark.accuracy.warn_below)"
+        if model.get("worst_file"):
+            line += f" on its worst {model.get('cosine_measured_on')} frame, {model['worst_file']}"
         weakest = _weakest_layer(artifacts.get(f"{model['name']}/quantize.json"))
         if weakest:
             line += f"; weakest layer {weakest[0]} ({weakest[1]:.1f} dB weight SQNR in quantize.json)"

@@ -2,8 +2,8 @@
 function, for the mx3 family (weights only, activations in bfloat16) and for QDQ models (npu, ethos-u:
 weights and output activation of a layer together).
 
-Both compare every output of every sample, flattened together, against the float model, as
-``measure.compare`` does, without rounding (sensitivities are ranked on small differences).
+Both measure what the accuracy records' headline is (``frames``): the worst frame with signal against
+the float model, without rounding (sensitivities are ranked on small differences).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from accelbuild.quantize import measure
+from accelbuild.quantize import frames, measure
 from accelbuild.quantize.auto_precision import Candidate
 from accelbuild.quantize.qdq import Calibrated, build
 from accelbuild.quantize.weights import (
@@ -28,10 +28,7 @@ CosineOf = Callable[[dict[str, int]], float]
 
 
 def cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> float:
-    want = np.concatenate([o.astype(np.float64).ravel() for outs in reference for o in outs])
-    got = np.concatenate([o.astype(np.float64).ravel() for outs in measured for o in outs])
-    norm = float(np.linalg.norm(want) * np.linalg.norm(got))
-    return float(np.dot(want, got) / norm) if norm else (1.0 if np.array_equal(want, got) else 0.0)
+    return frames.worst_cosine(reference, measured)
 
 
 def weight_candidates(layers: list[WeightedLayer], default_bits: int) -> list[Candidate]:

@@ -87,6 +87,12 @@ def data_params(model: ModelSpec) -> DataParams | None:
     return None if model.data is None else model.data.params
 
 
+def calibration_frames(model: ModelSpec) -> int:
+    """How many of a model's first accuracy inputs calibrate its activations (integer families); the
+    benchmark labels them so, and the rest as held out."""
+    return model.quantize.calibration_frames or DEFAULT_CALIBRATION_FRAMES
+
+
 def accuracy_inputs(pipeline: PipelineSpec) -> AccuracyInputs:
     bench = pipeline.benchmark
     if bench.data is not None:

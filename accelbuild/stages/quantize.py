@@ -17,7 +17,7 @@ from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.families import get_target
 from accelbuild.frontends.onnx_model import save_onnx
 from accelbuild.passes import sections
-from accelbuild.quantize import auto_precision, measure, precision_measures
+from accelbuild.quantize import auto_precision, frames, measure, precision_measures
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import weighted_layers
 from accelbuild.stages.context import StageContext
@@ -36,12 +36,14 @@ def run(ctx: StageContext) -> None:
         _unchanged(ctx, ai, q)
         return
     _check_precision(ctx, q)
-    samples = accuracy.through(pre, accuracy.stage_inputs(pre or ai, q.accuracy, ctx.inputs, q.data))
+    samples, names = accuracy.stage_inputs_named(pre or ai, q.accuracy, ctx.inputs, q.data)
+    samples = accuracy.through(pre, samples)
+    random = accuracy.is_random(q.accuracy, q.data)
     if q.precision.integer:
         from accelbuild.stages import quantize_integer
 
         bits = _overrides(ctx, quantize_integer.layer_names(ai), "layer")
-        quantize_integer.quantize(ctx, ai, samples, bits)
+        quantize_integer.quantize(ctx, ai, samples, bits, names, random)
         return
     layers = weighted_layers(ai)
     bits = {layer.name: q.weight_bits for layer in layers}
@@ -69,7 +71,9 @@ def run(ctx: StageContext) -> None:
         "weight_bytes": sum(r["weight_bytes"] for r in records),
         "layers": records,
         "activations": q.precision.activations,
-        "output": {**measure.compare(reference, measured),
+        # weights are quantized without data; the frames are held out unless auto_precision chose by them
+        "output": {**frames.record(reference, measured, frames.labelled(
+                       names, len(names) if q.auto_precision is not None else None, random)),
                    **accuracy.describe_inputs(q.accuracy, q.data, len(samples))},
         "auto_precision": auto_record,
         **get_target(q.family).quantize_record(ai, q.target),

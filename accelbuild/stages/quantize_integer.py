@@ -17,7 +17,7 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.families import get_target
 from accelbuild.frontends.onnx_model import save_onnx
-from accelbuild.quantize import auto_precision, measure, precision_measures, qdq
+from accelbuild.quantize import auto_precision, frames, measure, precision_measures, qdq
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import QuantizeParams
 from accelbuild.util import onnx_graph as g
@@ -35,13 +35,15 @@ def split_frames(samples: list[measure.Feeds], calibration_frames: int) -> tuple
     return (calibration, held_out, "held-out") if held_out else (calibration, calibration, "calibration")
 
 
-def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, int]) -> None:
-    """Calibrate, choose per-layer precisions (``bits`` given, or auto_precision), write the outputs."""
+def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, int],
+             names: list[str], random: bool) -> None:
+    """Calibrate, choose per-layer precisions (``bits`` given, or auto_precision), write the outputs.
+    ``names``: each sample's file (``random #i`` when ``random``)."""
     q: QuantizeParams = ctx.params
     assert q.activations is not None  # the quantize stage sends only integer families here
     target = get_target(q.family)
     host = frozenset(target.host_nodes(ai, q.target))
-    calibration, measured_on, which = split_frames(samples, q.activations.calibration_frames)
+    calibration, measured_on, _ = split_frames(samples, q.activations.calibration_frames)
     config = qdq.QdqConfig(weight_bits=q.weight_bits, activation_bits=q.activations.bits,
                            symmetric=q.precision.symmetric, method=q.activations.calibration,
                            share_concat_scales=q.precision.share_concat_scales, bits=bits, float_nodes=host,
@@ -65,8 +67,9 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
             log.warning("%s: %s: raised the weight scale of %d channel(s) so the int32 bias fits", q.model,
                         layer["name"], layer["raised_for_bias"])
     save_onnx(result.model, ctx.outputs["quantized.onnx"])
-    reference = measure.run_all(measure.session(ai), measured_on)
-    measured = measure.run_all(measure.session(result.model), measured_on)
+    reference = measure.run_all(measure.session(ai), samples)  # every frame, each labelled with its role
+    measured = measure.run_all(measure.session(result.model), samples)
+    labels = frames.labelled(names, len(calibration), random)
     settings = {"method": q.activations.calibration, "activation_bits": q.activations.bits,
                 "symmetric": q.precision.symmetric, "frames": len(calibration)}
     write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
@@ -79,8 +82,8 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
         "layers": result.layers,
         "activations": "integer",
         "host_nodes": sorted(host),
-        "output": {**measure.compare(reference, measured),
-                   **accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)), "measured_on": which},
+        "output": {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)),
+                   **frames.record(reference, measured, labels)},
         "auto_precision": auto_record,
         **target.quantize_record(ai, q.target),
     })

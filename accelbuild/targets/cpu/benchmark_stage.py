@@ -12,7 +12,7 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.passes.sections import read_section
-from accelbuild.quantize import measure
+from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.cpu import report, session
 from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
@@ -48,9 +48,9 @@ def run(ctx: StageContext) -> None:
     ort_records = {name: json.loads(ctx.inputs[f"{name}/ort.json"].read_text()) for name in p.models}
     write_bytes_atomic(ctx.outputs["report.html"], report.render(p.pipeline, summary, configs, ort_records).encode())
     for m in models:
-        log.info("%s: %s: %.1f FPS, latency %.3f ms median, %.3f ms p90 (measured on %s); cosine %.5f vs float",
-                 p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], measured_on,
-                 m["accuracy"]["cosine"])
+        log.info("%s: %s: %.1f FPS, latency %.3f ms median, %.3f ms p90 (measured on %s); cosine %.5f vs float "
+                 "(%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], measured_on,
+                 m["accuracy"]["cosine"], frames.said(m["accuracy"]))
 
 
 def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measured_on: str) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     compiled = session.load(ctx.inputs[f"{name}/model.ort"].read_bytes(), config)
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
-    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data, ai)
+    feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], p.accuracy,
+                                            data, ai)
     wanted = [i.name for i in compiled.get_inputs()]
     frames = [{k: f[k] for k in wanted} for f in feeds]
     timing = time_frames(lambda i: compiled.run(None, frames[i % len(frames)]), p.frames)
@@ -68,10 +69,18 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     return {
         "name": name,
         **figures,
-        "accuracy": {**measure.compare(reference, measured), "runtime": f"onnxruntime, model.ort ({config['precision']})",
+        "accuracy": {**frames_record(reference, measured, names, p, name, data),
+                     "runtime": f"onnxruntime, model.ort ({config['precision']})",
                      "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "end_to_end": _end_to_end(ctx, p, name, data, config, compiled, figures, measured_on),
     }
+
+
+def frames_record(reference: list[list[Any]], measured: list[list[Any]], names: list[str], p: CpuBenchmarkParams,
+                  model: str, data: Any) -> dict[str, Any]:
+    """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so."""
+    calibrated = p.calibration_frames[p.models.index(model)] if p.calibration_frames else None
+    return frames.record(reference, measured, frames.labelled(names, calibrated, accuracy.is_random(p.accuracy, data)))
 
 
 def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, config: dict[str, Any],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbuild.quantize import frames
 from accelbuild.report import html
 
 TABS = (("summary", "Summary"), ("session", "Session"), ("operators", "Operators"))
@@ -27,7 +28,7 @@ def _summary(bench: dict[str, Any], label: str) -> str:
         acc, e2e = m["accuracy"], m["end_to_end"]
         rows.append([html.esc(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['latency_p90_ms']:.3f}",
                      html.num(e2e["fps"], 1), f"{e2e['latency_ms']:.3f}", html.esc(e2e["sections"]),
-                     f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}", html.esc(acc.get("inputs", ""))])
+                     f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}", html.esc(frames.cell(acc))])
     head = ["model", "FPS", "latency ms (median)", "p90 ms", "end-to-end FPS", "end-to-end ms", "sections",
             "cosine vs float", "SQNR dB", "inputs"]
     note = (f"Every figure is {html.esc(label)}: wall-clock time of one frame at a time over "

@@ -55,3 +55,4 @@ class CpuBenchmarkParams:
     frames: int
     host: bool  # time the cropped pre/post sections too (end-to-end figures)
     machine: str  # where the figures are measured: another machine re-measures rather than reusing them
+    calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it

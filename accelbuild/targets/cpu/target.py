@@ -25,6 +25,7 @@ from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
     accuracy_inputs,
+    calibration_frames,
     data_params,
     model_data,
     model_dir,
@@ -94,7 +95,9 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBenchmarkParams:
     return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
-                              pipeline.benchmark.host, this_machine().describe(onnxruntime_version()))
+                              pipeline.benchmark.host, this_machine().describe(onnxruntime_version()),
+                              tuple(calibration_frames(m) if pipeline.target.precision == "int8" else None
+                                    for m in pipeline.models))
 
 
 class CpuTarget:

@@ -11,7 +11,7 @@ import onnx
 import yaml
 
 from accelbuild import accuracy
-from accelbuild.quantize import measure
+from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.ethos_u.report import render
 from accelbuild.targets.ethos_u.spec import BenchmarkParams
@@ -25,7 +25,8 @@ KIB = 1024
 
 def run(ctx: StageContext) -> None:
     p: BenchmarkParams = ctx.params
-    models = [_model(ctx, p, name, p.data[i]) for i, name in enumerate(p.models)]
+    models = [_model(ctx, p, name, p.data[i], p.calibration_frames[i] if p.calibration_frames else None)
+              for i, name in enumerate(p.models)]
     estimated_by = f"vela {p.vela_version}"
     summary = {
         "estimated_by": estimated_by,
@@ -45,20 +46,20 @@ def run(ctx: StageContext) -> None:
                        yaml.safe_dump(stats, sort_keys=False, default_flow_style=False).encode())
     write_bytes_atomic(ctx.outputs["report.html"], render(p.pipeline, summary, stats).encode())
     for m in models:
-        log.info("%s: %s: %.1f FPS, %.3f ms (estimated by %s); %d NPU / %d CPU operators; cosine %.5f vs float",
-                 p.pipeline, m["name"], m["fps"], m["latency_ms"], estimated_by, m["npu_ops"], len(m["cpu_ops"]),
-                 m["accuracy"]["cosine"])
+        log.info("%s: %s: %.1f FPS, %.3f ms (estimated by %s); %d NPU / %d CPU operators; cosine %.5f vs float "
+                 "(%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"], estimated_by, m["npu_ops"],
+                 len(m["cpu_ops"]), m["accuracy"]["cosine"], frames.said(m["accuracy"]))
 
 
 def _vela(ctx: StageContext, name: str) -> dict[str, Any]:
     return json.loads(ctx.inputs[f"{name}/vela.json"].read_text())
 
 
-def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any) -> dict[str, Any]:
+def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrated: int | None) -> dict[str, Any]:
     record = _vela(ctx, name)
     s = record["summary"]
-    feeds = accuracy.ai_inputs(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"], ctx.inputs[f"{name}/pre.onnx"],
-                               p.accuracy, data)
+    feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"],
+                                            ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data)
     qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))
     interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes())
     ai = measure.session(onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])))
@@ -87,7 +88,9 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any) -> dict[
         "flash_bytes": int(round(flash * KIB)),
         "dram_bytes": int(round(float(s.get("dram_memory_used", 0)) * KIB)),
         "macs": int(s.get("nn_macs", 0)),
-        "accuracy": {**measure.compare(reference, lite), "runtime": "LiteRT, int8.tflite",
+        "accuracy": {**frames.record(reference, lite, frames.labelled(names, calibrated,
+                                                                      accuracy.is_random(p.accuracy, data))),
+                     "runtime": "LiteRT, int8.tflite",
                      **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "crosscheck": {"against": "quantized.onnx in onnxruntime", **measure.compare(quantized, lite)},
     }

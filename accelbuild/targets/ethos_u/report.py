@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbuild.quantize import frames
 from accelbuild.report import html
 
 
@@ -25,7 +26,7 @@ def _summary(bench: dict[str, Any], label: str) -> str:
         rows.append([html.esc(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['cycles']:,}",
                      f"{m['npu_ops']}", f"{len(m['cpu_ops'])}", html.si(m["sram_bytes"], "B"),
                      html.si(m["flash_bytes"], "B"), f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}",
-                     html.esc(acc.get("inputs", ""))])
+                     html.esc(frames.cell(acc))])
     head = ["model", "FPS", "latency ms", "cycles", "NPU ops", "CPU ops", "SRAM", "flash", "cosine vs float",
             "SQNR dB", "inputs"]
     note = (f"Speed and memory are {label} for {html.esc(bench['accelerator'])} at the system config's clock; "

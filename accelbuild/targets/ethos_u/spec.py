@@ -52,3 +52,4 @@ class BenchmarkParams:
     data: tuple[DataParams | None, ...]
     accelerator: str
     vela_version: str
+    calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it

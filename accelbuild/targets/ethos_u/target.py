@@ -28,6 +28,7 @@ from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
     accuracy_inputs,
+    calibration_frames,
     data_params,
     model_data,
     model_dir,
@@ -104,7 +105,7 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
     return BenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                            tuple(data_params(m) for m in pipeline.models), pipeline.target.accelerator,
-                           vela.version())
+                           vela.version(), tuple(calibration_frames(m) for m in pipeline.models))
 
 
 _CODE = ("accelbuild.targets.ethos_u", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report",

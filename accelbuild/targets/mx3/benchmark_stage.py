@@ -31,8 +31,9 @@ def run(ctx: StageContext) -> None:
         files = _files(ctx, name)
         own = {role[len(name) + 1:]: path for role, path in ctx.inputs.items() if role.startswith(f"{name}/data:")}
         data = bench.data[bench.models.index(name)] if bench.data else None
+        tuned = bench.tuned[bench.models.index(name)] if bench.tuned else False
         figures, crosscheck, feeds = benchmarking.model_accuracy(program, files, bench.accuracy,
-                                                                 own if data is not None else ctx.inputs, data)
+                                                                 own if data is not None else ctx.inputs, data, tuned)
         entry = {"name": name, "fps": round(sim.model_fps[name], 2),
                  "latency_ms": round(sim.steady_latency_ms[name], 4),
                  "first_frame_latency_ms": round(sim.first_latency_ms[name], 4),

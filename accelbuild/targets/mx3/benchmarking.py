@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from accelbuild import accuracy
-from accelbuild.quantize import measure
+from accelbuild.quantize import frames, measure
 from accelbuild.stages.params import AccuracyInputs, DataParams
 from accelbuild.targets.mx3 import agreement
 from accelbuild.targets.mx3.sim import numeric, timing
@@ -39,16 +39,21 @@ class ModelFiles:
 
 
 def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, inputs: dict[str, Path],
-                   data: DataParams | None = None) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
-    """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model."""
+                   data: DataParams | None = None, tuned: bool = False,
+                   ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, np.ndarray]]]:
+    """(accuracy vs float, cross-check vs quantized.onnx, the AI section's inputs) for one model. Weights
+    are quantized without data, so the frames are held out, unless auto_precision chose by them
+    (``tuned``)."""
     ai = onnx.load(str(files.ai))
     pre = files.pre
-    feeds = accuracy.through(pre, accuracy.stage_inputs(pre or ai, source, inputs, data))
+    feeds, names = accuracy.stage_inputs_named(pre or ai, source, inputs, data)
+    feeds = accuracy.through(pre, feeds)
     entry = next(m for m in program.models if m.name == files.name)
     chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
     reference = measure.run_all(measure.session(ai), feeds)
     quantized = measure.run_all(measure.session(measure.with_bf16_activations(onnx.load(str(files.quantized)))), feeds)
-    figures = measure.compare(reference, chip)
+    figures = frames.record(reference, chip, frames.labelled(names, len(names) if tuned else None,
+                                                             accuracy.is_random(source, data)))
     crosscheck = measure.compare(quantized, chip)
     return ({**figures, **accuracy.describe_inputs(source, data, len(feeds))},
             {"against": "quantized.onnx in onnxruntime, bfloat16 activations", **crosscheck}, feeds)

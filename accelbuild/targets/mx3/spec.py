@@ -72,3 +72,4 @@ class BenchmarkParams:
     accuracy: AccuracyInputs
     closed_loop: bool
     data: tuple[DataParams | None, ...] = ()  # each model's models[].data (its files: inputs "<model>/data:...")
+    tuned: tuple[bool, ...] = ()  # each model: auto_precision chose its precisions on its accuracy frames

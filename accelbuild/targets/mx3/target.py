@@ -117,6 +117,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
         accuracy=accuracy_inputs(pipeline),
         closed_loop=pipeline.closed_loop.enabled,
         data=tuple(data_params(m) for m in pipeline.models),
+        tuned=tuple(m.quantize.auto_precision is not None for m in pipeline.models),
     )
 
 

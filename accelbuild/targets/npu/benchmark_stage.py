@@ -10,7 +10,7 @@ from typing import Any
 import onnx
 
 from accelbuild import accuracy
-from accelbuild.quantize import measure
+from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.npu import numerics, package
 from accelbuild.targets.npu.report import render_npu_report
@@ -35,7 +35,8 @@ def run(ctx: StageContext) -> None:
                        "fps_alone": round(t.fps, 2), "batch_size": t.batch_size, "frames_in_flight": t.frames_in_flight,
                        "cost_model_fps": round(t.cost_model_fps, 2), "agreement": round(t.agreement, 4),
                        "separated_by": t.separated_by,
-                       "accuracy": _accuracy(ctx, members, name, b.data[index] if b.data else None)})
+                       "accuracy": _accuracy(ctx, members, name, b.data[index] if b.data else None,
+                                             b.calibration_frames[index] if b.calibration_frames else None)})
     summary = _summary(runs, models)
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     perf = {"simulated": True, "platform": runs.hw.name, "clock_mhz": runs.hw.clock_mhz,
@@ -44,9 +45,10 @@ def run(ctx: StageContext) -> None:
     write_bytes_atomic(ctx.outputs["report.html"], render_npu_report(_report_data(b, runs, summary)).encode("utf-8"))
     for m in models:
         log.info("%s: %s: %.1f FPS, latency %.3f ms, batch %d (simulated); cost model %.1f FPS (x%.3f)%s; "
-                 "cosine %.5f vs float%s", b.pipeline, m["name"], m["fps"], m["latency_ms"], m["batch_size"],
+                 "cosine %.5f vs float (%s)%s", b.pipeline, m["name"], m["fps"], m["latency_ms"], m["batch_size"],
                  m["cost_model_fps"], m["agreement"],
                  f", separated by {m['separated_by']}" if m["separated_by"] else "", m["accuracy"]["cosine"],
+                 frames.said(m["accuracy"]),
                  host_share(by_name[m["name"]].partition))
 
 
@@ -60,15 +62,19 @@ def host_share(part: Any) -> str:
     return f"; runs {how} on the host ({host} of {host + npu} layers)"
 
 
-def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any) -> dict[str, Any]:
-    """The package's subgraphs in sequence against the float model, on the model's accuracy inputs."""
+def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any,
+              calibrated: int | None) -> dict[str, Any]:
+    """The package's subgraphs in sequence against the float model, on the model's accuracy inputs (the
+    first ``calibrated`` of them calibrated the activations: labelled so, the headline is the rest)."""
     b: NpuBenchmarkParams = ctx.params
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
-    feeds = accuracy.ai_inputs(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], b.accuracy, data, ai)
+    feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], b.accuracy,
+                                            data, ai)
     reference = measure.run_all(measure.session(ai), feeds)
     measured = numerics.run_sequence(numerics.steps_of(members, name), feeds, [o.name for o in ai.graph.output])
-    return {**measure.compare(reference, measured), **accuracy.describe_inputs(b.accuracy, data, len(feeds))}
+    labels = frames.labelled(names, calibrated, accuracy.is_random(b.accuracy, data))
+    return {**frames.record(reference, measured, labels), **accuracy.describe_inputs(b.accuracy, data, len(feeds))}
 
 
 def _summary(runs: PackageRun, models: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbuild.quantize import frames
 from accelbuild.report import html as h
 
 TABS = (("summary", "Summary"), ("temporal", "Temporal statistics"), ("layers", "Layer details"),
@@ -53,7 +54,7 @@ def _summary(data: dict[str, Any]) -> str:
     for m in bench.get("models", []):
         acc = m.get("accuracy", {})
         rows.append([h.esc(m.get("name")), h.num(m.get("fps")), h.num(m.get("latency_ms"), 3),
-                     h.num(acc.get("cosine"), 5), h.num(acc.get("sqnr_db"), 2), h.esc(acc.get("inputs", ""))])
+                     h.num(acc.get("cosine"), 5), h.num(acc.get("sqnr_db"), 2), h.esc(frames.cell(acc))])
     models = h.card(f"Models {sim}", h.table(["model", "FPS", "latency ms", "cosine", "SQNR dB", "inputs"], rows),
                     "Accuracy: the package's subgraphs run in sequence in onnxruntime (NPU programs as their "
                     "integer QDQ arithmetic) against the float model on the same inputs.")

@@ -76,3 +76,4 @@ class NpuBenchmarkParams:
     models: tuple[str, ...]
     accuracy: AccuracyInputs
     data: tuple[DataParams | None, ...]
+    calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it

@@ -12,6 +12,7 @@ from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
+    calibration_frames,
     data_params,
     model_files,
     models_data,
@@ -85,7 +86,8 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
     return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
-                              tuple(data_params(m) for m in pipeline.models))
+                              tuple(data_params(m) for m in pipeline.models),
+                              tuple(calibration_frames(m) for m in pipeline.models))
 
 
 _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
