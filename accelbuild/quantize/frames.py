@@ -7,6 +7,11 @@ a frame whose float output is ~0 (a probability map of an image without text) co
 So every record keeps each frame, and its headline ``cosine`` is the worst frame with signal, taken from
 the held-out frames when there are any (frames the calibration did not see), else from all of them.
 
+**Small outputs.** A frame whose outputs hold fewer than ``MIN_FRAME_VALUES`` values (a wake word's one
+score) has no meaningful cosine of its own: one value's cosine is its sign. The headline then pools the
+chosen frames (cosine and SQNR over their outputs together, ``"headline": "pooled"``) and the worst frame is
+the one with the lowest SQNR.
+
 **Signal.** A frame has no signal when the peak magnitude of its float outputs is 0, or below
 ``SIGNAL_FRACTION`` (1 %) of the median peak of the frames measured; such frames are listed with
 ``"signal": false``, counted in ``no_signal_frames`` and left out of the mean and the worst.
@@ -22,6 +27,7 @@ import numpy as np
 from accelbuild.quantize.weights import sqnr_db
 
 SIGNAL_FRACTION = 0.01
+MIN_FRAME_VALUES = 16
 ROLES = ("calibration", "held-out", "random")
 
 
@@ -54,10 +60,11 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     if len(frames) != len(reference) or len(reference) != len(measured):
         raise ValueError(f"{len(frames)} frame labels for {len(reference)} reference and {len(measured)} "
                          "measured frames")
-    rows, peaks, errors = [], [], []
+    rows, peaks, errors, flat = [], [], [], []
     for want_outputs, got_outputs, frame in zip(reference, measured, frames):
         want = _flat(want_outputs)
         got = _flat(got_outputs)
+        flat.append((want, got))
         peaks.append(float(np.max(np.abs(want))) if want.size else 0.0)
         errors.append(float(np.max(np.abs(want - got))) if want.size else 0.0)
         rows.append({"file": frame.file, "role": frame.role, "cosine": round(_cosine(want, got), 6),
@@ -68,17 +75,28 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     held_out = [row for row in rows if row["role"] == "held-out"]
     pool = held_out or rows
     chosen = [row for row in pool if row["signal"]] or pool
-    worst = min(chosen, key=lambda row: (row["cosine"], row["sqnr_db"])) if chosen else None
+    pooled = bool(flat) and min(want.size for want, _ in flat) < MIN_FRAME_VALUES
+    if pooled:
+        worst = min(chosen, key=lambda row: row["sqnr_db"]) if chosen else None
+        index = [rows.index(row) for row in chosen]
+        want = np.concatenate([flat[i][0] for i in index]) if index else np.zeros(0)
+        got = np.concatenate([flat[i][1] for i in index]) if index else np.zeros(0)
+        headline = (round(_cosine(want, got), 6), round(sqnr_db(want, got), 3))
+    else:
+        worst = min(chosen, key=lambda row: (row["cosine"], row["sqnr_db"])) if chosen else None
+        headline = (worst["cosine"], worst["sqnr_db"]) if worst else (1.0, 0.0)
+    extra = {"headline": "pooled"} if pooled else {}
     return {
-        "cosine": worst["cosine"] if worst else 1.0,
-        "sqnr_db": worst["sqnr_db"] if worst else 0.0,
+        "cosine": headline[0],
+        "sqnr_db": headline[1],
         "max_abs_err": float(f"{max(errors, default=0.0):.3g}"),
         "mean_cosine": round(float(np.mean([row["cosine"] for row in chosen])), 6) if chosen else 1.0,
-        "worst_cosine": worst["cosine"] if worst else 1.0,
+        "worst_cosine": headline[0] if pooled else worst["cosine"] if worst else 1.0,
         "worst_file": worst["file"] if worst else None,
         "no_signal_frames": sum(1 for row in rows if not row["signal"]),
         "measured_on": _measured_on(pool),
         "frames": rows,
+        **extra,
     }
 
 
@@ -103,12 +121,15 @@ def cell(accuracy: dict) -> str:
 def worst_cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> float:
     """The lowest cosine of a frame with signal, unrounded (auto_precision ranks small differences)."""
     wants = [_flat(outputs) for outputs in reference]
+    gots = [_flat(outputs) for outputs in measured]
     peaks = [float(np.max(np.abs(w))) if w.size else 0.0 for w in wants]
     floor = SIGNAL_FRACTION * float(np.median(peaks)) if peaks else 0.0
-    cosines = [_cosine(w, _flat(got)) for w, got, peak in zip(wants, measured, peaks) if peak > 0.0 and peak >= floor]
-    if not cosines:  # no frame has signal: the frames' cosines are all there is
-        cosines = [_cosine(w, _flat(got)) for w, got in zip(wants, measured)]
-    return min(cosines, default=1.0)
+    kept = [i for i, peak in enumerate(peaks) if peak > 0.0 and peak >= floor] or list(range(len(wants)))
+    if not kept:
+        return 1.0
+    if min(w.size for w in wants) < MIN_FRAME_VALUES:  # one score per frame: pool them
+        return _cosine(np.concatenate([wants[i] for i in kept]), np.concatenate([gots[i] for i in kept]))
+    return min(_cosine(wants[i], gots[i]) for i in kept)
 
 
 def _measured_on(pool: list[dict]) -> str:

@@ -61,3 +61,14 @@ def test_auto_precision_aims_at_the_worst_frame_with_signal() -> None:
     worst = frames.worst_cosine(reference, measured)
     record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False))
     assert worst == pytest.approx(record["cosine"], abs=1e-6)
+
+
+def test_one_score_per_frame_is_pooled_not_a_cosine_of_one_value() -> None:
+    """openWakeWord's verifier: one sigmoid score per frame. Each frame's cosine is 1.0 whenever the sign
+    agrees (the corpus showed 1.0 with SQNR -29 dB); pooled, the frames give a real figure."""
+    want = [[np.array([0.9], np.float32)], [np.array([0.1], np.float32)], [np.array([0.5], np.float32)]]
+    got = [[np.array([0.2], np.float32)], [np.array([0.8], np.float32)], [np.array([0.5], np.float32)]]
+    record = frames.record(want, got, frames.labelled(["a", "b", "c"], None, random=False))
+    assert [f["cosine"] for f in record["frames"]] == [1.0, 1.0, 1.0]
+    assert record["headline"] == "pooled" and record["cosine"] < 0.7 and record["worst_file"] == "b"
+    assert frames.worst_cosine(want, got) == pytest.approx(record["cosine"], abs=1e-6)
