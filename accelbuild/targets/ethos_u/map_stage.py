@@ -10,6 +10,7 @@ import onnx
 
 from accelbuild import accuracy
 from accelbuild.errors import ConfigError, StageError
+from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import WriteParams
@@ -32,10 +33,13 @@ def run(ctx: StageContext) -> None:
         data = write_int8_tflite(qdq)
     except UnsupportedOperatorsError as exc:
         raise ConfigError(ctx.locate("path"), f"model {p.model!r}: {exc}") from exc
-    feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"], p.accuracy,
-                               p.data)
+    ai = onnx.load(str(ctx.inputs["ai.onnx"]))
+    feeds, names = accuracy.ai_inputs_named(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"],
+                                            p.accuracy, p.data, ai)
     layers = verify.layerwise(data, qdq, feeds)
     outputs = verify.compare(data, qdq, feeds)
+    labels = frames.labelled(names, p.calibration_frames, accuracy.is_random(p.accuracy, p.data))
+    against_float = frames.record(*_float_and_tflite(ai, qdq, data, feeds), labels)
     record = {
         "bytes": len(data),
         "operators": dict(sorted(Counter(_builtins(data)).items())),
@@ -47,6 +51,7 @@ def run(ctx: StageContext) -> None:
                              "worst_tensor": layers.worst_tensor, "within_one_step": layers.within_one,
                              "allowed_steps": p.max_steps},
                   "outputs": {"max_steps": outputs.max_steps, "within_one_step": outputs.within_one}},
+        "accuracy": {"against": "ai.onnx (float) in onnxruntime", "runtime": "LiteRT, int8.tflite", **against_float},
     }
     if layers.max_steps > p.max_steps:
         raise StageError(f"{p.model}: int8.tflite in LiteRT differs from quantized.onnx by {layers.max_steps:g} "
@@ -57,6 +62,21 @@ def run(ctx: StageContext) -> None:
     log.info("%s: int8.tflite %d bytes, %d operators; every tensor within %g step(s) of quantized.onnx's operator "
              "(outputs end to end: up to %g steps, %.1f %% within one)", p.model, len(data),
              sum(record["operators"].values()), layers.max_steps, outputs.worst, 100 * outputs.within_one)
+
+
+def _float_and_tflite(ai: onnx.ModelProto, qdq: onnx.ModelProto, data: bytes,
+                      feeds: list[dict]) -> tuple[list[list], list[list]]:
+    """Per frame: the float model's outputs and int8.tflite's (dequantized), in the float model's order."""
+    session = measure.session(ai)
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+    interp = verify.interpreter(data)
+    reference, lite = [], []
+    for feed in feeds:
+        _, out = verify.run_tflite(interp, feed, io_layout(qdq), inputs, outputs)
+        lite.append([out[o] for o in outputs])
+        reference.append(session.run(outputs, {k: feed[k] for k in inputs}))
+    return reference, lite
 
 
 def _builtins(data: bytes) -> list[str]:

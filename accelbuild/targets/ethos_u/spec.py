@@ -30,6 +30,7 @@ class WriteParams:
     accuracy: AccuracyInputs        # the inputs the check runs on (models[].data when given)
     data: DataParams | None
     max_steps: float                # allowed output disagreement, in output quantization steps
+    calibration_frames: int | None = None  # the first accuracy inputs calibrated the model
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, P
 def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> WriteParams:
     m = _model(model)
     bits = m.quantize.activation_bits or DEFAULT_ACTIVATION_BITS
-    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), MAX_STEPS[bits])
+    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), MAX_STEPS[bits], calibration_frames(m))
 
 
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
