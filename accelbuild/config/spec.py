@@ -57,7 +57,7 @@ class AutoPrecision:
 @dataclass(frozen=True)
 class QuantizeSpec:
     weight_bits: int = 8
-    bits: dict[str, int] = field(default_factory=dict)
+    bits: dict[str, int | dict[str, int]] = field(default_factory=dict)  # {weights, activations}: npu
     bits_file: Path | None = None
     bits_file_text: str | None = None  # as written in the YAML, for messages
     auto_precision: AutoPrecision | None = None

@@ -46,6 +46,7 @@ class PrecisionRules:
     symmetric: bool = False  # integer activations: zero point 0 (else asymmetric)
     share_concat_scales: bool = False  # integer activations: a Concat's inputs and output share one scale
     conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels (ethos-u)
+    split_layer_bits: bool = False  # per-layer bits may set weights and activations apart (npu)
 
     @property
     def quantizes(self) -> bool:
@@ -72,7 +73,7 @@ class QuantizeParams:
     model: str
     family: str
     weight_bits: int
-    bits: dict[str, int]
+    bits: dict[str, int | dict[str, int]]
     bits_file: str | None  # as the YAML writes it; the file's content is a stage input
     auto_precision: AutoPrecision | None
     accuracy: AccuracyInputs

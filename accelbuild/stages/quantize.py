@@ -21,7 +21,7 @@ from accelbuild.quantize import auto_precision, frames, measure, precision_measu
 from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import weighted_layers
 from accelbuild.stages.context import StageContext
-from accelbuild.stages.params import QuantizeParams
+from accelbuild.stages.params import PrecisionRules, QuantizeParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,9 @@ def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
                           f"{q.weight_bits}-bit weights are not stored by this target (it stores "
                           f"{', '.join(map(str, allowed))} bits)")
     for name, bits in q.bits.items():
-        if bits not in allowed:
+        if isinstance(bits, dict):
+            _check_split_bits(ctx, q, name, bits)
+        elif bits not in allowed:
             raise ConfigError(ctx.locate("quantize", "bits", name),
                               f"{bits}-bit weights are not stored by this target (it stores "
                               f"{', '.join(map(str, allowed))} bits)")
@@ -122,6 +124,19 @@ def _check_precision(ctx: StageContext, q: QuantizeParams) -> None:
         raise ConfigError(ctx.locate("quantize", "activation_bits"),
                           f"{q.activations.bits}-bit activations are not computed by this target (it computes "
                           f"{', '.join(map(str, q.precision.activation_bits))} bits)")
+
+
+def _check_split_bits(ctx: StageContext, q: QuantizeParams, name: str, bits: dict[str, int]) -> None:
+    """``{weights, activations}`` for one layer: a family that sets them apart, at precisions it computes."""
+    if not q.precision.split_layer_bits:
+        raise ConfigError(ctx.locate("quantize", "bits", name),
+                          "separate weights/activations bits per layer are for family npu; here give one number "
+                          f"(the layer's {'weights and output activation' if q.precision.integer else 'weights'})")
+    for part, allowed in (("weights", q.precision.weight_bits), ("activations", q.precision.activation_bits)):
+        if part in bits and bits[part] not in allowed:
+            raise ConfigError(ctx.locate("quantize", "bits", name, part),
+                              f"{bits[part]}-bit {part} are not supported by this platform (it takes "
+                              f"{', '.join(map(str, allowed))} bits per layer)")
 
 
 def check_overrides(ctx: StageContext, ai: onnx.ModelProto) -> dict[str, int]:
@@ -149,7 +164,7 @@ def _overrides(ctx: StageContext, names: list[str], what: str = "weighted layer"
         return dict(q.bits)
     if q.bits_file is not None:
         shown = q.bits_file
-        table = _read_bits_file(ctx.inputs["bits_file"], shown, q.precision.weight_bits)
+        table = _read_bits_file(ctx.inputs["bits_file"], shown, q.precision)
         for name in table:
             if name not in names:  # at the YAML line that names the file: that is where the fix starts
                 raise ConfigError(ctx.locate("quantize", "bits_file"),
@@ -159,14 +174,22 @@ def _overrides(ctx: StageContext, names: list[str], what: str = "weighted layer"
     return {}
 
 
-def _read_bits_file(path: Path, shown: str, allowed: tuple[int, ...]) -> dict[str, int]:
+def _read_bits_file(path: Path, shown: str, precision: PrecisionRules) -> dict[str, int | dict[str, int]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputFileError(shown, f"not a readable JSON file: {exc}") from None
     if not isinstance(data, dict):
         raise InputFileError(shown, "expected a JSON object {layer_name: bits}")
+    allowed = precision.weight_bits
     for name, value in data.items():
+        if isinstance(value, dict) and precision.split_layer_bits:
+            for part, choices in (("weights", allowed), ("activations", precision.activation_bits)):
+                if set(value) - {"weights", "activations"} or not value or \
+                        (part in value and (value[part] not in choices or isinstance(value[part], bool))):
+                    raise InputFileError(shown, f"layer {name!r}: expected {{\"weights\": 8|16, \"activations\": "
+                                                f"8|16}} with bits this platform takes, not {json.dumps(value)}")
+            continue
         if value not in allowed or isinstance(value, bool):
             raise InputFileError(shown, f"layer {name!r}: bits must be {', '.join(map(str, allowed[:-1]))} or "
                                         f"{allowed[-1]}, not {value!r}")

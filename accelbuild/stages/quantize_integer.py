@@ -35,7 +35,7 @@ def split_frames(samples: list[measure.Feeds], calibration_frames: int) -> tuple
     return (calibration, held_out, "held-out") if held_out else (calibration, calibration, "calibration")
 
 
-def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, int],
+def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, qdq.Bits | dict],
              names: list[str], random: bool) -> None:
     """Calibrate, choose per-layer precisions (``bits`` given, or auto_precision), write the outputs.
     ``names``: each sample's file (``random #i`` when ``random``)."""
@@ -44,6 +44,8 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     target = get_target(q.family)
     host = frozenset(target.host_nodes(ai, q.target))
     calibration, measured_on, _ = split_frames(samples, q.activations.calibration_frames)
+    bits = {name: qdq.LayerBits(b.get("weights"), b.get("activations")) if isinstance(b, dict) else b
+            for name, b in bits.items()}
     config = qdq.QdqConfig(weight_bits=q.weight_bits, activation_bits=q.activations.bits,
                            symmetric=q.precision.symmetric, method=q.activations.calibration,
                            share_concat_scales=q.precision.share_concat_scales, bits=bits, float_nodes=host,

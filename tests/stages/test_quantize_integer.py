@@ -123,6 +123,24 @@ def test_per_layer_bits_set_weights_and_output_activation(tmp_path: Path) -> Non
     assert sixteen  # the layer's output activation
 
 
+def test_weights_and_activations_set_apart_on_a_family_that_allows_it(tmp_path: Path) -> None:
+    """npu's form {weights, activations} (TIDL's 16-bit layer lists, Horizon's int16 nodes): each part
+    alone, recorded per layer in quantize.json."""
+    split = replace(_params().precision, split_layer_bits=True)
+    records = _run(tmp_path, _params(precision=split, bits={"pw.conv": {"weights": 16},
+                                                            "stem.conv": {"activations": 16}}))
+    layers = {layer["name"]: (layer["bits"], layer["activation_bits"]) for layer in records["quantize.json"]["layers"]}
+    assert layers["pw.conv"] == (16, 8) and layers["stem.conv"] == (8, 16)
+    weights = {t.name: t.data_type for t in onnx.load(str(tmp_path / "quantized.onnx")).graph.initializer}
+    assert weights["pw.conv/weight_quantized"] == onnx.TensorProto.INT16
+    assert weights["stem.conv/weight_quantized"] == onnx.TensorProto.INT8
+
+
+def test_split_bits_on_a_family_without_them_are_a_positioned_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="separate weights/activations bits per layer are for family npu"):
+        _run(tmp_path, _params(bits={"nope": {"weights": 16}}))
+
+
 def test_unknown_layer_and_unsupported_activation_bits_are_positioned(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no layer named 'nope' in model 'cls'") as exc:
         _run(tmp_path, _params(bits={"nope": 16}))

@@ -52,11 +52,41 @@ Feeds = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
+class LayerBits:
+    """A layer's weights and output activation at separate precisions (8 or 16; None: the default)."""
+
+    weights: int | None = None
+    activations: int | None = None
+
+
+Bits = int | LayerBits  # a plain number sets a layer's weights and its output activation together
+
+
+def weight_bits_of(value: Bits | None, default: int) -> int:
+    if isinstance(value, LayerBits):
+        return value.weights or default
+    return default if value is None else value
+
+
+def activation_bits_of(value: Bits | None, default: int) -> int:
+    if isinstance(value, LayerBits):
+        return value.activations or default
+    return default if value is None else value
+
+
+def _valid_bits(name: str, value: Bits) -> None:
+    numbers = [value.weights, value.activations] if isinstance(value, LayerBits) else [value]
+    for bits in numbers:
+        if bits is not None and bits not in WEIGHT_BITS:
+            raise ValueError(f"layer {name!r}: bits must be 8 or 16, not {bits}")
+
+
+@dataclass(frozen=True)
 class QdqConfig:
     """How to quantize.
 
     ``bits`` maps node names to 8 or 16: the layer's weights and its output activation (a graph
-    input's name sets that input's quantization). ``float_nodes`` names nodes left float (host layers).
+    input's name sets that input's quantization); a ``LayerBits`` sets them apart. ``float_nodes`` names nodes left float (host layers).
     ``share_concat_scales`` gives a Concat's inputs and output one scale. ``unsigned_nonnegative``
     (symmetric only) puts never-negative tensors on the unsigned grid. ``percentile`` is used by the
     percentile method. ``bias_correction`` takes the mean output shift that weight quantization causes
@@ -73,7 +103,7 @@ class QdqConfig:
     percentile: float = 99.99
     share_concat_scales: bool = False
     unsigned_nonnegative: bool = True
-    bits: Mapping[str, int] = field(default_factory=dict)
+    bits: Mapping[str, Bits] = field(default_factory=dict)
     float_nodes: frozenset[str] = frozenset()
     bias_correction: bool = True
     bins: int = DEFAULT_BINS
@@ -89,8 +119,7 @@ class QdqConfig:
         if self.method not in METHODS:
             raise ValueError(f"calibration must be one of {', '.join(METHODS)}, not {self.method!r}")
         for name, bits in self.bits.items():
-            if bits not in WEIGHT_BITS:
-                raise ValueError(f"layer {name!r}: bits must be 8 or 16, not {bits}")
+            _valid_bits(name, bits)
 
 
 @dataclass
@@ -152,7 +181,7 @@ def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig 
     return Calibrated(prepared, plan, stats, counted.count, config, means)
 
 
-def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqResult:
+def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> QdqResult:
     """The QDQ model for per-layer ``bits`` (default: the config's), without running the model."""
     config = calibrated.config
     overrides = dict(config.bits if bits is None else bits)
@@ -164,7 +193,7 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
     nodes = {n.name: n for n in graph.node}
     for wp in plan.weights:
         layer = wp.layer
-        layer_bits = overrides.get(layer.name, config.weight_bits)
+        layer_bits = weight_bits_of(overrides.get(layer.name), config.weight_bits)
         input_scale = groups[plan.group_of[wp.activation]].scale
         mean = calibrated.means.get(wp.activation)
         shift = output_shift(nodes[layer.name], layer, mean) if mean is not None and (
@@ -179,7 +208,11 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
             calibrated.weight_cache[key] = ints
         ints = calibrated.weight_cache[key]
         weights[layer.name] = ints
-        layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "weights": layer.count,
+        out_group = plan.group_of.get(nodes[layer.name].output[0])
+        out_bits = groups[out_group].bits if out_group is not None else \
+            activation_bits_of(overrides.get(layer.name), config.activation_bits)  # fused: as requested
+        layer_records.append({"name": layer.name, "op": layer.op, "bits": layer_bits, "activation_bits": out_bits,
+                              "weights": layer.count,
                               "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
                               "axis": layer.axis, "sqnr_db": round(ints.sqnr_db, 3),
                               "int32_bias": ints.bias_codes is not None, "bias_corrected": shift is not None,
@@ -187,7 +220,7 @@ def build(calibrated: Calibrated, bits: Mapping[str, int] | None = None) -> QdqR
     constants = {}
     for const in plan.constants:
         value = g.constant(graph, const.tensor)
-        const_bits = overrides.get(const.node, config.activation_bits)
+        const_bits = activation_bits_of(overrides.get(const.node), config.activation_bits)
         params = groups[const.group] if const.group is not None else quant_params(
             float(value.min()), float(value.max()), const_bits, *_grid(config, const_bits))
         constants[(const.node, const.index)] = (params.quantize(value), params)
@@ -219,10 +252,11 @@ def eight_bit_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     return lowered
 
 
-def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, int]) -> QuantParams:
+def _group_params(calibrated: Calibrated, gid: int, overrides: Mapping[str, Bits]) -> QuantParams:
     config, plan = calibrated.config, calibrated.plan
     group = plan.groups[gid]
-    requested = [overrides[name] for name in sorted(group.layers) if name in overrides]
+    requested = [activation_bits_of(overrides[name], config.activation_bits) for name in sorted(group.layers)
+                 if name in overrides]
     bits = max(requested) if requested else config.activation_bits
     parts = [calibrated.stats[s] for s in group.sources]
     for name in group.constants:  # a shared Concat's constant inputs must fit the shared range too
@@ -269,7 +303,7 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
     return records
 
 
-def _check_names(model: onnx.ModelProto, config: QdqConfig, bits: Mapping[str, int] | None = None) -> None:
+def _check_names(model: onnx.ModelProto, config: QdqConfig, bits: Mapping[str, Bits] | None = None) -> None:
     nodes = {n.name for n in model.graph.node}
     inputs = {v.name for v in g.real_inputs(model.graph)}
     for what, given, names in (("bits", bits if bits is not None else config.bits, nodes | inputs),
@@ -279,8 +313,7 @@ def _check_names(model: onnx.ModelProto, config: QdqConfig, bits: Mapping[str, i
             raise ValueError(f"{what}: no node named {', '.join(map(repr, unknown))} in the model")
     if bits is not None:
         for name, value in bits.items():
-            if value not in WEIGHT_BITS:
-                raise ValueError(f"layer {name!r}: bits must be 8 or 16, not {value}")
+            _valid_bits(name, value)
 
 
 class _Counted:
@@ -295,4 +328,5 @@ class _Counted:
             yield feed
 
 
-__all__ = ["Calibrated", "QdqConfig", "QdqResult", "build", "calibrate", "prepare", "quantize_qdq"]
+__all__ = ["Bits", "Calibrated", "LayerBits", "QdqConfig", "QdqResult", "build", "calibrate", "prepare",
+           "quantize_qdq"]

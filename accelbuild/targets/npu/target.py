@@ -136,7 +136,8 @@ class NpuTarget:
         q = _profile(spec)["quantization"]
         return PrecisionRules(weight_bits=tuple(sorted(q["weight_bits"])), activations="integer",
                               activation_bits=tuple(sorted(q["activation_bits"])),
-                              symmetric=q["activation_symmetric"], share_concat_scales=q["concat_shared_scale"])
+                              symmetric=q["activation_symmetric"], share_concat_scales=q["concat_shared_scale"],
+                              split_layer_bits=True)
 
     def quantize_params(self, spec: PipelineSpec) -> NpuQuantizeParams:
         return NpuQuantizeParams(_profile(spec), spec.target.offload)

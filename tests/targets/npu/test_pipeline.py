@@ -156,3 +156,45 @@ def test_quantized_model_runs_as_it_is(built: Path) -> None:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feed = {i.name: np.zeros([d or 1 for d in i.shape], np.float32) for i in sess.get_inputs()}
     assert sess.run(None, feed)
+
+
+def test_mixed_precision_per_layer_costs_what_the_profile_says(project: Path) -> None:
+    """{weights, activations} per layer from the YAML: recorded in quantize.json, and the simulated 16-bit
+    layer is charged the profile's bits16_factor (tda4vm's MMA: 4x), so the NPU takes longer."""
+    eight = _build(project, "tda4vm", "{}", folder="eight")
+    text = PIPELINE.format(platform="tda4vm", offload="{}").replace(
+        "quantize: {calibration: minmax, calibration_frames: 4}",
+        "quantize: {calibration: minmax, calibration_frames: 4, bits: {stem.conv: {weights: 16, activations: 16},"
+        " stage1.down.conv: {activations: 16}}}")
+    root = project / "mixed"
+    (root / "models").mkdir(parents=True)
+    for model in (project / "models").iterdir():
+        (root / "models" / model.name).write_bytes(model.read_bytes())
+    write(root / "p.yaml", text)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=root, timeout=300)
+    assert result.code == 0, result.stderr
+    layers = {layer["name"]: (layer["bits"], layer["activation_bits"])
+              for layer in json.loads((root / "build/n/det/quantize.json").read_text())["layers"]}
+    assert layers["stem.conv"] == (16, 16) and layers["stage1.down.conv"] == (8, 16)
+    assert layers["stage1.c2f.cv1.conv"] == (8, 8)
+
+    def stem_cycles(folder: Path) -> int:
+        schedule = json.loads((folder / "build/n/schedule.json").read_text())
+        return next(layer["compute_cycles"] for sg in schedule["subgraphs"] for layer in sg["layers"]
+                    if layer["name"] == "stem.conv")
+    assert stem_cycles(root) > 2 * stem_cycles(project / "eight")
+    assert eight.code == 0
+
+
+def test_split_bits_on_mx3_are_refused_with_a_position(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import EXAMPLE_MODELS
+
+    shutil.copytree(EXAMPLE_MODELS, tmp_path / "models")
+    write(tmp_path / "p.yaml", "accelbuild: 1\nname: m\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
+                               "    input_shapes: {images: [256, 256, 3]}\n"
+                               "    quantize: {bits: {stem.conv: {weights: 16}}}\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
+    assert result.code == 2 and "separate weights/activations bits per layer are for family npu" in result.stderr
+    assert "p.yaml:7:" in result.stderr and "Traceback" not in result.stderr
