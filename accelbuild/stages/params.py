@@ -47,6 +47,7 @@ class PrecisionRules:
     share_concat_scales: bool = False  # integer activations: a Concat's inputs and output share one scale
     conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels (ethos-u)
     split_layer_bits: bool = False  # per-layer bits may set weights and activations apart (npu)
+    whole_model_bits: bool = False  # one activation precision per model: auto_precision picks it (ethos-u)
 
     @property
     def quantizes(self) -> bool:

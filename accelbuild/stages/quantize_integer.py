@@ -11,6 +11,7 @@ the method and frames used) and ``quantize.json``.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import onnx
 
@@ -52,7 +53,10 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
                            conventions=q.precision.conventions)
     calibrated = qdq.calibrate(ai, calibration, config)
     auto_record = None
-    if q.auto_precision is not None:
+    if q.auto_precision is not None and q.precision.whole_model_bits:
+        calibrated, auto_record = _whole_model_choice(ai, calibration, measured_on, calibrated, q)
+        config = calibrated.config
+    elif q.auto_precision is not None:
         goal = q.auto_precision
         candidates = precision_measures.qdq_candidates(calibrated)
         decision = auto_precision.raise_to_target(candidates, precision_measures.qdq_cosine(calibrated, measured_on),
@@ -72,12 +76,12 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     reference = measure.run_all(measure.session(ai), samples)  # every frame, each labelled with its role
     measured = measure.run_all(measure.session(result.model), samples)
     labels = frames.labelled(names, len(calibration), random)
-    settings = {"method": q.activations.calibration, "activation_bits": q.activations.bits,
+    settings = {"method": q.activations.calibration, "activation_bits": config.activation_bits,
                 "symmetric": q.precision.symmetric, "frames": len(calibration)}
     write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,
-        "activation_bits": q.activations.bits,
+        "activation_bits": config.activation_bits,
         "calibration": {**settings, **accuracy.describe_inputs(q.accuracy, q.data, len(calibration))},
         "weights": sum(r["weights"] for r in result.layers),
         "weight_bytes": sum(r["weight_bytes"] for r in result.layers),
@@ -89,6 +93,42 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
         "auto_precision": auto_record,
         **target.quantize_record(ai, q.target),
     })
+
+
+def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], measured_on: list[measure.Feeds],
+                        eight: qdq.Calibrated, q: QuantizeParams) -> tuple[qdq.Calibrated, dict]:
+    """ethos-u: int8 when it reaches ``min_cosine`` on the worst measured frame with signal, else int16x8
+    when that does better (16-bit activations, 8-bit weights: slower on the NPU, TFLite's int16x8 kernels)."""
+    goal = q.auto_precision
+    assert goal is not None
+    reference = measure.run_all(measure.session(ai), measured_on)
+
+    def worst(calibrated: qdq.Calibrated) -> float:
+        model = qdq.build(calibrated).model
+        return frames.worst_cosine(reference, measure.run_all(measure.session(model), measured_on))
+
+    cosines = {8: worst(eight)}
+    chosen = eight
+    if cosines[8] < goal.min_cosine:
+        sixteen = qdq.calibrate(ai, calibration, replace(eight.config, activation_bits=16))
+        cosines[16] = worst(sixteen)
+        if cosines[16] > cosines[8]:
+            chosen = sixteen
+    bits = chosen.config.activation_bits
+    reached = cosines[bits] >= goal.min_cosine
+    if bits == 8 and reached:
+        reason = f"int8 reaches {cosines[8]:.5f} >= {goal.min_cosine}"
+    elif bits == 16:
+        reason = (f"int8 gives {cosines[8]:.5f} < {goal.min_cosine}; int16x8 gives {cosines[16]:.5f}"
+                  + ("" if reached else ", still below the target"))
+    else:
+        reason = f"int8 gives {cosines[8]:.5f} < {goal.min_cosine} and int16x8 does no better ({cosines[16]:.5f})"
+    log.info("%s: auto precision chose %s: %s", q.model, "int8" if bits == 8 else "int16x8", reason)
+    return chosen, {"choice": "int8" if bits == 8 else "int16x8", "min_cosine": goal.min_cosine,
+                    "int8_cosine": round(cosines[8], 6),
+                    "int16x8_cosine": round(cosines[16], 6) if 16 in cosines else None,
+                    "reached": reached, "reason": reason,
+                    "measured_on": "held-out" if measured_on is not calibration else "calibration"}
 
 
 def layer_names(ai: onnx.ModelProto) -> list[str]:

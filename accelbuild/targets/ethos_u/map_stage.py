@@ -13,7 +13,7 @@ from accelbuild.errors import ConfigError, StageError
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.ethos_u import vela
-from accelbuild.targets.ethos_u.spec import WriteParams
+from accelbuild.targets.ethos_u.spec import MAX_STEPS, WriteParams
 from accelbuild.targets.ethos_u.tflite import verify
 from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, io_layout, write_int8_tflite
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
@@ -53,15 +53,24 @@ def run(ctx: StageContext) -> None:
                   "outputs": {"max_steps": outputs.max_steps, "within_one_step": outputs.within_one}},
         "accuracy": {"against": "ai.onnx (float) in onnxruntime", "runtime": "LiteRT, int8.tflite", **against_float},
     }
-    if layers.max_steps > p.max_steps:
+    allowed = p.max_steps if p.max_steps is not None else MAX_STEPS[_activation_bits(qdq)]
+    record["check"]["layers"]["allowed_steps"] = allowed
+    if layers.max_steps > allowed:
         raise StageError(f"{p.model}: int8.tflite in LiteRT differs from quantized.onnx by {layers.max_steps:g} "
                          f"quantization steps at {layers.worst_tensor!r} (fed the same input codes; allowed "
-                         f"{p.max_steps:g})")
+                         f"{allowed:g})")
     write_bytes_atomic(ctx.outputs["int8.tflite"], data)
     write_json_atomic(ctx.outputs["int8.json"], record)
     log.info("%s: int8.tflite %d bytes, %d operators; every tensor within %g step(s) of quantized.onnx's operator "
              "(outputs end to end: up to %g steps, %.1f %% within one)", p.model, len(data),
              sum(record["operators"].values()), layers.max_steps, outputs.worst, 100 * outputs.within_one)
+
+
+def _activation_bits(qdq: onnx.ModelProto) -> int:
+    """16 when the QDQ model quantizes activations to int16 (int16x8, as auto_precision may choose), else 8."""
+    sixteen = {onnx.TensorProto.INT16, onnx.TensorProto.UINT16}
+    zero_points = {n.input[2] for n in qdq.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2}
+    return 16 if any(t.data_type in sixteen for t in qdq.graph.initializer if t.name in zero_points) else 8
 
 
 def _float_and_tflite(ai: onnx.ModelProto, qdq: onnx.ModelProto, data: bytes,

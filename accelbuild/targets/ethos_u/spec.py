@@ -22,6 +22,11 @@ class NoQuantizeParams:
     """ethos-u adds nothing to the quantize stage's parameters."""
 
 
+# the writer check: every tensor within one step of quantized.onnx's operator (map_stage); TFLite's int16
+# Logistic/Tanh/Softmax are lookup-table approximations, 2 steps of 1/32768 off
+MAX_STEPS = {8: 1.0, 16: 2.0}
+
+
 @dataclass(frozen=True)
 class WriteParams:
     """map: write ``<model>/int8.tflite`` from quantized.onnx and check it in LiteRT."""
@@ -29,7 +34,7 @@ class WriteParams:
     model: str
     accuracy: AccuracyInputs        # the inputs the check runs on (models[].data when given)
     data: DataParams | None
-    max_steps: float                # allowed output disagreement, in output quantization steps
+    max_steps: float | None         # allowed disagreement in quantization steps (None: by the model's bits)
     calibration_frames: int | None = None  # the first accuracy inputs calibrated the model
 
 

@@ -39,6 +39,7 @@ from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.base import SupportSection
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (
+    MAX_STEPS,
     BenchmarkParams,
     EthosUTargetSpec,
     NoQuantizeParams,
@@ -46,9 +47,6 @@ from accelbuild.targets.ethos_u.spec import (
     WriteParams,
 )
 
-# the writer check: every tensor within one step of quantized.onnx's operator (map_stage); TFLite's int16
-# Logistic/Tanh/Softmax are lookup-table approximations, 2 steps of 1/32768 off
-MAX_STEPS = {8: 1.0, 16: 2.0}
 VELA_FILES = ("summary.csv", "per-layer.csv", "vela.log")
 
 
@@ -74,7 +72,8 @@ def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, P
 def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> WriteParams:
     m = _model(model)
     bits = m.quantize.activation_bits or DEFAULT_ACTIVATION_BITS
-    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), MAX_STEPS[bits], calibration_frames(m))
+    steps = None if m.quantize.auto_precision is not None else MAX_STEPS[bits]  # None: as quantize chose
+    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), steps, calibration_frames(m))
 
 
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -166,15 +165,19 @@ class EthosUTarget:
             if q.weight_bits != 8:
                 checker.error(("models", model.index, "quantize", "weight_bits"),
                               f"Ethos-U takes int8 weights (weight_bits: 8), not {q.weight_bits}")
-            for key in ("bits", "bits_file", "auto_precision"):
+            for key in ("bits", "bits_file"):
                 if getattr(q, key, None):
                     checker.error(("models", model.index, "quantize", key),
                                   f"{key} does not apply to ethos-u: the whole model is int8, or int16x8 with "
-                                  "activation_bits: 16", key=True)
+                                  "activation_bits: 16 (auto_precision chooses between them)", key=True)
+            if q.auto_precision is not None and q.activation_bits is not None:
+                checker.error(("models", model.index, "quantize", "activation_bits"),
+                              "auto_precision chooses int8 or int16x8 for the whole model on ethos-u; give "
+                              "activation_bits or auto_precision, not both", key=True)
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
         return PrecisionRules(weight_bits=(8,), activations="integer", activation_bits=(8, 16), symmetric=False,
-                              share_concat_scales=True, conventions="tflite")  # TFLite's int8 Concat requantizes nothing
+                              share_concat_scales=True, conventions="tflite", whole_model_bits=True)  # TFLite's int8 Concat requantizes nothing
 
     def quantize_params(self, spec: PipelineSpec) -> NoQuantizeParams:
         return NoQuantizeParams()

@@ -81,3 +81,39 @@ def test_missing_extra_through_the_cli(tmp_path: Path, monkeypatch: pytest.Monke
     err = capsys.readouterr().err
     assert "examples/valid/09_ethos_u.yaml:5:" in err and "accelbuild[ethos-u]" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("min_cosine", "choice"), [(0.9, "int8"), (0.999999, "int16x8")])
+def test_auto_precision_chooses_int8_or_int16x8_and_says_why(tmp_path: Path, min_cosine: float, choice: str) -> None:
+    """int8 when it reaches the target on the worst held-out frame; otherwise int16x8 when that does better
+    (the writer check then allows int16's 2 steps), each figure recorded."""
+    import onnx
+    from ethos_u_models import CASES
+
+    onnx.save(CASES["conv_relu"](), str(tmp_path / "m.onnx"))
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "p.yaml").write_text(
+        "accelbuild: 1\nname: p\ntarget: {family: ethos-u}\nmodels:\n  - name: m\n    path: m.onnx\n"
+        f"    quantize: {{calibration_frames: 4, auto_precision: {{min_cosine: {min_cosine}}}}}\n"
+        "benchmark: {accuracy: {samples: 8}}\n")
+    result = _cli("run", "p.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "build/p/m/quantize.json").read_text())
+    auto = record["auto_precision"]
+    assert auto["choice"] == choice and f"auto precision chose {choice}" in result.stderr
+    assert record["activation_bits"] == (8 if choice == "int8" else 16)
+    if choice == "int8":
+        assert auto["reached"] and auto["int16x8_cosine"] is None and auto["reason"].startswith("int8 reaches")
+    else:
+        assert auto["int16x8_cosine"] > auto["int8_cosine"] and auto["measured_on"] == "held-out"
+    check = json.loads((tmp_path / "build/p/m/int8.json").read_text())["check"]["layers"]
+    assert check["allowed_steps"] == (1.0 if choice == "int8" else 2.0)
+
+
+def test_auto_precision_with_activation_bits_is_refused(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "m.onnx").write_bytes(b"")
+    (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: m.onnx\n"
+                                     "    quantize: {activation_bits: 16, auto_precision: true}\n")
+    result = _cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "give activation_bits or auto_precision, not both" in result.stderr
