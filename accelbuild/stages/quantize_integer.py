@@ -54,16 +54,17 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     calibrated = qdq.calibrate(ai, calibration, config)
     auto_record = None
     if q.auto_precision is not None and q.precision.whole_model_bits:
-        calibrated, auto_record = _whole_model_choice(ai, calibration, measured_on, calibrated, q)
+        calibrated, auto_record = _whole_model_choice(ai, calibration, calibrated, q)
         config = calibrated.config
     elif q.auto_precision is not None:
         goal = q.auto_precision
         candidates = precision_measures.qdq_candidates(calibrated)
-        decision = auto_precision.raise_to_target(candidates, precision_measures.qdq_cosine(calibrated, measured_on),
+        # chosen on the calibration frames: the held-out ones stay held out, so the record's headline checks it
+        decision = auto_precision.raise_to_target(candidates, precision_measures.qdq_cosine(calibrated, calibration),
                                                   goal.min_cosine, goal.max_extra_bytes)
         # only the raised layers: naming a layer at its low bits would also set its output activation
         bits = {**bits, **{name: b for name, b in decision.bits.items() if b == 16}}
-        auto_record = decision.record
+        auto_record = {**decision.record, "measured_on": "calibration"}
         log.info("%s: auto precision raised %d layer(s) to 16 bits; cosine %.5f (%s)", q.model,
                  len(decision.record["raised"]), decision.cosine,
                  "target reached" if decision.reached else "target not reached")
@@ -79,6 +80,12 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     settings = {"method": q.activations.calibration, "activation_bits": config.activation_bits,
                 "symmetric": q.precision.symmetric, "frames": len(calibration)}
     write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
+    output = {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)), **frames.record(reference, measured, labels)}
+    if auto_record is not None and output["measured_on"] == "held-out" and output["cosine"] < q.auto_precision.min_cosine:
+        auto_record["held_out_cosine"] = output["cosine"]
+        log.warning("%s: auto_precision chose on the calibration frames; the worst held-out frame with signal (%s) "
+                    "is at %.5f, below min_cosine %g", q.model, output["worst_file"], output["cosine"],
+                    q.auto_precision.min_cosine)
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,
         "activation_bits": config.activation_bits,
@@ -88,19 +95,20 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
         "layers": result.layers,
         "activations": "integer",
         "host_nodes": sorted(host),
-        "output": {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)),
-                   **frames.record(reference, measured, labels)},
+        "output": output,
         "auto_precision": auto_record,
         **target.quantize_record(ai, q.target),
     })
 
 
-def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], measured_on: list[measure.Feeds],
-                        eight: qdq.Calibrated, q: QuantizeParams) -> tuple[qdq.Calibrated, dict]:
-    """ethos-u: int8 when it reaches ``min_cosine`` on the worst measured frame with signal, else int16x8
-    when that does better (16-bit activations, 8-bit weights: slower on the NPU, TFLite's int16x8 kernels)."""
+def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], eight: qdq.Calibrated,
+                        q: QuantizeParams) -> tuple[qdq.Calibrated, dict]:
+    """ethos-u: int8 when it reaches ``min_cosine`` on the worst calibration frame with signal, else int16x8
+    when that does better (16-bit activations, 8-bit weights: slower on the NPU, TFLite's int16x8 kernels).
+    Chosen on the calibration frames, so the held-out frames check the choice."""
     goal = q.auto_precision
     assert goal is not None
+    measured_on = calibration
     reference = measure.run_all(measure.session(ai), measured_on)
 
     def worst(calibrated: qdq.Calibrated) -> float:
@@ -127,8 +135,7 @@ def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], m
     return chosen, {"choice": "int8" if bits == 8 else "int16x8", "min_cosine": goal.min_cosine,
                     "int8_cosine": round(cosines[8], 6),
                     "int16x8_cosine": round(cosines[16], 6) if 16 in cosines else None,
-                    "reached": reached, "reason": reason,
-                    "measured_on": "held-out" if measured_on is not calibration else "calibration"}
+                    "reached": reached, "reason": reason, "measured_on": "calibration"}
 
 
 def layer_names(ai: onnx.ModelProto) -> list[str]:
