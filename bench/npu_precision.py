@@ -112,7 +112,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         photo_crops(unpacked, work / "photos", (320, 320))
-        ocr_frames.text_images(unpacked, font, work / "text")
+        ocr_frames.text_images(unpacked, font, work / "text", count=FRAMES, plain=(6, 7, 14, 15))
         text_lines(unpacked, font, work / "lines", (320, 48))
         for name in args.models.split(","):
             for platform in args.platforms.split(","):
@@ -133,7 +133,7 @@ def _line(row: dict) -> str:
     if "error" in base or "error" in auto:
         return f"{head} error: {base.get('error') or auto.get('error')}"
     ratio = auto["fps"] / base["fps"] if base["fps"] else float("nan")
-    return (f"{head} int8: worst held-out {base['cosine']:.4f} ({base['worst_file'].rsplit('/', 1)[-1]}), "
+    return (f"{head} int8: worst {base['measured_on']} {base['cosine']:.4f} ({base['worst_file'].rsplit('/', 1)[-1]}), "
             f"{base['fps']:,.1f} FPS | auto_precision: {auto['cosine']:.4f}, raised {len(auto['raised'])} layer(s) "
             f"({'target reached' if auto['reached'] else 'NOT reached'}), {auto['fps']:,.1f} FPS (x{ratio:.3f}); "
             f"npu/host layers {auto['npu_layers']}/{auto['host_layers']}; frames without signal {base['no_signal']}")

@@ -48,20 +48,22 @@ def font_file(wheels: Path) -> Path:
     return target
 
 
-def text_images(unpacked: Path, font: Path, folder: Path, seed: int = 0) -> list[str]:
-    """Six photograph crops with text and two without; returns the file names (sorted, as the data folder)."""
+def text_images(unpacked: Path, font: Path, folder: Path, seed: int = 0, count: int = 8,
+                plain: tuple[int, ...] = (6, 7)) -> list[str]:
+    """``count`` photograph crops with text, except those in ``plain`` (by default six with text and two
+    without); returns the file names (sorted, as the data folder)."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     photos = [Image.open(unpacked / p).convert("RGB") for p in ptq.PHOTOS]
     names = []
-    for k in range(8):
+    for k in range(count):
         photo = photos[k % len(photos)]
         w, h = photo.size
         cw = min(w, int(h * SIZE[0] / SIZE[1] * rng.uniform(0.6, 1.0)))
         ch = int(cw * SIZE[1] / SIZE[0])
         x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
         image = photo.crop((x, y, x + cw, y + ch)).resize(SIZE)
-        with_text = k < 6
+        with_text = k not in plain
         if with_text:
             draw = ImageDraw.Draw(image)
             for line in range(int(rng.integers(3, 7))):
