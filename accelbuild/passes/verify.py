@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from accelbuild.util import onnx_graph as g
+
 TOLERANCE = 1e-3  # relative to the output's largest magnitude: folding and BN reorder float rounding
 # outputs of these lie in [-1, 1] or [0, 1] by construction, so their errors are relative to that range:
 # a detector's probability map saturated at 1e-6 on a random sample would otherwise count a float
@@ -47,7 +49,8 @@ class Reference:
         self.random = not inputs
         self.feeds = list(inputs or []) or random_inputs(model, 1, seed)
         self.outputs, self.problem = _run(model, self.feeds, "a random sample" if self.random else "the given inputs")
-        self.floors = [1.0 if _bounded(model.graph, v.name) else 0.0 for v in model.graph.output]
+        producers = g.producers(model.graph)
+        self.floors = [1.0 if _bounded(producers, v.name) else 0.0 for v in model.graph.output]
 
     @property
     def shape_problem(self) -> bool:
@@ -73,9 +76,8 @@ class Reference:
         return worst
 
 
-def _bounded(graph: onnx.GraphProto, name: str) -> bool:
+def _bounded(producers: dict[str, onnx.NodeProto], name: str) -> bool:
     """Whether output ``name`` comes from a Sigmoid/Softmax/HardSigmoid/Tanh (through reshapes)."""
-    producers = {out: node for node in graph.node for out in node.output}
     node = producers.get(name)
     while node is not None and node.op_type in _PASS_THROUGH and node.input:
         node = producers.get(node.input[0])

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelbuild.quantize.weights import sqnr_db
+from accelbuild.quantize.weights import cosine_similarity, sqnr_db
 
 SIGNAL_FRACTION = 0.01
 MIN_FRAME_VALUES = 16
@@ -60,41 +60,32 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     if len(frames) != len(reference) or len(reference) != len(measured):
         raise ValueError(f"{len(frames)} frame labels for {len(reference)} reference and {len(measured)} "
                          "measured frames")
-    rows, peaks, errors, flat = [], [], [], []
-    for want_outputs, got_outputs, frame in zip(reference, measured, frames):
-        want = _flat(want_outputs)
-        got = _flat(got_outputs)
-        flat.append((want, got))
-        peaks.append(float(np.max(np.abs(want))) if want.size else 0.0)
-        errors.append(float(np.max(np.abs(want - got))) if want.size else 0.0)
-        rows.append({"file": frame.file, "role": frame.role, "cosine": round(_cosine(want, got), 6),
-                     "sqnr_db": round(sqnr_db(want, got), 3)})
-    floor = SIGNAL_FRACTION * float(np.median(peaks)) if peaks else 0.0
-    for row, peak in zip(rows, peaks):
-        row["signal"] = bool(peak > 0.0 and peak >= floor)
-    held_out = [row for row in rows if row["role"] == "held-out"]
-    pool = held_out or rows
-    chosen = [row for row in pool if row["signal"]] or pool
-    pooled = bool(flat) and min(want.size for want, _ in flat) < MIN_FRAME_VALUES
+    flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
+    signal, pooled = _signal(flat)
+    rows = [{"file": frame.file, "role": frame.role, "cosine": round(cosine_similarity(want, got), 6),
+             "sqnr_db": round(sqnr_db(want, got), 3), "signal": has}
+            for (want, got), frame, has in zip(flat, frames, signal)]
+    errors = [float(np.max(np.abs(want - got))) if want.size else 0.0 for want, got in flat]
+    held_out = [i for i, row in enumerate(rows) if row["role"] == "held-out"]
+    pool = held_out or list(range(len(rows)))
+    chosen = [i for i in pool if rows[i]["signal"]] or pool
     if pooled:
-        worst = min(chosen, key=lambda row: row["sqnr_db"]) if chosen else None
-        index = [rows.index(row) for row in chosen]
-        want = np.concatenate([flat[i][0] for i in index]) if index else np.zeros(0)
-        got = np.concatenate([flat[i][1] for i in index]) if index else np.zeros(0)
-        headline = (round(_cosine(want, got), 6), round(sqnr_db(want, got), 3))
+        worst = min(chosen, key=lambda i: rows[i]["sqnr_db"]) if chosen else None
+        want, got = (np.concatenate([flat[i][part] for i in chosen]) if chosen else np.zeros(0) for part in (0, 1))
+        headline = (round(cosine_similarity(want, got), 6), round(sqnr_db(want, got), 3))
     else:
-        worst = min(chosen, key=lambda row: (row["cosine"], row["sqnr_db"])) if chosen else None
-        headline = (worst["cosine"], worst["sqnr_db"]) if worst else (1.0, 0.0)
+        worst = min(chosen, key=lambda i: (rows[i]["cosine"], rows[i]["sqnr_db"])) if chosen else None
+        headline = (rows[worst]["cosine"], rows[worst]["sqnr_db"]) if worst is not None else (1.0, 0.0)
     extra = {"headline": "pooled"} if pooled else {}
     return {
         "cosine": headline[0],
         "sqnr_db": headline[1],
         "max_abs_err": float(f"{max(errors, default=0.0):.3g}"),
-        "mean_cosine": round(float(np.mean([row["cosine"] for row in chosen])), 6) if chosen else 1.0,
-        "worst_cosine": headline[0] if pooled else worst["cosine"] if worst else 1.0,
-        "worst_file": worst["file"] if worst else None,
-        "no_signal_frames": sum(1 for row in rows if not row["signal"]),
-        "measured_on": _measured_on(pool),
+        "mean_cosine": round(float(np.mean([rows[i]["cosine"] for i in chosen])), 6) if chosen else 1.0,
+        "worst_cosine": headline[0],
+        "worst_file": rows[worst]["file"] if worst is not None else None,
+        "no_signal_frames": signal.count(False),
+        "measured_on": _measured_on([rows[i] for i in pool]),
         "frames": rows,
         **extra,
     }
@@ -119,17 +110,25 @@ def cell(accuracy: dict) -> str:
 
 
 def worst_cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> float:
-    """The lowest cosine of a frame with signal, unrounded (auto_precision ranks small differences)."""
-    wants = [_flat(outputs) for outputs in reference]
-    gots = [_flat(outputs) for outputs in measured]
-    peaks = [float(np.max(np.abs(w))) if w.size else 0.0 for w in wants]
-    floor = SIGNAL_FRACTION * float(np.median(peaks)) if peaks else 0.0
-    kept = [i for i, peak in enumerate(peaks) if peak > 0.0 and peak >= floor] or list(range(len(wants)))
+    """The headline ``record`` gives, unrounded (auto_precision ranks small differences): the lowest cosine
+    of a frame with signal, or the pooled cosine of those frames when outputs are small."""
+    flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
+    signal, pooled = _signal(flat)
+    kept = [pair for pair, has in zip(flat, signal) if has] or flat
     if not kept:
         return 1.0
-    if min(w.size for w in wants) < MIN_FRAME_VALUES:  # one score per frame: pool them
-        return _cosine(np.concatenate([wants[i] for i in kept]), np.concatenate([gots[i] for i in kept]))
-    return min(_cosine(wants[i], gots[i]) for i in kept)
+    if pooled:  # one score per frame: pool them
+        return cosine_similarity(*(np.concatenate([pair[part] for pair in kept]) for part in (0, 1)))
+    return min(cosine_similarity(want, got) for want, got in kept)
+
+
+def _signal(flat: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[bool], bool]:
+    """Per frame, whether its float outputs have signal (peak > 0 and >= SIGNAL_FRACTION of the median peak);
+    and whether the outputs are too small for a cosine per frame (fewer than MIN_FRAME_VALUES values)."""
+    peaks = [float(np.max(np.abs(want))) if want.size else 0.0 for want, _ in flat]
+    floor = SIGNAL_FRACTION * float(np.median(peaks)) if peaks else 0.0
+    pooled = bool(flat) and min(want.size for want, _ in flat) < MIN_FRAME_VALUES
+    return [peak > 0.0 and peak >= floor for peak in peaks], pooled
 
 
 def _measured_on(pool: list[dict]) -> str:
@@ -143,8 +142,3 @@ def _flat(outputs: list[np.ndarray]) -> np.ndarray:
     if not outputs:
         return np.zeros(0)
     return np.concatenate([np.asarray(o, dtype=np.float64).ravel() for o in outputs])
-
-
-def _cosine(want: np.ndarray, got: np.ndarray) -> float:
-    norm = float(np.linalg.norm(want) * np.linalg.norm(got))
-    return float(np.dot(want, got) / norm) if norm else (1.0 if np.array_equal(want, got) else 0.0)

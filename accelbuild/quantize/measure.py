@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from accelbuild.quantize.weights import sqnr_db
+from accelbuild.quantize.weights import cosine_similarity, sqnr_db
 from accelbuild.util.onnx_runtime import ModelRunError, serialize, session  # noqa: F401  (measure.session, ...)
 
 Feeds = dict[str, np.ndarray]
@@ -76,8 +76,7 @@ def compare(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]])
     """cosine, sqnr_db and max_abs_err of all outputs of all samples, flattened together."""
     want = np.concatenate([o.astype(np.float64).ravel() for outs in reference for o in outs])
     got = np.concatenate([o.astype(np.float64).ravel() for outs in measured for o in outs])
-    norm = float(np.linalg.norm(want) * np.linalg.norm(got))
-    cosine = float(np.dot(want, got) / norm) if norm else (1.0 if np.array_equal(want, got) else 0.0)
+    cosine = cosine_similarity(want, got)
     return {
         "cosine": round(cosine, 6),
         "sqnr_db": round(sqnr_db(want, got), 3),

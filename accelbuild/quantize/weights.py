@@ -116,6 +116,12 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray, cap: float = 200.0) -> fl
     return float(min(cap, 10.0 * np.log10(signal / noise)))
 
 
+def cosine_similarity(reference: np.ndarray, approx: np.ndarray) -> float:
+    """Cosine of two flat vectors; two zero vectors agree (1.0), a zero against a non-zero does not (0.0)."""
+    norm = float(np.linalg.norm(reference) * np.linalg.norm(approx))
+    return float(np.dot(reference, approx) / norm) if norm else (1.0 if np.array_equal(reference, approx) else 0.0)
+
+
 def weight_bytes(count: int, bits: int) -> int:
     """Bytes of packed weights (4-bit weights pack two to a byte); scales are not counted."""
     return packed_size(count, bits)

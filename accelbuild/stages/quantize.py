@@ -174,6 +174,13 @@ def _overrides(ctx: StageContext, names: list[str], what: str = "weighted layer"
     return {}
 
 
+def _split_bits_fit(value: dict, precision: PrecisionRules) -> bool:
+    """A non-empty ``{weights, activations}`` whose bits the platform takes (a bits file is not schema-checked)."""
+    choices = {"weights": precision.weight_bits, "activations": precision.activation_bits}
+    return bool(value) and set(value) <= set(choices) and all(
+        not isinstance(bits, bool) and bits in choices[part] for part, bits in value.items())
+
+
 def _read_bits_file(path: Path, shown: str, precision: PrecisionRules) -> dict[str, int | dict[str, int]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -184,11 +191,9 @@ def _read_bits_file(path: Path, shown: str, precision: PrecisionRules) -> dict[s
     allowed = precision.weight_bits
     for name, value in data.items():
         if isinstance(value, dict) and precision.split_layer_bits:
-            for part, choices in (("weights", allowed), ("activations", precision.activation_bits)):
-                if set(value) - {"weights", "activations"} or not value or \
-                        (part in value and (value[part] not in choices or isinstance(value[part], bool))):
-                    raise InputFileError(shown, f"layer {name!r}: expected {{\"weights\": 8|16, \"activations\": "
-                                                f"8|16}} with bits this platform takes, not {json.dumps(value)}")
+            if not _split_bits_fit(value, precision):
+                raise InputFileError(shown, f"layer {name!r}: expected {{\"weights\": 8|16, \"activations\": "
+                                            f"8|16}} with bits this platform takes, not {json.dumps(value)}")
             continue
         if value not in allowed or isinstance(value, bool):
             raise InputFileError(shown, f"layer {name!r}: bits must be {', '.join(map(str, allowed[:-1]))} or "

@@ -28,12 +28,11 @@ log = logging.getLogger(__name__)
 
 
 def split_frames(samples: list[measure.Feeds], calibration_frames: int) -> tuple[list[measure.Feeds],
-                                                                               list[measure.Feeds], str]:
-    """Calibration inputs, accuracy inputs, and which inputs measure accuracy ("held-out" or
-    "calibration": there were no inputs beyond the calibration frames)."""
+                                                                               list[measure.Feeds]]:
+    """Calibration inputs, and the inputs the headline accuracy is measured on: the held-out ones, or the
+    calibration inputs when there are none beyond them (the record's ``measured_on`` says which)."""
     calibration = samples[:calibration_frames]
-    held_out = samples[calibration_frames:]
-    return (calibration, held_out, "held-out") if held_out else (calibration, calibration, "calibration")
+    return calibration, samples[calibration_frames:] or calibration
 
 
 def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, qdq.Bits | dict],
@@ -44,7 +43,7 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     assert q.activations is not None  # the quantize stage sends only integer families here
     target = get_target(q.family)
     host = frozenset(target.host_nodes(ai, q.target))
-    calibration, measured_on, _ = split_frames(samples, q.activations.calibration_frames)
+    calibration, measured_on = split_frames(samples, q.activations.calibration_frames)
     bits = {name: qdq.LayerBits(b.get("weights"), b.get("activations")) if isinstance(b, dict) else b
             for name, b in bits.items()}
     config = qdq.QdqConfig(weight_bits=q.weight_bits, activation_bits=q.activations.bits,
@@ -80,12 +79,14 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     settings = {"method": q.activations.calibration, "activation_bits": config.activation_bits,
                 "symmetric": q.precision.symmetric, "frames": len(calibration)}
     write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
-    output = {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)), **frames.record(reference, measured, labels)}
-    if auto_record is not None and output["measured_on"] == "held-out" and output["cosine"] < q.auto_precision.min_cosine:
+    output = {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)),
+              **frames.record(reference, measured, labels)}
+    goal = q.auto_precision
+    if auto_record is not None and goal is not None and output["measured_on"] == "held-out" \
+            and output["cosine"] < goal.min_cosine:
         auto_record["held_out_cosine"] = output["cosine"]
         log.warning("%s: auto_precision chose on the calibration frames; the worst held-out frame with signal (%s) "
-                    "is at %.5f, below min_cosine %g", q.model, output["worst_file"], output["cosine"],
-                    q.auto_precision.min_cosine)
+                    "is at %.5f, below min_cosine %g", q.model, output["worst_file"], output["cosine"], goal.min_cosine)
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,
         "activation_bits": config.activation_bits,
@@ -108,12 +109,9 @@ def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], e
     Chosen on the calibration frames, so the held-out frames check the choice."""
     goal = q.auto_precision
     assert goal is not None
-    measured_on = calibration
-    reference = measure.run_all(measure.session(ai), measured_on)
 
     def worst(calibrated: qdq.Calibrated) -> float:
-        model = qdq.build(calibrated).model
-        return frames.worst_cosine(reference, measure.run_all(measure.session(model), measured_on))
+        return precision_measures.qdq_cosine(calibrated, calibration)({})  # the model as calibrated
 
     cosines = {8: worst(eight)}
     chosen = eight

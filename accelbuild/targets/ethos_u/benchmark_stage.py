@@ -63,16 +63,7 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
     qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))
     interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes())
     ai = measure.session(onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])))
-    inputs = [i.name for i in ai.get_inputs()]
-    outputs = [o.name for o in ai.get_outputs()]
-    layout = io_layout(qdq)
-    lite, reference, quantized = [], [], []
-    q_session = measure.session(qdq)
-    for feed in feeds:
-        seen, out = verify.run_tflite(interp, feed, layout, inputs, outputs)
-        lite.append([out[o] for o in outputs])
-        reference.append(ai.run(outputs, {k: feed[k] for k in inputs}))
-        quantized.append(q_session.run(outputs, seen))
+    reference, lite, quantized = verify.outputs_per_frame(ai, interp, io_layout(qdq), feeds, measure.session(qdq))
     flash = float(s.get("off_chip_flash_memory_used", 0)) + float(s.get("on_chip_flash_memory_used", 0))
     return {
         "name": name,

@@ -39,7 +39,8 @@ def run(ctx: StageContext) -> None:
     layers = verify.layerwise(data, qdq, feeds)
     outputs = verify.compare(data, qdq, feeds)
     labels = frames.labelled(names, p.calibration_frames, accuracy.is_random(p.accuracy, p.data))
-    against_float = frames.record(*_float_and_tflite(ai, qdq, data, feeds), labels)
+    reference, lite, _ = verify.outputs_per_frame(measure.session(ai), verify.interpreter(data), io_layout(qdq), feeds)
+    against_float = frames.record(reference, lite, labels)
     record = {
         "bytes": len(data),
         "operators": dict(sorted(Counter(_builtins(data)).items())),
@@ -71,21 +72,6 @@ def _activation_bits(qdq: onnx.ModelProto) -> int:
     sixteen = {onnx.TensorProto.INT16, onnx.TensorProto.UINT16}
     zero_points = {n.input[2] for n in qdq.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2}
     return 16 if any(t.data_type in sixteen for t in qdq.graph.initializer if t.name in zero_points) else 8
-
-
-def _float_and_tflite(ai: onnx.ModelProto, qdq: onnx.ModelProto, data: bytes,
-                      feeds: list[dict]) -> tuple[list[list], list[list]]:
-    """Per frame: the float model's outputs and int8.tflite's (dequantized), in the float model's order."""
-    session = measure.session(ai)
-    inputs = [i.name for i in session.get_inputs()]
-    outputs = [o.name for o in session.get_outputs()]
-    interp = verify.interpreter(data)
-    reference, lite = [], []
-    for feed in feeds:
-        _, out = verify.run_tflite(interp, feed, io_layout(qdq), inputs, outputs)
-        lite.append([out[o] for o in outputs])
-        reference.append(session.run(outputs, {k: feed[k] for k in inputs}))
-    return reference, lite
 
 
 def _builtins(data: bytes) -> list[str]:

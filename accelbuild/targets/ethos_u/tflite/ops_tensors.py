@@ -91,9 +91,7 @@ def _emit_fixed(w: Writer, op_type: str, builtin: str, inputs: list[int], out: Q
     if fixed is None or (abs(out.scale - fixed[0]) <= 1e-9 * fixed[0] and out.zero_point == fixed[1]):
         w.op(builtin, inputs, [w.tensor(out)], options)
         return
-    produced = w.requantized(out, f"{out.name}/fixed", fixed[0], fixed[1])
-    w.op(builtin, inputs, [produced], options)
-    w.op("QUANTIZE", [produced], [w.tensor(out)])
+    w.op_on_grid(builtin, inputs, out, fixed[0], fixed[1], "fixed", options)
 
 
 def clip(w: Writer, node: onnx.NodeProto) -> None:
@@ -120,12 +118,7 @@ def _bounded(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, builtin:
     code = int(np.clip(np.round(bound / x.scale) + x.zero_point, info.min, info.max))
     const = w.const(f"{node.name}/bound", np.array([code], dtype=f"int{x.bits}"), f"int{x.bits}",
                     Quant([x.scale], [x.zero_point]))
-    if (x.scale, x.zero_point) == (out.scale, out.zero_point):
-        w.op(builtin, [w.tensor(x), const], [w.tensor(out)])
-        return
-    produced = w.requantized(out, f"{out.name}/bounded", x.scale, x.zero_point)
-    w.op(builtin, [w.tensor(x), const], [produced])
-    w.op("QUANTIZE", [produced], [w.tensor(out)])
+    w.op_on_grid(builtin, [w.tensor(x), const], out, x.scale, x.zero_point, "bounded")
 
 
 def leaky_relu(w: Writer, node: onnx.NodeProto) -> None:
@@ -202,12 +195,7 @@ def depth_to_space(w: Writer, node: onnx.NodeProto) -> None:
     if x.bits != 8:
         raise Unsupported("DEPTH_TO_SPACE has no int16 kernel in TFLite")
     block = int(g.attribute(node, "blocksize", 0))  # type: ignore[arg-type]
-    if (x.scale, x.zero_point) == (out.scale, out.zero_point):
-        w.op("DEPTH_TO_SPACE", [w.tensor(x)], [w.tensor(out)], {"block_size": block})
-        return
-    produced = w.requantized(out, f"{out.name}/moved", x.scale, x.zero_point)
-    w.op("DEPTH_TO_SPACE", [w.tensor(x)], [produced], {"block_size": block})
-    w.op("QUANTIZE", [produced], [w.tensor(out)])
+    w.op_on_grid("DEPTH_TO_SPACE", [w.tensor(x)], out, x.scale, x.zero_point, "moved", {"block_size": block})
 
 
 def identity(w: Writer, node: onnx.NodeProto) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -89,6 +90,23 @@ def compare(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.n
             values, close = values + steps.size, close + int(np.count_nonzero(steps <= 1.01))
         frames += 1
     return Agreement(worst, frames, round(close / values, 6) if values else 1.0)
+
+
+def outputs_per_frame(ai_session: Any, interp: object, layout: Mapping[str, bool],
+                      feeds: Iterable[Mapping[str, np.ndarray]], qdq_session: Any = None) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]], list[list]]:
+    """Per frame, in the float model's output order: the float model's outputs (``ai_session``), the TFLite
+    model's dequantized (``interp``; ``layout``: which inputs/outputs are channel-last), and, with
+    ``qdq_session``, quantized.onnx's fed the same input codes (else an empty list)."""
+    inputs = [i.name for i in ai_session.get_inputs()]
+    outputs = [o.name for o in ai_session.get_outputs()]
+    reference, lite, quantized = [], [], []
+    for feed in feeds:
+        seen, out = run_tflite(interp, feed, layout, inputs, outputs)
+        lite.append([out[o] for o in outputs])
+        reference.append(ai_session.run(outputs, {k: feed[k] for k in inputs}))
+        if qdq_session is not None:
+            quantized.append(qdq_session.run(outputs, seen))
+    return reference, lite, quantized
 
 
 def reference_session(model: onnx.ModelProto) -> object:

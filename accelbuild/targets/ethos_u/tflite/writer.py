@@ -98,6 +98,17 @@ class Writer:
         QUANTIZE (TFLite's requantize) turns it into ``t``."""
         return self.b.add_tensor(name, self.shape(t), t.dtype, quant=Quant([scale], [zero_point]))
 
+    def op_on_grid(self, builtin: str, inputs: list[int], out: QTensor, scale: float, zero_point: int,
+                   suffix: str, options: dict | None = None) -> None:
+        """``builtin``, whose kernel writes its result quantized with (``scale``, ``zero_point``), into ``out``;
+        where ``out`` is quantized otherwise, into a ``<out>/<suffix>`` tensor that a QUANTIZE requantizes."""
+        if (scale, zero_point) == (out.scale, out.zero_point):
+            self.op(builtin, inputs, [self.tensor(out)], options)
+            return
+        produced = self.requantized(out, f"{out.name}/{suffix}", scale, zero_point)
+        self.op(builtin, inputs, [produced], options)
+        self.op("QUANTIZE", [produced], [self.tensor(out)])
+
     def const(self, name: str, array: np.ndarray, dtype: str, quant: Quant | None = None) -> int:
         return self.b.add_tensor(name, array.shape, dtype, np.ascontiguousarray(array), quant)
 
