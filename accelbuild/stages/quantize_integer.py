@@ -84,7 +84,9 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     goal = q.auto_precision
     if auto_record is not None and goal is not None and output["measured_on"] == "held-out" \
             and output["cosine"] < goal.min_cosine:
-        auto_record["held_out_cosine"] = output["cosine"]
+        # the target applies to the headline: reached on the frames it chose by is not reached
+        auto_record.update({"held_out_cosine": output["cosine"], "reached_on_calibration": auto_record["reached"],
+                            "reached": False})
         log.warning("%s: auto_precision chose on the calibration frames; the worst held-out frame with signal (%s) "
                     "is at %.5f, below min_cosine %g", q.model, output["worst_file"], output["cosine"], goal.min_cosine)
     write_json_atomic(ctx.outputs["quantize.json"], {
