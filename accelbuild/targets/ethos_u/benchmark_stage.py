@@ -81,7 +81,7 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
         "macs": int(s.get("nn_macs", 0)),
         "accuracy": {**frames.record(reference, lite, frames.labelled(names, calibrated,
                                                                       accuracy.is_random(p.accuracy, data))),
-                     "runtime": "LiteRT, int8.tflite",
+                     "runtime": f"{verify.RUNTIME}, int8.tflite",
                      **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "crosscheck": {"against": "quantized.onnx in onnxruntime", **measure.compare(quantized, lite)},
     }

@@ -19,7 +19,7 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
-# The check is per operator (verify.layerwise): each TFLite operator, fed its own input codes, against the
+# The check is per operator (verify.check's layers): each TFLite operator, fed its own input codes, against the
 # QDQ operator fed the same codes. End to end, each operator may round its requantization one step away
 # from onnxruntime's float rounding (TFLite rounds in fixed point) and deep networks compound that; the
 # output difference is recorded, not checked.
@@ -36,23 +36,23 @@ def run(ctx: StageContext) -> None:
     ai = onnx.load(str(ctx.inputs["ai.onnx"]))
     feeds, names = accuracy.ai_inputs_named(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"],
                                             p.accuracy, p.data, ai)
-    layers = verify.layerwise(data, qdq, feeds)
-    outputs = verify.compare(data, qdq, feeds)
+    checked = verify.check(data, qdq, feeds, measure.session(ai))
+    layers, outputs = checked.layers, checked.outputs
     labels = frames.labelled(names, p.calibration_frames, accuracy.is_random(p.accuracy, p.data))
-    reference, lite, _ = verify.outputs_per_frame(measure.session(ai), verify.interpreter(data), io_layout(qdq), feeds)
-    against_float = frames.record(reference, lite, labels)
+    against_float = frames.record(checked.reference, checked.lite, labels)
     record = {
         "bytes": len(data),
         "operators": dict(sorted(Counter(_builtins(data)).items())),
         "channel_last": io_layout(qdq),
         "check": {"against": "quantized.onnx in onnxruntime (no graph optimizations)",
-                  "runtime": "LiteRT (builtin kernels)", "frames": layers.frames,
+                  "runtime": verify.RUNTIME, "frames": layers.frames,
                   **accuracy.describe_inputs(p.accuracy, p.data, layers.frames),
                   "layers": {"tensors": layers.tensors, "max_steps": layers.max_steps,
                              "worst_tensor": layers.worst_tensor, "within_one_step": layers.within_one,
+                             "differing_by_operator": layers.differing,
                              "allowed_steps": p.max_steps},
                   "outputs": {"max_steps": outputs.max_steps, "within_one_step": outputs.within_one}},
-        "accuracy": {"against": "ai.onnx (float) in onnxruntime", "runtime": "LiteRT, int8.tflite", **against_float},
+        "accuracy": {"against": "ai.onnx (float) in onnxruntime", "runtime": f"{verify.RUNTIME}, int8.tflite", **against_float},
     }
     allowed = p.max_steps if p.max_steps is not None else MAX_STEPS[_activation_bits(qdq)]
     record["check"]["layers"]["allowed_steps"] = allowed

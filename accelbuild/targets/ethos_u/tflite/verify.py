@@ -8,13 +8,15 @@ and the ONNX model gets those dequantized values, so both see exactly the same i
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 
 from accelbuild.targets.ethos_u.tflite.layout import TO_NCHW, TO_NHWC
+
+RUNTIME = "LiteRT (reference kernels)"
 
 
 @dataclass(frozen=True)
@@ -32,13 +34,17 @@ def interpreter(data: bytes) -> object:
     return _interpreter(data)
 
 
-def _interpreter(data: bytes, preserve: bool = False) -> object:
+def _interpreter(data: bytes, preserve: bool = False, optimized: bool = False) -> object:
+    """LiteRT with its reference kernels: the integer arithmetic TFLite Micro ports (it runs Vela's CPU
+    operators next to the NPU, and Vela's NPU operators are specified against it). LiteRT's ``optimized``
+    builtin kernels are approximations tuned for servers: on x86 their int8 MEAN truncates where the reference
+    rounds (a third of the codes one step low on PP-OCR's classifier) and their convolutions round ties
+    upwards; docs/ethos_u.md, "Where the int8 model drifts"."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    # TFLite's builtin kernels without the XNNPACK delegate: the reference semantics TFLite Micro
-    # (which runs Vela's CPU operators next to the NPU) follows
+    kernels = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if optimized else OpResolverType.BUILTIN_REF
     interp = Interpreter(model_content=data, num_threads=1, experimental_preserve_all_tensors=preserve,
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+                         experimental_op_resolver_type=kernels)
     interp.allocate_tensors()
     return interp
 
@@ -67,29 +73,6 @@ def run_tflite(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[st
         value = ((codes.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
         outputs[name] = value.transpose(TO_NCHW) if nhwc.get(name) else value
     return seen, outputs
-
-
-def compare(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.ndarray]]) -> Agreement:
-    """Largest output disagreement, in output quantization steps, over ``feeds``."""
-    from accelbuild.targets.ethos_u.tflite.writer import io_layout
-
-    nhwc = io_layout(qdq)
-    session = reference_session(qdq)
-    inputs = [i.name for i in session.get_inputs()]
-    outputs = [o.name for o in session.get_outputs()]
-    interp = interpreter(data)
-    scales = {name: d["quantization"][0] for name, d in zip(outputs, interp.get_output_details())}  # type: ignore
-    worst = {name: 0.0 for name in outputs}
-    frames, values, close = 0, 0, 0
-    for feed in feeds:
-        seen, lite = run_tflite(interp, feed, nhwc, inputs, outputs)
-        reference = session.run(outputs, seen)
-        for name, ref in zip(outputs, reference):
-            steps = np.abs(lite[name] - ref) / np.float32(scales[name])
-            worst[name] = max(worst[name], round(float(steps.max()), 2) if ref.size else 0.0)  # whole steps
-            values, close = values + steps.size, close + int(np.count_nonzero(steps <= 1.01))
-        frames += 1
-    return Agreement(worst, frames, round(close / values, 6) if values else 1.0)
 
 
 def outputs_per_frame(ai_session: Any, interp: object, layout: Mapping[str, bool],
@@ -130,11 +113,34 @@ class LayerAgreement:
     tensors: int                      # tensors compared
     within_one: float                 # share of all compared codes within one step
     frames: int
+    differing: dict[str, float] = field(default_factory=dict)  # per ONNX operator type: share of codes that differ
+
+
+@dataclass(frozen=True)
+class Check:
+    """What one pass over the frames measured: per operator, end to end, and (with the float model) both
+    models' outputs per frame for the accuracy record."""
+
+    layers: LayerAgreement
+    outputs: Agreement
+    reference: list[list[np.ndarray]]  # per frame, the float model's outputs (empty without one)
+    lite: list[list[np.ndarray]]       # per frame, int8.tflite's outputs, dequantized, ONNX layout
 
 
 def layerwise(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.ndarray]]) -> LayerAgreement:
-    from onnx import helper
+    return check(data, qdq, feeds).layers
 
+
+def compare(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.ndarray]]) -> Agreement:
+    """Largest output disagreement, in output quantization steps, over ``feeds``."""
+    return check(data, qdq, feeds).outputs
+
+
+def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.ndarray]],
+          ai_session: Any = None) -> Check:
+    """Run int8.tflite once per frame (every tensor kept) and compare it with quantized.onnx two ways: each
+    QDQ operator fed LiteRT's codes of its inputs (``layers``), and the whole QDQ model fed the same input
+    codes (``outputs``). With ``ai_session`` (the float model) also collect both models' outputs."""
     from accelbuild.targets.ethos_u.tflite.qgraph import read_qdq
     from accelbuild.targets.ethos_u.tflite.writer import io_layout, tensor_layouts
 
@@ -142,10 +148,58 @@ def layerwise(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np
     nhwc = tensor_layouts(qdq)
     interp = _interpreter(data, preserve=True)
     by_name = {d["name"]: d for d in interp.get_tensor_details()}  # type: ignore[attr-defined]
+    cut, checked = _fed_from_tflite(qdq, qg, by_name)
+    local_session, whole_session = reference_session(cut), reference_session(qdq)
+    names = [o.name for o in local_session.get_outputs()]  # type: ignore[attr-defined]
+    layouts = io_layout(qdq)
+    inputs = [v.name for v in qdq.graph.input if v.name in qg.alias]
+    outputs = [v.name for v in qdq.graph.output]
+    out_scales = {name: d["quantization"][0] for name, d in zip(outputs, interp.get_output_details())}  # type: ignore
+    out_worst = {name: 0.0 for name in outputs}
+    worst, worst_name, values, close, out_values, out_close, frames = 0.0, "", 0, 0, 0, 0, 0
+    producers = {o: n.op_type for n in qdq.graph.node for o in n.output}
+    by_type: dict[str, list[int]] = {}  # operator type -> [codes compared, codes that differ]
+    reference, lite = [], []
+    for feed in feeds:
+        seen, lite_out = run_tflite(interp, feed, layouts, inputs, outputs)
+        fed = dict(seen)
+        for name, detail in checked.values():
+            codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
+            fed[name] = codes.transpose(TO_NCHW) if qg.alias[name] in nhwc and codes.ndim == 4 else codes
+        results = dict(zip(names, local_session.run(names, fed)))  # type: ignore[attr-defined]
+        for name_check, (name, _) in checked.items():
+            diff = np.abs(results[name_check].astype(np.int64) - fed[name].astype(np.int64))
+            if diff.size and diff.max() > worst:
+                worst, worst_name = float(diff.max()), qg.tensors[qg.alias[name]].name
+            values, close = values + diff.size, close + int(np.count_nonzero(diff <= 1))
+            tally = by_type.setdefault(producers.get(qg.alias[name], "?"), [0, 0])
+            tally[0], tally[1] = tally[0] + diff.size, tally[1] + int(np.count_nonzero(diff))
+        for name, ref in zip(outputs, whole_session.run(outputs, seen)):  # type: ignore[attr-defined]
+            steps = np.abs(lite_out[name] - ref) / np.float32(out_scales[name])
+            out_worst[name] = max(out_worst[name], round(float(steps.max()), 2) if ref.size else 0.0)
+            out_values, out_close = out_values + steps.size, out_close + int(np.count_nonzero(steps <= 1.01))
+        if ai_session is not None:
+            ai_outputs = [o.name for o in ai_session.get_outputs()]
+            ai_inputs = [i.name for i in ai_session.get_inputs()]
+            reference.append(ai_session.run(ai_outputs, {k: feed[k] for k in ai_inputs}))
+            lite.append([lite_out[o] for o in outputs])  # the same outputs, in the same order
+        frames += 1
+    differing = {op: round(bad / count, 6) for op, (count, bad) in sorted(by_type.items()) if count}
+    layers = LayerAgreement(worst, worst_name, len(checked), round(close / values, 6) if values else 1.0, frames,
+                            differing)
+    agreement = Agreement(out_worst, frames, round(out_close / out_values, 6) if out_values else 1.0)
+    return Check(layers, agreement, reference, lite)
+
+
+def _fed_from_tflite(qdq: onnx.ModelProto, qg: Any, by_name: Mapping[str, dict]) -> tuple[onnx.ModelProto, dict]:
+    """A copy of ``qdq`` in which every quantized tensor the TFLite model has too is an input (fed LiteRT's
+    codes) and the QuantizeLinear that made it writes an extra output instead (``check -> (input, detail)``)."""
+    from onnx import helper
+
     cut = onnx.ModelProto()
     cut.CopyFrom(qdq)
     graph = cut.graph
-    checked: dict[str, tuple[str, dict]] = {}  # check output -> (Q output fed from TFLite, TFLite detail)
+    checked: dict[str, tuple[str, dict]] = {}
     for node in graph.node:
         if node.op_type != "QuantizeLinear" or node.output[0] not in qg.alias:
             continue
@@ -154,30 +208,10 @@ def layerwise(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np
         detail = by_name.get(t.name)
         if detail is None or key in qg.inputs:
             continue
-        fed, check = node.output[0], node.output[0] + "/check"
-        node.output[0] = check
+        fed, name_check = node.output[0], node.output[0] + "/check"
+        node.output[0] = name_check
         elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
         graph.input.append(helper.make_tensor_value_info(fed, elem, list(t.shape)))
-        graph.output.append(helper.make_tensor_value_info(check, elem, list(t.shape)))
-        checked[check] = (fed, detail)
-    session = reference_session(cut)
-    names = [o.name for o in session.get_outputs()]  # type: ignore[attr-defined]
-    worst, worst_name, values, close, frames = 0.0, "", 0, 0, 0
-    layouts = io_layout(qdq)
-    inputs = [v.name for v in qdq.graph.input if v.name in qg.alias]
-    outputs = [v.name for v in qdq.graph.output]
-    for feed in feeds:
-        seen, _ = run_tflite(interp, feed, layouts, inputs, outputs)
-        fed = dict(seen)
-        for name, detail in checked.values():
-            codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
-            key = qg.alias[name]
-            fed[name] = codes.transpose(TO_NCHW) if key in nhwc and codes.ndim == 4 else codes
-        results = dict(zip(names, session.run(names, fed)))  # type: ignore[attr-defined]
-        for check, (name, _) in checked.items():
-            diff = np.abs(results[check].astype(np.int64) - fed[name].astype(np.int64))
-            if diff.size and diff.max() > worst:
-                worst, worst_name = float(diff.max()), qg.tensors[qg.alias[name]].name
-            values, close = values + diff.size, close + int(np.count_nonzero(diff <= 1))
-        frames += 1
-    return LayerAgreement(worst, worst_name, len(checked), round(close / values, 6) if values else 1.0, frames)
+        graph.output.append(helper.make_tensor_value_info(name_check, elem, list(t.shape)))
+        checked[name_check] = (fed, detail)
+    return cut, checked
