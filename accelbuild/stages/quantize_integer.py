@@ -58,12 +58,14 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     elif q.auto_precision is not None:
         goal = q.auto_precision
         candidates = precision_measures.qdq_candidates(calibrated)
-        # chosen on the calibration frames: the held-out ones stay held out, so the record's headline checks it
+        # ranked on the calibration frames; the target applies to the headline, so when there are held-out
+        # frames it must hold on them too (they decide when to stop, never the order or the scales)
+        held_out = precision_measures.qdq_cosine(calibrated, measured_on) if measured_on is not calibration else None
         decision = auto_precision.raise_to_target(candidates, precision_measures.qdq_cosine(calibrated, calibration),
-                                                  goal.min_cosine, goal.max_extra_bytes)
+                                                  goal.min_cosine, goal.max_extra_bytes, held_out)
         # only the raised layers: naming a layer at its low bits would also set its output activation
         bits = {**bits, **{name: b for name, b in decision.bits.items() if b == 16}}
-        auto_record = {**decision.record, "measured_on": "calibration"}
+        auto_record = {**decision.record, "ranked_on": "calibration"}
         log.info("%s: auto precision raised %d layer(s) to 16 bits; cosine %.5f (%s)", q.model,
                  len(decision.record["raised"]), decision.cosine,
                  "target reached" if decision.reached else "target not reached")
@@ -84,11 +86,11 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     goal = q.auto_precision
     if auto_record is not None and goal is not None and output["measured_on"] == "held-out" \
             and output["cosine"] < goal.min_cosine:
-        # the target applies to the headline: reached on the frames it chose by is not reached
-        auto_record.update({"held_out_cosine": output["cosine"], "reached_on_calibration": auto_record["reached"],
-                            "reached": False})
-        log.warning("%s: auto_precision chose on the calibration frames; the worst held-out frame with signal (%s) "
-                    "is at %.5f, below min_cosine %g", q.model, output["worst_file"], output["cosine"], goal.min_cosine)
+        if auto_record["reached"]:  # chosen on the calibration frames only (ethos-u's whole-model choice)
+            auto_record.update({"held_out_cosine": output["cosine"], "reached_on_calibration": True, "reached": False})
+        log.warning("%s: auto_precision: the worst held-out frame with signal (%s) is at %.5f, below min_cosine %g "
+                    "(%s)", q.model, output["worst_file"], output["cosine"], goal.min_cosine,
+                    auto_record.get("reason", "chosen on the calibration frames"))
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,
         "activation_bits": config.activation_bits,

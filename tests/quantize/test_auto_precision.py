@@ -56,6 +56,27 @@ def test_an_unreachable_target_is_reported_honestly() -> None:
     assert measure.calls == 1 + 2 * len(NOISE)
 
 
+def test_held_out_frames_decide_when_to_stop_never_the_order() -> None:
+    calibration, held_out = Planted(), Planted(floor=0.0015)  # held-out frames: noisier, same ranking
+    decision = raise_to_target(candidates(), calibration, min_cosine=0.997, held_out_cosine_of=held_out)
+    # calibration reaches 0.997 after b, d (0.9978), the held-out frames only after f too (0.9978 - 0.0015 +
+    # 0.0015): raising goes on in the calibration order
+    assert decision.record["order"] == ["b", "d", "f", "a", "e", "c"]
+    assert decision.record["raised"] == ["b", "d", "f"] and decision.reached
+    assert decision.record["held_out_cosine"] == pytest.approx(0.9978)
+    assert decision.record["stops_on"] == "calibration and held-out frames"
+    steps = decision.record["steps"]
+    assert "held_out_cosine" not in steps[0] and steps[1]["held_out_cosine"] == pytest.approx(0.9963)
+    assert held_out.calls == 2  # only from the step where the calibration frames reach the target
+
+
+def test_a_target_missed_on_held_out_frames_is_not_reached() -> None:
+    decision = raise_to_target(candidates(), Planted(), min_cosine=0.999,
+                               held_out_cosine_of=Planted(floor=0.002))
+    assert not decision.reached and len(decision.record["raised"]) == len(NOISE)
+    assert decision.cosine == pytest.approx(1.0) and decision.record["held_out_cosine"] == pytest.approx(0.998)
+
+
 def test_max_extra_bytes_binds() -> None:
     decision = raise_to_target(candidates(), Planted(), min_cosine=0.999, max_extra_bytes=1000)
     assert not decision.reached and decision.extra_bytes <= 1000
