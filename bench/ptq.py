@@ -23,14 +23,17 @@ venv of its own (NNCF is never a dependency of accelbuild; without the option it
     python3 -m venv /work/venv-nncf
     /work/venv-nncf/bin/pip install nncf==3.4.0 onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6  # no torch
 
-``bench/peers/nncf_ptq.py`` runs there on the same ``ai.onnx`` and the same calibration frames (an .npz),
+``bench/peers/nncf_ptq.py`` runs there on the same ``ai.onnx`` as it is (static shapes, opset 21; NNCF needs
+opset 13 or later for per-channel weights) and the same calibration frames (an .npz),
 with 8-bit per-channel weights, 8-bit per-tensor activations and ``subset_size`` = calibration frames, once
 with NNCF's default preset for CNNs (``performance``: symmetric activations) and once with ``mixed``
 (asymmetric activations, like the others); everything else is NNCF's default (its mean-of-per-frame min/max
 activation ranges, fast bias correction, 7-bit first-layer weights against overflow). Its QDQ model is
 measured as the others are; its time is ``nncf.quantize`` plus writing the model, taken in the child process
 (interpreter start and imports excluded). An NNCF row sets accelbuild's default method (``QdqConfig()``,
-percentile) against NNCF.
+percentile) against NNCF. NNCF places fewer quantizers (as OpenVINO's CPU kernels need them: none between a
+convolution and its activation, none in squeeze-excitation blocks); ``--json`` gives the activation
+QuantizeLinear count of its model, and the bench stops if that is zero or NNCF saw other frames.
 
     python bench/ptq.py [--wheels DIR] [--calibration N] [--measure N] [--folds 1-3] [--models yolov8n,...]
                         [--tensorrt-entropy] [--nncf-python PATH] [--json]
