@@ -17,8 +17,26 @@ every machine: with fusion on, onnxruntime's int8 kernels saturate on x86 CPUs w
 single figures by 0.3 dB on an AVX2-only EPYC); the table gives the output SQNR and cosine against the float
 model and the wall time of each quantizer call (calibration, model writing) in the same process.
 
+NNCF (``nncf.quantize``, its ONNX backend) is a third peer when ``--nncf-python`` names the interpreter of a
+venv of its own (NNCF is never a dependency of accelbuild; without the option its rows are skipped):
+
+    python3 -m venv /work/venv-nncf
+    /work/venv-nncf/bin/pip install nncf==3.4.0 onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6  # no torch
+
+``bench/peers/nncf_ptq.py`` runs there on the same ``ai.onnx`` as it is (static shapes, opset 21; NNCF needs
+opset 13 or later for per-channel weights) and the same calibration frames (an .npz),
+with 8-bit per-channel weights, 8-bit per-tensor activations and ``subset_size`` = calibration frames, once
+with NNCF's default preset for CNNs (``performance``: symmetric activations) and once with ``mixed``
+(asymmetric activations, like the others); everything else is NNCF's default (its mean-of-per-frame min/max
+activation ranges, fast bias correction, 7-bit first-layer weights against overflow). Its QDQ model is
+measured as the others are; its time is ``nncf.quantize`` plus writing the model, taken in the child process
+(interpreter start and imports excluded). An NNCF row sets accelbuild's default method (``QdqConfig()``,
+percentile) against NNCF. NNCF places fewer quantizers (as OpenVINO's CPU kernels need them: none between a
+convolution and its activation, none in squeeze-excitation blocks); ``--json`` gives the activation
+QuantizeLinear count of its model, and the bench stops if that is zero or NNCF saw other frames.
+
     python bench/ptq.py [--wheels DIR] [--calibration N] [--measure N] [--folds 1-3] [--models yolov8n,...]
-                        [--tensorrt-entropy] [--json]
+                        [--tensorrt-entropy] [--nncf-python PATH] [--json]
 """
 
 from __future__ import annotations
@@ -67,6 +85,9 @@ MODELS = {
 }
 METHODS = [("minmax", ortq.CalibrationMethod.MinMax), ("percentile", ortq.CalibrationMethod.Percentile),
            ("entropy", ortq.CalibrationMethod.Entropy), ("mse", None)]
+DEFAULT_METHOD = QdqConfig().method  # what an NNCF row sets against NNCF
+NNCF_PEER = Path(__file__).resolve().parent / "peers" / "nncf_ptq.py"
+NNCF_PRESETS = {"nncf-perf": "performance", "nncf-mixed": "mixed"}
 
 
 def unpacked_wheels(folder: Path, wheels: dict[str, str] = WHEELS, into: str = "unpacked",
@@ -188,7 +209,7 @@ def ort_tensorrt_entropy(ai: onnx.ModelProto, calib: list[dict], path: Path, wor
 
 
 def compare(ai: onnx.ModelProto, calib: list[dict], measure: list[dict], work: Path,
-            tensorrt_entropy: bool = False) -> list[dict]:
+            tensorrt_entropy: bool = False, nncf_python: Path | None = None) -> list[dict]:
     reference = outputs(session(ai), measure)
     names = {v.name for v in ai.graph.input}
     rows = []
@@ -215,7 +236,45 @@ def compare(ai: onnx.ModelProto, calib: list[dict], measure: list[dict], work: P
             row["onnxruntime_s"] = time.perf_counter() - started
             row["onnxruntime"] = figures(reference, outputs(session(onnx.load(str(path))), measure))
         rows.append(row)
+    if nncf_python is not None:
+        ours = next(r for r in rows if r["method"] == DEFAULT_METHOD)
+        for row in nncf(ai, calib, measure, reference, work, nncf_python):
+            rows.append({"method": row.pop("method"), "accelbuild": ours["accelbuild"],
+                         "accelbuild_s": ours["accelbuild_s"], **row})
     return rows
+
+
+def nncf(ai: onnx.ModelProto, calib: list[dict], measure: list[dict], reference: np.ndarray, work: Path,
+         python: Path) -> list[dict]:
+    """NNCF's quantizer on the same model and calibration frames, in its own interpreter (``NNCF_PEER``), per
+    preset; its QDQ model is measured here like the others."""
+    source, frames_path = work / "nncf_source.onnx", work / "nncf_calibration.npz"
+    save_onnx(ai, source)
+    names = [v.name for v in ai.graph.input if v.name in calib[0]]
+    np.savez(frames_path, **{n: np.stack([f[n] for f in calib]) for n in names})
+    rows = []
+    for method, preset in NNCF_PRESETS.items():
+        path = work / f"{method}.onnx"
+        done = subprocess.run([str(python), str(NNCF_PEER), str(source), str(frames_path), str(path),
+                               "--preset", preset], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{NNCF_PEER.name} --preset {preset} failed:\n{done.stderr[-4000:]}")
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        model = onnx.load(str(path))
+        if report["frames"] != len(calib) or not activation_quantizers(model):
+            raise RuntimeError(f"NNCF ({preset}) calibrated on {report['frames']} frames of {len(calib)} and "
+                               f"quantized {activation_quantizers(model)} activations")
+        rows.append({"method": method, "nncf": figures(reference, outputs(session(model), measure)),
+                     "nncf_s": report["quantize_s"] + report["save_s"], "nncf_version": report["nncf"],
+                     "activation_quantizers": activation_quantizers(model)})
+    return rows
+
+
+def activation_quantizers(model: onnx.ModelProto) -> int:
+    """QuantizeLinear nodes that quantize a computed tensor (not a constant weight)."""
+    constants = {i.name for i in model.graph.initializer}
+    constants |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    return sum(n.op_type == "QuantizeLinear" and n.input[0] not in constants for n in model.graph.node)
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -235,8 +294,12 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--tensorrt-entropy", action="store_true",
                         help="also run onnxruntime's entropy calibrator with TensorRT's settings (slow)")
+    parser.add_argument("--nncf-python", type=Path,
+                        help="interpreter of a venv with nncf (see the module docstring): adds NNCF's rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.nncf_python is None:
+        print("NNCF skipped (no --nncf-python)", file=sys.stderr)
     logging.basicConfig(level=logging.ERROR)  # onnxruntime's quantizer warns about pre-processing
     unpacked = unpacked_wheels(args.wheels)
     names = args.models.split(",")
@@ -250,7 +313,7 @@ def main() -> int:
             folds = []
             for fold in range(len(PHOTOS) - args.folds, len(PHOTOS)):
                 calib, measure = frames(work, unpacked, name, full, pre, args.calibration, args.measure, fold)
-                folds.append(compare(ai, calib, measure, work, args.tensorrt_entropy))
+                folds.append(compare(ai, calib, measure, work, args.tensorrt_entropy, args.nncf_python))
             for rows in zip(*folds):
                 table.append({"model": name, **_mean(list(rows))})
                 print(_line(table[-1]) if not args.json else "", end="\n" if not args.json else "", flush=True)
@@ -264,29 +327,35 @@ def main() -> int:
 def _mean(rows: list[dict]) -> dict:
     """Figures averaged over folds (dB and cosine: mean; seconds: sum)."""
     result: dict = {"method": rows[0]["method"], "folds": len(rows)}
-    for tool in ("accelbuild", "onnxruntime"):
+    for tool in ("accelbuild", *PEERS):
         if tool in rows[0]:
             result[tool] = {k: round(float(np.mean([r[tool][k] for r in rows])), 5) for k in rows[0][tool]}
             result[f"{tool}_s"] = sum(r[f"{tool}_s"] for r in rows)
+    for key in ("nncf_version", "activation_quantizers"):
+        if key in rows[0]:
+            result[key] = rows[0][key]
     return result
 
 
-HEADER = (f"{'model':<11}{'method':<11}{'accelbuild dB':>14}{'cosine':>9}{'ort dB':>9}{'cosine':>9}"
-          f"{'diff dB':>9}{'ours s':>8}{'ort s':>8}{'time x':>8}")
+PEERS = ("onnxruntime", "nncf")
+HEADER = (f"{'model':<11}{'method':<11}{'accelbuild dB':>14}{'cosine':>9}{'peer dB':>9}{'cosine':>9}"
+          f"{'diff dB':>9}{'ours s':>8}{'peer s':>8}{'time x':>8}")
 
 
 def _line(r: dict) -> str:
     if not hasattr(_line, "printed"):
         _line.printed = True  # type: ignore[attr-defined]
         print(f"output SQNR / cosine vs float on a held-out photograph (mean of {r['folds']} leave-one-out "
-              f"fold(s)); 8-bit weights (per channel) and activations (asymmetric); percentile {PERCENTILE}; "
-              f"seconds summed over folds\n{HEADER}")
+              f"fold(s)); 8-bit weights (per channel) and activations (asymmetric but nncf-perf); percentile "
+              f"{PERCENTILE}; seconds summed over folds; peer: onnxruntime, or NNCF against accelbuild's default "
+              f"method ({DEFAULT_METHOD}) in the nncf rows\n{HEADER}")
     ours = r["accelbuild"]
     text = f"{r['model']:<11}{r['method']:<11}{ours['sqnr_db']:>14.2f}{ours['cosine']:>9.4f}"
-    if "onnxruntime" in r:
-        theirs = r["onnxruntime"]
+    peer = next((p for p in PEERS if p in r), None)
+    if peer is not None:
+        theirs = r[peer]
         text += (f"{theirs['sqnr_db']:>9.2f}{theirs['cosine']:>9.4f}{ours['sqnr_db'] - theirs['sqnr_db']:>9.2f}"
-                 f"{r['accelbuild_s']:>8.1f}{r['onnxruntime_s']:>8.1f}{r['accelbuild_s'] / r['onnxruntime_s']:>8.2f}")
+                 f"{r['accelbuild_s']:>8.1f}{r[f'{peer}_s']:>8.1f}{r['accelbuild_s'] / r[f'{peer}_s']:>8.2f}")
     else:
         text += f"{'-':>9}{'-':>9}{'-':>9}{r['accelbuild_s']:>8.1f}{'-':>8}{'-':>8}"
     return text
@@ -298,6 +367,12 @@ def _summary(table: list[dict]) -> None:
     slowest = max(r["accelbuild_s"] / r["onnxruntime_s"] for r in paired)
     print(f"SQNR equal or better in {better} of {len(paired)} pairs (goal: all); "
           f"time ratio at most {slowest:.2f} (goal: <= 2)")
+    against = [r for r in table if "nncf" in r]
+    if against:
+        behind = [f"{r['model']} {r['method']} {r['accelbuild']['sqnr_db'] - r['nncf']['sqnr_db']:+.2f} dB"
+                  for r in against if r["accelbuild"]["sqnr_db"] < r["nncf"]["sqnr_db"] - 0.01]
+        print(f"NNCF {against[0]['nncf_version']}: accelbuild's {DEFAULT_METHOD} equal or better in "
+              f"{len(against) - len(behind)} of {len(against)}" + (f"; behind: {', '.join(behind)}" if behind else ""))
 
 
 if __name__ == "__main__":
