@@ -384,6 +384,7 @@ def compare(name: str, work: Path, model_path: Path, images: Path, args: argpars
         "tflite_route": {**_summary(reference, theirs_int8, theirs), "fps": round(float(summary["inferences_per_second"]), 2),
                          "npu_ops": npu_ops, "cpu_ops": [c["op"] for c in cpu_ops],
                          "float_worst_cosine": min(r["cosine"] for r in float_check["frames"]),
+                         "own_figures": {k: peer["accuracy"][k] for k in ("worst_cosine", "mean_cosine", "against")},
                          "operators": peer["operators"], "outputs": peer["outputs"], "seconds": round(peer_seconds, 1),
                          "versions": peer["versions"], "overwrite_input_shape": peer["overwrite_input_shape"],
                          "dims_made_symbolic": peer["dims_made_symbolic"]},
