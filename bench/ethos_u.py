@@ -261,12 +261,13 @@ def measure(name: str, work: Path, model_path: Path, images: Path, args: argpars
     bench = json.loads((out / "benchmark.json").read_text())
     model = bench["models"][0]
     check = json.loads((out / name / "int8.json").read_text())["check"]
-    vela_s = statistics.median(alone) if alone else float("nan")
+    vela_s = statistics.median(alone) if alone else None
     accuracy = model["accuracy"]
     return {"model": name, "stage_s": round(statistics.median(stage), 3) if stage else None,
-            "cli_s": round(statistics.median(cli), 3) if cli else None, "vela_s": round(vela_s, 3),
-            "ratio": round(statistics.median(stage) / vela_s, 2) if stage else None,
-            "cli_ratio": round(statistics.median(cli) / vela_s, 2) if cli else None,
+            "cli_s": round(statistics.median(cli), 3) if cli else None,
+            "vela_s": round(vela_s, 3) if vela_s else None,
+            "ratio": round(statistics.median(stage) / vela_s, 2) if vela_s else None,
+            "cli_ratio": round(statistics.median(cli) / vela_s, 2) if vela_s else None,
             "estimated_by": bench["estimated_by"], "fps": model["fps"], "latency_ms": round(model["latency_ms"], 3),
             "npu_ops": model["npu_ops"], "cpu_ops": len(model["cpu_ops"]), "sram_bytes": model["sram_bytes"],
             "flash_bytes": model["flash_bytes"], "cosine": accuracy["cosine"], "sqnr_db": accuracy["sqnr_db"],

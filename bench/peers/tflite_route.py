@@ -276,7 +276,7 @@ def main() -> int:
     parser.add_argument("--accelerator", default="ethos-u55-128")
     args = parser.parse_args()
     args.out = args.out.resolve()
-    # onnx2tf runs onnxsim, and Vela's docs run vela, as console scripts: this venv's, also when not activated
+    # onnx2tf runs onnxsim as a command: this venv's, also when the venv is not activated
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     import onnxruntime as ort
 
