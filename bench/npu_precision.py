@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,13 +43,19 @@ MODELS = {
 }
 
 
-def photo_crops(unpacked: Path, folder: Path, size: tuple[int, int], seed: int = 1) -> None:
-    """Seeded crops of the three photographs, resized to ``size`` (W, H), as PNG files."""
+def _frames_of_photos(unpacked: Path, folder: Path, seed: int) -> Iterator[tuple[int, Image.Image,
+                                                                                np.random.Generator]]:
+    """Make ``folder``; per frame k, the photograph it is cut from (in turn) and the seeded generator."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     photos = [Image.open(unpacked / p).convert("RGB") for p in ptq.PHOTOS]
     for k in range(FRAMES):
-        photo = photos[k % len(photos)]
+        yield k, photos[k % len(photos)], rng
+
+
+def photo_crops(unpacked: Path, folder: Path, size: tuple[int, int], seed: int = 1) -> None:
+    """Seeded crops of the three photographs, resized to ``size`` (W, H), as PNG files."""
+    for k, photo, rng in _frames_of_photos(unpacked, folder, seed):
         w, h = photo.size
         side = int(min(w, h) * rng.uniform(0.4, 1.0))
         x, y = int(rng.integers(0, w - side + 1)), int(rng.integers(0, h - side + 1))
@@ -57,11 +64,7 @@ def photo_crops(unpacked: Path, folder: Path, size: tuple[int, int], seed: int =
 
 def text_lines(unpacked: Path, font: Path, folder: Path, size: tuple[int, int], seed: int = 2) -> None:
     """A line of text on a strip of a photograph (light or dark text for contrast), per file."""
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(seed)
-    photos = [Image.open(unpacked / p).convert("RGB") for p in ptq.PHOTOS]
-    for k in range(FRAMES):
-        photo = photos[k % len(photos)]
+    for k, photo, rng in _frames_of_photos(unpacked, folder, seed):
         w, h = photo.size
         y = int(rng.integers(0, h - 60))
         strip = photo.crop((0, y, w, y + 60)).resize(size)

@@ -31,7 +31,7 @@ from accelbuild.data import DataSpec, input_infos, load_inputs
 from accelbuild.quantize.weights import cosine_similarity
 from accelbuild.targets.ethos_u.tflite import verify
 from accelbuild.targets.ethos_u.tflite.layout import TO_NCHW
-from accelbuild.targets.ethos_u.tflite.qgraph import read_qdq
+from accelbuild.targets.ethos_u.tflite.qgraph import QGraph, read_qdq
 from accelbuild.targets.ethos_u.tflite.writer import io_layout, tensor_layouts
 
 
@@ -54,14 +54,13 @@ class Stats:
                 f"{self.worst:5d}")
 
 
-def _exposed(qdq: onnx.ModelProto, in_tflite: set[str], local: bool) -> tuple[onnx.ModelProto, dict[str, str]]:
-    """A copy of ``qdq`` that outputs the codes of every quantized tensor the TFLite model has too (names in
-    ``in_tflite``; ``check name -> key``). With ``local`` every such QuantizeLinear's output also becomes an
-    input, fed from LiteRT, as verify.layerwise does."""
-    qg = read_qdq(qdq)
+def _chain(qdq: onnx.ModelProto, qg: QGraph, in_tflite: set[str]) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy of ``qdq`` that also outputs the codes of every quantized tensor the TFLite model has too
+    (names in ``in_tflite``; ``output name -> key``)."""
     model = onnx.ModelProto()
     model.CopyFrom(qdq)
     graph = model.graph
+    present = {o.name for o in graph.output}
     checked = {}
     for node in graph.node:
         if node.op_type != "QuantizeLinear" or node.output[0] not in qg.alias:
@@ -70,16 +69,10 @@ def _exposed(qdq: onnx.ModelProto, in_tflite: set[str], local: bool) -> tuple[on
         t = qg.tensors[key]
         if key in qg.inputs or t.name not in in_tflite:
             continue
-        elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
-        if local:
-            fed, check = node.output[0], node.output[0] + "/check"
-            node.output[0] = check
-            graph.input.append(helper.make_tensor_value_info(fed, elem, list(t.shape)))
-        else:
-            check = node.output[0]
-        if check not in {o.name for o in graph.output}:
-            graph.output.append(helper.make_tensor_value_info(check, elem, list(t.shape)))
-        checked[check] = key
+        if node.output[0] not in present:
+            elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
+            graph.output.append(helper.make_tensor_value_info(node.output[0], elem, list(t.shape)))
+        checked[node.output[0]] = key
     return model, checked
 
 
@@ -97,8 +90,9 @@ def analyse(folder: Path, images: Path, mean: float, std: float, color: str, top
     layouts = io_layout(qdq)
     inputs = [v.name for v in qdq.graph.input if v.name in qg.alias]
     outputs = [v.name for v in qdq.graph.output]
-    chain_model, chain_checked = _exposed(qdq, set(by_name), local=False)
-    local_model, local_checked = _exposed(qdq, set(by_name), local=True)
+    chain_model, chain_checked = _chain(qdq, qg, set(by_name))
+    local_model, fed_from = verify._fed_from_tflite(qdq, qg, by_name)  # what the build's check runs
+    local_checked = {check: qg.alias[fed] for check, (fed, _) in fed_from.items()}
     chain_session, local_session = verify.reference_session(chain_model), verify.reference_session(local_model)
     float_session = verify.reference_session(ai)
     chain: dict[str, Stats] = defaultdict(Stats)
@@ -127,12 +121,9 @@ def analyse(folder: Path, images: Path, mean: float, std: float, color: str, top
             if key in codes:
                 local[key].add(codes[key].astype(np.int64) - ran_local[check].astype(np.int64))
         reference = float_session.run(outputs, {k: feed[k] for k in (i.name for i in ai.graph.input) if k in feed})
-        qdq_out = [ran[o] for o in outputs] if all(o in ran for o in outputs) else None
         flat = np.concatenate([r.reshape(-1) for r in reference])
         lite_flat = np.concatenate([lite_out[o].reshape(-1) for o in outputs])
-        if qdq_out is None:
-            qdq_out = verify.reference_session(qdq).run(outputs, seen)  # type: ignore[attr-defined]
-        qdq_flat = np.concatenate([q.reshape(-1) for q in qdq_out])
+        qdq_flat = np.concatenate([ran[o].reshape(-1) for o in outputs])  # the chain model keeps the outputs
         cosines.append((cosine_similarity(flat, lite_flat), cosine_similarity(flat, qdq_flat)))
     order = [k for k in (qg.alias[n.output[0]] for n in qg.nodes if n.output and n.output[0] in qg.alias)
              if k in chain]
@@ -161,8 +152,6 @@ def analyse(folder: Path, images: Path, mean: float, std: float, color: str, top
 
 def _tflite_op_types(interp: object) -> dict[str, str]:
     """Output tensor name -> the builtin operator that writes it."""
-    from ai_edge_litert.interpreter import Interpreter  # noqa: F401  (the interpreter's own module)
-
     result = {}
     details = {d["index"]: d["name"] for d in interp.get_tensor_details()}  # type: ignore[attr-defined]
     for op in interp._get_ops_details():  # type: ignore[attr-defined]

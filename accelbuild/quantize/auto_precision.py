@@ -51,20 +51,19 @@ def raise_to_target(candidates: list[Candidate], cosine_of: Callable[[dict[str, 
     """
     low = {c.name: c.low for c in candidates}
     evaluations = 0
-    held_out: float | None = None
 
     def measure(bits: dict[str, int], on: Callable[[dict[str, int]], float] = cosine_of) -> float:
         nonlocal evaluations
         evaluations += 1
         return float(on(bits))
 
-    def reached(bits: dict[str, int], current: float) -> bool:
-        nonlocal held_out
-        held_out = None
+    def reached(bits: dict[str, int], current: float) -> tuple[bool, float | None]:
+        """Whether ``bits`` reach the target, and the held-out cosine when it was measured (only once the
+        calibration frames reach the target)."""
         if current < min_cosine or held_out_cosine_of is None:
-            return current >= min_cosine
+            return current >= min_cosine, None
         held_out = measure(bits, held_out_cosine_of)
-        return held_out >= min_cosine
+        return held_out >= min_cosine, held_out
 
     bits = dict(low)
     current = measure(bits)
@@ -72,7 +71,7 @@ def raise_to_target(candidates: list[Candidate], cosine_of: Callable[[dict[str, 
                                  "start_cosine": round(current, 6),
                                  "stops_on": "calibration and held-out frames" if held_out_cosine_of else
                                  "calibration frames"}
-    done = reached(bits, current)
+    done, held_out = reached(bits, current)
     if done or not candidates:
         return _decision(bits, current, held_out, 0, record, evaluations, [], done,
                          "target reached" if done else "nothing to raise")
@@ -92,7 +91,7 @@ def raise_to_target(candidates: list[Candidate], cosine_of: Callable[[dict[str, 
         bits[c.name] = c.high
         extra += c.extra_bytes
         current = measure(bits)
-        done = reached(bits, current)
+        done, held_out = reached(bits, current)
         step: dict[str, object] = {"layer": c.name, "raised": True, "bits": c.high, "extra_bytes": c.extra_bytes,
                                    "total_extra_bytes": extra, "cosine": round(current, 6)}
         if held_out is not None:

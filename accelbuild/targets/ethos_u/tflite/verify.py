@@ -37,9 +37,9 @@ def interpreter(data: bytes) -> object:
 def _interpreter(data: bytes, preserve: bool = False, optimized: bool = False) -> object:
     """LiteRT with its reference kernels: the integer arithmetic TFLite Micro ports (it runs Vela's CPU
     operators next to the NPU, and Vela's NPU operators are specified against it). LiteRT's ``optimized``
-    builtin kernels are approximations tuned for servers: on x86 their int8 MEAN truncates where the reference
-    rounds (a third of the codes one step low on PP-OCR's classifier) and their convolutions round ties
-    upwards; docs/ethos_u.md, "Where the int8 model drifts"."""
+    builtin kernels are approximations tuned for servers: on x86 their int8 MEAN does not round to nearest
+    (half the codes of one PP-OCR classifier mean one step low) and their convolutions resolve the
+    double-rounding band upwards only; docs/ethos_u.md, "Where the int8 model drifts"."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kernels = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if optimized else OpResolverType.BUILTIN_REF
