@@ -230,6 +230,16 @@ def one_sided_clip() -> onnx.ModelProto:
 CASES.update({"one_sided_clip": one_sided_clip})
 
 
+def hard_swish() -> onnx.ModelProto:
+    """A MobileNetV3 / PP-OCR block: conv, hard-swish, conv (int8: HARD_SWISH; int16: ADD, MUL, MUL)."""
+    n = Net()
+    y = n.op("HardSwish", [_stem(n)], "hswish")
+    return n.model(n.conv(y, 8, 8, 1, "c2"), [1, 8, 8, 8])
+
+
+CASES.update({"hard_swish": hard_swish})
+
+
 def depth_to_space() -> onnx.ModelProto:
     """MediaPipe's full-range face and pose detectors: a conv to 4 x C channels, then DepthToSpace by 2 (DCR)."""
     n = Net()

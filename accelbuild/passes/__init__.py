@@ -23,6 +23,7 @@ from accelbuild.passes.batchnorm import fold_batchnorm
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
+from accelbuild.passes.hard_swish import fuse_hard_swish
 from accelbuild.passes.if_branches import specialize_if
 from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
 from accelbuild.passes.stable_forms import clip_from_bound, fuse_leaky_relu, stable_variance
@@ -49,6 +50,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fuse_leaky_relu", fuse_leaky_relu, quiet=True),
     Pass("clip_from_bound", clip_from_bound, quiet=True),
     Pass("stable_variance", stable_variance, quiet=True),
+    Pass("fuse_hard_swish", fuse_hard_swish, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("decompose", decompose),
     Pass("mark_fused_activations", mark_fused_activations),

@@ -20,8 +20,9 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 # round one step away from onnxruntime, so a few values can be two steps off
 CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split",
            "bounded_into_concat", "one_sided_clip",  # these two: a requantize after the fixed grid or the bound
-           "conv_transpose_valid"}  # the stem and the transposed conv requantize in a row
-INT16_UNSUPPORTED = {"activations": "HARD_SWISH", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
+           "conv_transpose_valid",  # the stem and the transposed conv requantize in a row
+           "hard_swish"}  # int16: three operators in a row
+INT16_UNSUPPORTED = {"activations": "PRELU", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
 def _build(name: str, bits: int = 8) -> tuple[bytes, object, list]:
@@ -62,6 +63,15 @@ def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     assert result.summary["accelerator_configuration"] == accelerator.replace("ethos-u", "Ethos_U").replace("-", "_")
     assert float(result.summary["inferences_per_second"]) > 0
     assert sum(int(layer["op_cycles"]) for layer in result.layers) > 0
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+def test_vela_runs_hard_swish_on_the_npu(bits: int) -> None:
+    data, _, _ = _build("hard_swish", bits)
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert result.cpu_ops == []
+    ops = [layer["original_operator"] for layer in result.layers]
+    assert ("HardSwish" in ops) == (bits == 8) and ("Mul" in ops) == (bits == 16), ops
 
 
 def test_vela_reports_cpu_operators() -> None:

@@ -30,7 +30,7 @@ CONVERTERS: dict[str, Converter] = {
     "Relu": tensors.unary,
     "Sigmoid": tensors.unary,
     "Tanh": tensors.unary,
-    "HardSwish": tensors.unary,
+    "HardSwish": tensors.hard_swish,
     "Clip": tensors.clip,
     "LeakyRelu": tensors.leaky_relu,
     "PRelu": tensors.prelu,

@@ -15,8 +15,7 @@ from accelbuild.util import onnx_graph as g
 from accelbuild.util.tflite_builder import Quant
 
 BINARY = {"Add": "ADD", "Sub": "SUB", "Mul": "MUL"}
-INT8_ONLY = {"HardSwish"}
-UNARY = {"Sigmoid": "LOGISTIC", "Tanh": "TANH", "HardSwish": "HARD_SWISH", "Relu": "RELU"}
+UNARY = {"Sigmoid": "LOGISTIC", "Tanh": "TANH", "Relu": "RELU"}
 
 
 def binary(w: Writer, node: onnx.NodeProto) -> None:
@@ -77,9 +76,29 @@ def hard_sigmoid(w: Writer, node: onnx.NodeProto) -> None:
 
 def unary(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
-    if node.op_type in INT8_ONLY and out.bits != 8:
-        raise Unsupported(f"{UNARY[node.op_type]} has no int16 kernel in TFLite")
     _emit_fixed(w, node.op_type, UNARY[node.op_type], [w.tensor(x)], out)
+
+
+def hard_swish(w: Writer, node: onnx.NodeProto) -> None:
+    """int8: HARD_SWISH (Vela runs it as a table). int16, where TFLite has no HARD_SWISH kernel: the three
+    operators it stands for, ``ADD(x, 3)`` with a fused RELU6 onto [0, 6], ``MUL`` by ``x`` onto 6 x the output's
+    scale (the output's codes, six times their value), then ``MUL`` by 1/6 into the output."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    if out.bits == 8:
+        w.op("HARD_SWISH", [w.tensor(x)], [w.tensor(out)])
+        return
+    top, rank = 32767, len(w.shape(out))
+
+    def constant(suffix: str, value: float) -> int:
+        return w.const(f"{node.name}/{suffix}", np.full([1] * rank, top, dtype="int16"), "int16",
+                       Quant([value / top], [0]))
+
+    gate = w.requantized(out, f"{out.name}/relu6_x_plus_3", 6.0 / top, 0)
+    w.op("ADD", [w.tensor(x), constant("three", 3.0)], [gate],
+         {"fused_activation_function": "RELU6", "pot_scale_int16": False})
+    product = w.requantized(out, f"{out.name}/times_6", 6.0 * out.scale, 0)
+    w.op("MUL", [w.tensor(x), gate], [product], {"fused_activation_function": "NONE"})
+    w.op("MUL", [product, constant("sixth", 1.0 / 6.0)], [w.tensor(out)], {"fused_activation_function": "NONE"})
 
 
 def _emit_fixed(w: Writer, op_type: str, builtin: str, inputs: list[int], out: QTensor,
