@@ -19,7 +19,7 @@ from accelbuild.errors import StageError
 from accelbuild.passes import opset
 from accelbuild.passes import verify as verify_mod
 from accelbuild.passes.activations import mark_fused_activations
-from accelbuild.passes.batchnorm import fold_batchnorm
+from accelbuild.passes.batchnorm import fold_batchnorm, fold_scale_shift
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
@@ -52,6 +52,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("stable_variance", stable_variance, quiet=True),
     Pass("fuse_hard_swish", fuse_hard_swish, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
+    Pass("fold_scale_shift", fold_scale_shift, quiet=True),
     Pass("decompose", decompose),
     Pass("mark_fused_activations", mark_fused_activations),
     Pass("prune_unused", prune_unused),

@@ -1,0 +1,66 @@
+"""A constant scale and shift after a convolution (PP-LCNetV3's learnable affine blocks) folded into it."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accelbuild.passes.batchnorm import fold_scale_shift
+
+RNG = np.random.default_rng(0)
+
+
+def _model(after: list[onnx.NodeProto], constants: dict[str, np.ndarray], outputs: tuple[str, ...] = ("y",),
+           transpose: bool = False) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    shape = [1, 4, 9, 9] if transpose else [1, 4, 8, 8]
+    ys = [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in outputs]
+    weight = RNG.normal(0, 0.5, (3, 4, 2, 2) if transpose else (4, 3, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(RNG.normal(0, 1, 4).astype(np.float32), "b")]
+    inits += [numpy_helper.from_array(v.astype(np.float32), k) for k, v in constants.items()]
+    conv = helper.make_node("ConvTranspose" if transpose else "Conv", ["x", "w", "b"], ["c"], name="conv",
+                            **({} if transpose else {"pads": [1, 1, 1, 1]}))
+    graph = helper.make_graph([conv, *after], "g", [x], ys, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("shape", [(1,), (), (4, 1, 1), (1, 4, 1, 1)])
+def test_scale_then_shift_fold_into_the_convolution(shape: tuple[int, ...], transpose: bool) -> None:
+    after = [helper.make_node("Mul", ["scale", "c"], ["scaled"], name="lab_scale"),
+             helper.make_node("Add", ["scaled", "shift"], ["y"], name="lab_shift")]
+    model = _model(after, {"scale": RNG.uniform(0.5, 2, shape), "shift": RNG.normal(0, 1, shape)}, transpose=transpose)
+    x = RNG.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)
+    want = _run(model, x)
+    conv = "ConvTranspose conv" if transpose else "Conv conv"
+    assert fold_scale_shift(model) == ["Mul lab_scale into conv", "Add lab_shift into conv"], conv
+    assert [(n.op_type, list(n.output)) for n in model.graph.node] == [(conv.split()[0], ["y"])]
+    np.testing.assert_allclose(_run(model, x), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["spatial constant", "conv read twice", "conv is an output", "other operand"])
+def test_what_would_change_the_result_is_left_alone(case: str) -> None:
+    constants = {"scale": RNG.uniform(0.5, 2, (1,))}
+    after = [helper.make_node("Mul", ["c", "scale"], ["y"], name="mul")]
+    outputs: tuple[str, ...] = ("y",)
+    if case == "spatial constant":  # varies over H: not a per-channel scale
+        constants["scale"] = RNG.uniform(0.5, 2, (1, 8, 1))
+    elif case == "conv read twice":
+        after.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+        outputs = ("y", "r")
+    elif case == "conv is an output":
+        outputs = ("y", "c")
+    elif case == "other operand":  # the Mul's other input is computed, not a constant
+        after = [helper.make_node("Sigmoid", ["c"], ["s"], name="gate"),
+                 helper.make_node("Mul", ["c", "s"], ["y"], name="mul")]
+    model = _model(after, constants, outputs)
+    assert fold_scale_shift(model) == []
