@@ -1,7 +1,10 @@
 """Rewrite operators the accelerator lacks into ones it has, with the same mathematics.
 
 n-ary elementwise ops become chains of binary ones (dataflow cores take two operands), and a
-BatchNormalization left standing (no Conv/Gemm before it to fold into) becomes a per-channel Mul and Add.
+BatchNormalization left standing (no Conv/Gemm before it to fold into) becomes a per-channel Mul and Add, or,
+on a 4-D tensor, a 1x1 depthwise convolution with that scale as weights and that shift as bias (one layer, as
+TensorFlow's converter writes it: on Ethos-U55 PP-OCRv4 det's standalone BatchNormalization cost 29.5 M
+cycles as MUL and ADD, a third of the network, against 0.7 M as a depthwise convolution).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def _batchnorm_as_mul_add(model: onnx.ModelProto, node: onnx.NodeProto) -> list[
         return None
     scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
     factor = scale / np.sqrt(var + float(g.attribute(node, "epsilon", 1e-5)))
+    if rank == 4:
+        return [_depthwise_affine(graph, node, factor, bias - mean * factor)]
     shape = [-1] + [1] * (rank - 2)
     mul_name, add_name = f"{node.name}/scale", f"{node.name}/shift"
     g.set_initializer(graph, mul_name, factor.astype(np.float32).reshape(shape))
@@ -68,3 +73,12 @@ def _batchnorm_as_mul_add(model: onnx.ModelProto, node: onnx.NodeProto) -> list[
         helper.make_node("Mul", [node.input[0], mul_name], [scaled], name=f"{node.name}/mul"),
         helper.make_node("Add", [scaled, add_name], [node.output[0]], name=node.name),
     ]
+
+
+def _depthwise_affine(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray,
+                      shift: np.ndarray) -> onnx.NodeProto:
+    weight_name, bias_name = f"{node.name}/scale", f"{node.name}/shift"
+    g.set_initializer(graph, weight_name, factor.astype(np.float32).reshape(-1, 1, 1, 1))
+    g.set_initializer(graph, bias_name, shift.astype(np.float32).reshape(-1))
+    return helper.make_node("Conv", [node.input[0], weight_name, bias_name], [node.output[0]], name=node.name,
+                            group=int(factor.size), kernel_shape=[1, 1])

@@ -16,6 +16,7 @@ and output activation, and nodes left float; bias correction (``bias_correction.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +37,7 @@ from accelbuild.quantize.calibration import (
     choose_range,
     quant_params,
 )
+from accelbuild.quantize.qdq import saturation
 from accelbuild.quantize.qdq.bias_correction import input_axis, output_shift
 from accelbuild.quantize.qdq.collect import collect
 from accelbuild.quantize.qdq.graph import Numbers, write_qdq
@@ -90,7 +92,9 @@ class QdqConfig:
     ``share_concat_scales`` gives a Concat's inputs and output one scale. ``unsigned_nonnegative``
     (symmetric only) puts never-negative tensors on the unsigned grid. ``percentile`` is used by the
     percentile method. ``bias_correction`` takes the mean output shift that weight quantization causes
-    off each layer's bias. ``bins``: histogram bins per sign (calibration memory per tensor).
+    off each layer's bias. ``saturation_ranges`` ends a tensor's range where every reader is flat
+    (``saturation.py``: HardSwish below -3, SiLU and Sigmoid within half an output step of their limits).
+    ``bins``: histogram bins per sign (calibration memory per tensor).
     ``conventions="tflite"`` follows TFLite's integer kernels (``rules.py``): signed activations (int16
     symmetric), fixed output parameters of Logistic/Softmax/Tanh, average pooling and resizing keep
     their input's quantization; ``accelbuild.targets.ethos_u`` writes such a model as int8 TFLite.
@@ -106,6 +110,7 @@ class QdqConfig:
     bits: Mapping[str, Bits] = field(default_factory=dict)
     float_nodes: frozenset[str] = frozenset()
     bias_correction: bool = True
+    saturation_ranges: bool = True
     bins: int = DEFAULT_BINS
     conventions: str = "onnx"
 
@@ -188,6 +193,11 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
     _check_names(calibrated.model, config, overrides)
     plan, graph = calibrated.plan, calibrated.model.graph
     groups = {gid: _group_params(calibrated, gid, overrides) for gid in plan.groups}
+    flat: dict[int, tuple[float, float]] = {}
+    if config.saturation_ranges:
+        fixed = {gid for gid, group in plan.groups.items() if group.fixed is not None and config.conventions == "tflite"}
+        groups, flat = saturation.narrow(graph, plan, groups,
+                                         lambda low, high, b: quant_params(low, high, b, *_grid(config, b)), fixed)
     weights: dict[str, IntegerWeights] = {}
     layer_records = []
     nodes = {n.name: n for n in graph.node}
@@ -226,7 +236,7 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
         constants[(const.node, const.index)] = (params.quantize(value), params)
     model = eight_bit_opset(write_qdq(calibrated.model, plan, Numbers(groups, weights, constants)))
     params = {t: groups[gid] for t, gid in plan.group_of.items()}
-    return QdqResult(model, _tensor_records(calibrated, params), layer_records, params)
+    return QdqResult(model, _tensor_records(calibrated, params, flat), layer_records, params)
 
 
 EIGHT_BIT_OPSET = 19  # QuantizeLinear without output_dtype; int8/uint8 only
@@ -286,7 +296,8 @@ def _fixed_params(scale: float, zero: int, bits: int) -> QuantParams:
     return QuantParams((qmin - zero) * scale, (qmax - zero) * scale, scale, zero, bits, signed=True)
 
 
-def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> dict[str, dict[str, Any]]:
+def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams],
+                    flat: Mapping[int, tuple[float, float]]) -> dict[str, dict[str, Any]]:
     plan, config = calibrated.plan, calibrated.config
     records = {}
     for tensor, p in params.items():
@@ -297,6 +308,9 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams]) -> d
             "symmetric": _grid(config, p.bits)[0], "method": "minmax" if group.bounded else config.method,
             "frames": calibrated.frames,
         }
+        if group.id in flat:  # the calibrated range, cut where every reader is flat
+            record["readers_flat_outside"] = [float(np.float32(x)) if math.isfinite(x) else None
+                                              for x in flat[group.id]]
         if len(group.members) > 1:
             record["shared_with"] = [m for m in group.members if m != tensor]
         records[tensor] = record

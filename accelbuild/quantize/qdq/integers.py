@@ -3,8 +3,11 @@
 Weights: per output channel, symmetric, on [-qmax, qmax] (``accelbuild.quantize.weights.quantize``,
 with its per-channel clipping search). Bias: int32 with scale ``input_scale * weight_scale`` per
 channel, zero point 0, so the engine adds it to the integer accumulator. When a bias would not fit in
-int32 (tiny weight scales under 16-bit activations), that channel's weight scale is raised until it
-fits, as onnxruntime's quantizer does, and the channel's weights are requantized.
+int32 (tiny weight scales under 16-bit activations, a large shift folded into a layer with a tiny input
+scale), that channel's weight scale is raised until it fits, as onnxruntime's quantizer does, and the
+channel's weights are requantized. "Fits" leaves the accumulator room for the products: an engine adds
+the bias to an int32 sum of up to ``fan_in * 255 * qmax`` (TFLite's reference kernels wrap around
+beyond; PP-OCRv4 det's folded affine blocks hit it: 30 steps off at one convolution).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float
     bias_codes = bias_scales = None
     raised = 0
     if bias is not None:
-        needed = (np.abs(bias.astype(np.float64)) / (np.float64(input_scale) * INT32_MAX)).astype(np.float32)
+        room = _bias_room(weight, axis, bits)
+        needed = (np.abs(bias.astype(np.float64)) / (np.float64(input_scale) * room)).astype(np.float32)
         low = scales < needed
         if np.any(low):  # reported once per built model (layer records), not per precision-search trial
             raised = int(low.sum())
@@ -52,9 +56,16 @@ def integer_weights(weight: np.ndarray, axis: int, bits: int, input_scale: float
             scales = np.where(low, np.nextafter(needed, np.float32(np.inf)), scales).astype(np.float32)
             codes = _codes(weight, scales, bits, axis)
         bias_scales = (np.float32(input_scale) * scales).astype(np.float32)
-        bias_codes = np.clip(np.rint(bias.astype(np.float64) / bias_scales), -INT32_MAX, INT32_MAX).astype(np.int32)
+        bias_codes = np.clip(np.rint(bias.astype(np.float64) / bias_scales), -room, room).astype(np.int32)
     return IntegerWeights(codes, scales, bias_codes, bias_scales,
                           sqnr_db(weight, dequantize(codes, scales, axis)), raised)
+
+
+def _bias_room(weight: np.ndarray, axis: int, bits: int) -> int:
+    """The largest bias code that an int32 accumulator holds with every product summed onto it (8-bit
+    activations, offset by a zero point: at most 255 in magnitude), never below half of int32."""
+    fan_in = weight.size // max(weight.shape[axis], 1)
+    return max(INT32_MAX - fan_in * 255 * qmax(bits), INT32_MAX // 2)
 
 
 def _codes(weight: np.ndarray, scales: np.ndarray, bits: int, axis: int) -> np.ndarray:
