@@ -24,13 +24,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from accelbuild.passes.opset import default_opset
 from accelbuild.util import onnx_graph as g
 
 MIN_OPSET = 14  # HardSwish
 
 
 def fuse_hard_swish(model: onnx.ModelProto) -> list[str]:
-    if _opset(model) < MIN_OPSET:
+    if default_opset(model) < MIN_OPSET:
         return []
     graph = model.graph
     producers = g.producers(graph)
@@ -64,15 +65,12 @@ def _broadcasts_into(model: onnx.ModelProto, x: str, chain: list[onnx.NodeProto]
     return shape is not None and max(ranks) <= len(shape)
 
 
-def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-
-
 def _hard_swish_of(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto],
                    node: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
     """``(x, the nodes computing hard-swish of x, last first)`` when ``node`` ends one of the forms above."""
-    if _scaled_by_sixth(graph, node) is not None:  # (x * relu6(x + 3)) / 6
-        product = producers.get(_scaled_by_sixth(graph, node))  # type: ignore[arg-type]
+    divided = _scaled_by_sixth(graph, node)
+    if divided is not None:  # (x * relu6(x + 3)) / 6
+        product = producers.get(divided)
         if product is not None and product.op_type == "Mul" and _private(graph, product, node):
             for x, gate in _operand_orders(product):
                 gate_chain = _relu6_of_x_plus_3(graph, producers, gate, x)
