@@ -48,6 +48,12 @@ def with_bf16_activations(model: onnx.ModelProto, skip: Iterable[str] = ()) -> o
     return result
 
 
+def bf16_outputs(model: onnx.ModelProto, samples: list[Feeds]) -> list[list[np.ndarray]]:
+    """The outputs of ``model`` with bfloat16 activations: mx3's arithmetic as the quantize stage measures
+    it (the one measure behind its headline, its auto_precision decisions and the simulator's cross-check)."""
+    return run_all(session(with_bf16_activations(model)), samples)
+
+
 def weights_as_inputs(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
     """A copy whose listed initializers are graph inputs, to be fed per run."""
     result = onnx.ModelProto()

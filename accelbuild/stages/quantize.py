@@ -63,7 +63,7 @@ def run(ctx: StageContext) -> None:
     model = quantized_model(ai, quantized)
     save_onnx(model, ctx.outputs["quantized.onnx"])
     reference = measure.run_all(measure.session(ai), samples)
-    measured = measure.run_all(measure.session(measure.with_bf16_activations(model)), samples)
+    measured = measure.bf16_outputs(model, samples)
     records = [layer.record() for layer in quantized]
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from accelbuild.quantize import frames, measure
 from accelbuild.quantize.auto_precision import Candidate, raise_to_target
 from accelbuild.quantize.precision_measures import (
     qdq_candidates,
@@ -14,6 +15,7 @@ from accelbuild.quantize.precision_measures import (
     weight_cosine,
 )
 from accelbuild.quantize.qdq import QdqConfig, calibrate
+from accelbuild.quantize.rewrite import quantize_layers, quantized_model
 from accelbuild.quantize.weights import weighted_layers
 from accelbuild.testing import models
 
@@ -137,3 +139,18 @@ def test_qdq_measure_raises_weights_and_activations_together() -> None:
     decision = raise_to_target(list(candidates.values()), cosine_of, min_cosine=target)
     assert decision.reached and decision.cosine > start
     assert decision.record["evaluations"] == 1 + len(candidates) + len(decision.record["steps"])
+
+
+def test_weight_measure_is_the_written_models_headline() -> None:
+    """The cosine auto_precision stops on is, to the last bit, the one quantize.json reports for the model
+    written with its choice (constant weights: onnxruntime's NCHWc kernels round differently than for
+    weights fed as inputs, and bfloat16 activations carry that to the output)."""
+    model = models.tiny_detector(width=16)
+    layers = weighted_layers(model)
+    rng = np.random.default_rng(2)
+    samples = [{"images": rng.random((1, 3, 64, 64), dtype=np.float32)} for _ in range(3)]
+    cosine_of = weight_cosine(model, layers, samples)
+    reference = measure.run_all(measure.session(model), samples)
+    for bits in ({layer.name: 8 for layer in layers}, {layer.name: 16 if i % 3 else 8 for i, layer in enumerate(layers)}):
+        written = quantized_model(model, quantize_layers(model, layers, bits))
+        assert cosine_of(bits) == frames.worst_cosine(reference, measure.bf16_outputs(written, samples))

@@ -51,7 +51,7 @@ def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, 
     entry = next(m for m in program.models if m.name == files.name)
     chip = numeric.run(entry, program.hardware.get("approximations", {}), feeds)
     reference = measure.run_all(measure.session(ai), feeds)
-    quantized = measure.run_all(measure.session(measure.with_bf16_activations(onnx.load(str(files.quantized)))), feeds)
+    quantized = measure.bf16_outputs(onnx.load(str(files.quantized)), feeds)
     figures = frames.record(reference, chip, frames.labelled(names, len(names) if tuned else None,
                                                              accuracy.is_random(source, data)))
     crosscheck = measure.compare(quantized, chip)
