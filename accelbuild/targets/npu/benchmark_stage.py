@@ -12,6 +12,7 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
+from accelbuild.targets import credibility
 from accelbuild.targets.npu import numerics, package
 from accelbuild.targets.npu.report import render_npu_report
 from accelbuild.targets.npu.simulation import PackageRun, offload_record, simulate_package
@@ -82,6 +83,7 @@ def _summary(runs: PackageRun, models: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "simulated": True,
         "platform": runs.hw.name,
+        "credibility": credibility.band("npu", runs.hw.name, runs.hw.digest),
         "fps": round(sum(m["fps"] for m in models), 2),
         "fps_is": "one model's rate" if len(models) == 1 else "a sum over models taking turns on the NPU",
         "latency_ms": max(m["latency_ms"] for m in models),

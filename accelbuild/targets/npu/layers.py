@@ -21,6 +21,7 @@ from accelbuild.targets.npu.hardware import NpuHardware, Unit
 FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})  # metadata only: no work
 _TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
                       "Log", "Erf", "Gelu"})
+SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
 _REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                      "ArgMax", "ArgMin"})
 
@@ -43,6 +44,8 @@ class Layer:
     readers: tuple[str, ...]                    # layers reading the output (in this set)
     is_output: bool                             # the output leaves the set (model output / other subgraph)
     bits: int                                   # 16 when any operand is 16-bit, else 8
+    rows: int = 1                               # output rows (H of an NCHW output; 1 when not spatial)
+    kernel_rows: int = 1                        # input rows one output row reads (the head's kernel height)
 
     @property
     def in_bytes(self) -> int:
@@ -105,8 +108,22 @@ def layers_of(info: GraphInfo, hw: NpuHardware, names: Iterable[str] | None = No
             sources=tuple([*sources.items(), *((None, nbytes) for nbytes in outside.values())]),
             out_bytes=sum(info.elements(out) for out in tail.output if out) * act_bits // 8,
             readers=tuple(readers), is_output=leaves or bool(members & owned_outputs),
-            bits=16 if 16 in (weight_bits, act_bits) else 8))
+            bits=16 if 16 in (weight_bits, act_bits) else 8, rows=_rows(info, tail), kernel_rows=_kernel_rows(info, head)))
     return result
+
+
+def _rows(info: GraphInfo, node: onnx.NodeProto) -> int:
+    shape = info.shape(node.output[0]) if node.output else None
+    return int(shape[2]) if shape is not None and len(shape) == 4 and shape[2] > 0 else 1
+
+
+def _kernel_rows(info: GraphInfo, node: onnx.NodeProto) -> int:
+    """Input rows one output row reads: the kernel height of a convolution or pooling, else 1."""
+    kernel = attribute(node, "kernel_shape", None)
+    if kernel is None and node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1:
+        weight = info.shape(node.input[1])
+        kernel = weight[2:] if weight is not None and len(weight) == 4 else None
+    return int(list(kernel)[0]) if kernel else 1  # type: ignore[call-overload]
 
 
 def _chosen(info: GraphInfo, names: Iterable[str]) -> list[onnx.NodeProto]:
@@ -147,7 +164,8 @@ def _tensor_bits(info: GraphInfo, layer: str | None, default_bits: int) -> int:
 
 
 def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside: set[str]) -> list[list[onnx.NodeProto]]:
-    """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one."""
+    """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one (``SiLU``
+    in a chain is the pair Sigmoid(x), Mul(x, Sigmoid(x)) reading the previous member)."""
     heads = hw.fusion_heads()
     edges = info.layer_edges(inside)
     taken: set[str] = set()
@@ -159,19 +177,34 @@ def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside
         for chain in heads.get(node.op_type, ()):
             candidate = [node]
             for op in chain[1:]:
-                readers = edges.get(candidate[-1].name, [])
-                if len(readers) != 1 or readers[0] in taken or readers[0] not in inside:
+                follower = _follower(info, edges, candidate[-1], op, inside, taken)
+                if follower is None:
                     break
-                nxt = info.node(readers[0])
-                if nxt.op_type != op or _leaves(info, {candidate[-1].name}, inside):
-                    break
-                candidate.append(nxt)
-            if len(candidate) == len(chain):
+                candidate.extend(follower)
+            if len(candidate) == len(chain) + sum(op == SILU for op in chain):
                 group = candidate
                 break
         taken.update(n.name for n in group)
         groups.append(group)
     return groups
+
+
+def _follower(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto, op: str, inside: set[str],
+              taken: set[str]) -> list[onnx.NodeProto] | None:
+    """The node(s) that take ``last``'s output as chain op ``op`` and nothing else reads, or None."""
+    readers = edges.get(last.name, [])
+    if any(r in taken or r not in inside for r in readers) or _leaves(info, {last.name}, inside):
+        return None
+    if op != SILU:
+        return [info.node(readers[0])] if len(readers) == 1 and info.node(readers[0]).op_type == op else None
+    if len(readers) != 2:
+        return None
+    by_type = {info.node(r).op_type: info.node(r) for r in readers}
+    sigmoid, mul = by_type.get("Sigmoid"), by_type.get("Mul")
+    if sigmoid is None or mul is None or edges.get(sigmoid.name, []) != [mul.name] or \
+            _leaves(info, {sigmoid.name}, inside):
+        return None
+    return [sigmoid, mul]
 
 
 def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:

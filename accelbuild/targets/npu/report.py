@@ -64,7 +64,9 @@ def _summary(data: dict[str, Any]) -> str:
                           [["FPS", h.num(agreement.get("predicted_fps")), h.num(agreement.get("simulated_fps")),
                             h.num(agreement.get("ratio"), 3)]]),
                   h.esc(agreement.get("explanation", "")))
-    return f'<div class="figures">{"".join(cards)}</div>' + models + note
+    trust = bench.get("credibility") or {}
+    band = h.card("How far to trust these figures", f"<p>{h.esc(trust.get('text', 'not recorded'))}</p>")
+    return f'<div class="figures">{"".join(cards)}</div>' + band + models + note
 
 
 def _temporal(data: dict[str, Any]) -> str:

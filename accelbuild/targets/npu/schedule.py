@@ -292,7 +292,23 @@ def _resident(layers: list[Layer], hw: NpuHardware, batch: int, strategy: str, d
             for q in range(i + 1, last):
                 held[q] += size
             resident.add(layer.name)
+    for i in candidates:  # the rest of a chain streams in row bands: the reader runs next, band by band
+        layer = layers[i]
+        chained = i + 1 < len(layers) and layer.readers == (layers[i + 1].name,)
+        if layer.name in resident or not chained:
+            continue
+        if stream_band(layer, layers[i + 1], batch) <= min(budget[i], budget[i + 1]) / 2:
+            resident.add(layer.name)
     return resident
+
+
+def stream_band(layer: Layer, reader: Layer, batch: int) -> float:
+    """On-chip bytes to hand ``layer``'s output to the next layer in row bands (depth-first): the rows one
+    band of the reader reads, twice (double-buffered); the whole output when it is not spatial."""
+    if layer.rows <= 1:
+        return float(batch * layer.out_bytes)
+    rows = min(layer.rows, 2 * max(reader.kernel_rows, 1))
+    return batch * layer.out_bytes * rows / layer.rows
 
 
 # ------------------------------------------------------------------ estimates for the partitioner

@@ -79,11 +79,14 @@ def test_every_artifact_of_the_contract(built: Path) -> None:
     assert bench["batch_size"] >= 1 and bench["offload"]["host_layers"] == partition["host_layers"]
     assert bench["offload"]["subgraphs"] == len(partition["subgraphs"])
     assert bench["models"][0]["accuracy"]["cosine"] > 0.99
+    trust = bench["credibility"]  # a built-in profile: the band bench/credibility.py measured
+    assert trust["calibrated"] is True and f"+-{trust['band_pct']:g}%" in trust["text"]
     stats = yaml.safe_load((built / "layer_stats.yaml").read_text())
     assert stats[0]["layers"][0]["end_cycle"] >= stats[0]["layers"][0]["start_cycle"]
     report = (built / "report.html").read_text()
     for tab in ("Summary", "Temporal statistics", "Layer details", "Timeline"):
         assert tab in report
+    assert "How far to trust these figures" in report and "published measurements" in report
     quantize = json.loads((built / "det/quantize.json").read_text())
     assert quantize["activations"] == "integer" and quantize["calibration"]["frames"] == 4
     assert sorted(quantize["host_nodes"]) == sorted(n for s in partition["subgraphs"] if s["unit"] != "npu"

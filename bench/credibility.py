@@ -1,0 +1,614 @@
+"""How far to trust the npu profiles: fitted on published figures, cross-validated, written to the docs.
+
+Every point is a figure a vendor or its model zoo published for a network on a device (sources in
+``POINTS``). The networks are rebuilt untrained at their published input sizes with torch + timm /
+ultralytics in a venv of their own (``bench/peers/export_networks.py``, given with ``--torch-python``);
+random weights time like trained ones. accelbuild imports each one as a user's build would (its passes),
+partitions it for the platform and prices it with the npu cost model (``schedule.py``) and the timeline's
+throughput / latency bound.
+
+Per platform, the profile's free parameters (``FREE``: physical quantities with plausible ranges, never a
+per-model factor) are fitted by least squares on log(predicted / published), with a weak pull towards the
+profile's stated values (so a platform with few points keeps its assumptions where the data say nothing).
+Then each point is predicted by a fit that did not see it (leave-one-out). Printed per platform: every
+point's predicted / published ratio in-sample and left out, the median and worst |error|, and the fitted
+parameters. ``--write`` rewrites the fitted values into the built-in profiles, docs/credibility.md and
+``accelbuild/targets/credibility.json`` (the bands benchmark.json and the reports quote), all from this run.
+
+    python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm] [--write]
+
+Needs scipy (``pip install scipy``) in accelbuild's venv; torch, timm and ultralytics only in the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from scipy.optimize import least_squares
+
+from accelbuild.passes import run_passes
+from accelbuild.targets.npu.graph_info import GraphInfo
+from accelbuild.targets.npu.hardware import NPU_PROFILES, NpuHardware, builtin_profiles, npu_hardware
+from accelbuild.targets.npu.layers import layers_of
+from accelbuild.targets.npu.partition import Offload, Partition, partition
+from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
+from accelbuild.targets.npu.timeline import simulate
+from accelbuild.targets.profile_files import load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPORTER = ROOT / "bench" / "peers" / "export_networks.py"
+PRIOR_WEIGHT = 0.05  # residual of a parameter at the edge of its range, against 1.0 for a factor e off a figure
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    platform: str
+    network: str          # export_networks.py name
+    metric: str           # fps (throughput, frames in flight) | latency_ms (one frame alone)
+    value: float
+    source: str
+    batch: int = 1
+    note: str = ""
+
+
+RDK_CLS = ("D-Robotics/rdk_model_zoo demos/classification/README.md, RDK X5 (Bayes-e at 1 GHz): single-thread "
+           "latency / throughput")
+RDK_X5 = ("D-Robotics/rdk_model_zoo demos/Vision/ultralytics_YOLO/README_cn.md @ 04df3bf, RDK X5 (BPU at 1.0 GHz): "
+          "1-thread latency / 2-thread throughput")
+RDK_X3 = ("D-Robotics/rdk_model_zoo (rdk_x3 @ 0eb344b) demos/classification/README.md, RDK X3 (2x Bernoulli2 at "
+          "1 GHz): single-thread latency / multi-thread throughput")
+TI_DS = "TI Processor SDK Linux SK-TDA4VM datasheet ({sdk}), inference time"
+TI_MM = ("TexasInstruments/edgeai-tensorlab edgeai-modelmaker classification.py @ 3ed073b, "
+         "TARGET_DEVICE_{device} performance_infer_time_ms")
+SIMA_ZOO = ("SiMa-ai/models README.md @ bafcdfc (Palette 1.1, developer kit, accelerator mode): FPS, read here as "
+            "one frame at a time (it matches MLPerf SingleStream, not Offline)")
+
+
+def _pair(platform: str, network: str, latency_ms: float, fps: float, source: str) -> list[Point]:
+    return [Point(platform, network, "latency_ms", latency_ms, source), Point(platform, network, "fps", fps, source)]
+
+
+POINTS = [
+    *_pair("x5", "resnet18", 2.95, 448.8, RDK_CLS),
+    *_pair("x5", "mobileone_s0", 0.80, 2453, RDK_CLS),
+    *_pair("x5", "mobileone_s4", 4.58, 256.5, RDK_CLS),
+    *_pair("x5", "repvgg_a0", 1.85, 757.7, RDK_CLS),
+    *_pair("x5", "repvgg_a2", 6.07, 186.0, RDK_CLS),
+    *_pair("x5", "efficientformer_l3", 17.55, 60.5, RDK_CLS),
+    *_pair("x5", "fastvit_sa12", 11.56, 93.4, RDK_CLS),
+    *[q for net, lat, fps in (("yolov5nu_640", 6.3, 291.8), ("yolov5su_640", 12.3, 105.6),
+                              ("yolov5mu_640", 26.5, 42.4), ("yolov5lu_640", 52.7, 20.1),
+                              ("yolov5xu_640", 91.1, 11.4), ("yolov8n_640", 7.0, 247.2), ("yolov8s_640", 13.6, 93.2),
+                              ("yolov8m_640", 30.6, 36.1), ("yolov8l_640", 59.4, 17.7), ("yolov8x_640", 92.4, 11.2),
+                              ("yolo11n_640", 8.2, 188.9), ("yolo11s_640", 15.7, 77.7), ("yolo11m_640", 34.5, 31.7),
+                              ("yolo11l_640", 45.0, 23.7), ("yolo11x_640", 95.6, 10.8),
+                              ("yolov8n_cls_224", 0.7, 2023.2), ("yolov8s_cls_224", 1.4, 848.0),
+                              ("yolov8m_cls_224", 3.7, 290.6), ("yolov8l_cls_224", 7.9, 130.8),
+                              ("yolov8x_cls_224", 13.1, 78.3))
+      for q in _pair("x5", net, lat, fps, RDK_X5)],
+    *[q for net, lat, fps in (("googlenet_tv", 8.34, 243.51), ("mobilenetv4_conv_small", 1.43, 1309.17),
+                              ("mobilenetv2_100", 2.41, 890.99), ("mobileone_s1", 4.50, 455.87),
+                              ("repghostnet_100", 2.09, 855.18), ("repvgg_a1", 11.58, 174.94),
+                              ("repvit_m0_9", 28.34, 96.47), ("resnet18", 8.87, 232.74))
+      for q in _pair("x3", net, lat, fps, RDK_X3)],
+    Point("tda4vm", "mobilenetv1_100", "latency_ms", 1.04, TI_DS.format(sdk="08_02, TFL-CL-0000")),
+    Point("tda4vm", "regnetx_002", "latency_ms", 2.02, TI_DS.format(sdk="08_05, ONR-CL-6360")),
+    Point("tda4vm", "mobilenetv2_140", "latency_ms", 3.02, TI_DS.format(sdk="08_02, ONR-CL-6150 (QAT)")),
+    Point("tda4vm", "mobilenetv2_100", "latency_ms", 2.27, TI_MM.format(device="TDA4VM") + " (mobilenet_v2_lite)"),
+    Point("tda4vm", "regnetx_004", "latency_ms", 2.61, TI_MM.format(device="TDA4VM")),
+    Point("tda4vm", "regnetx_008", "latency_ms", 2.95, TI_MM.format(device="TDA4VM")),
+    Point("am62a", "mobilenetv1_100", "latency_ms", 4.27, "TI processor-sdk-doc AM62AX edgeai datasheet (TFL-CL-0000)"),
+    Point("am62a", "regnetx_002", "latency_ms", 4.80, "TI processor-sdk-doc AM62AX edgeai datasheet (ONR-CL-6360)"),
+    Point("am62a", "mobilenetv2_100", "latency_ms", 4.03, TI_MM.format(device="AM62A") + " (mobilenet_v2_lite)"),
+    Point("am62a", "regnetx_004", "latency_ms", 5.25, TI_MM.format(device="AM62A")),
+    Point("am62a", "regnetx_008", "latency_ms", 5.95, TI_MM.format(device="AM62A")),
+    Point("am68a", "mobilenet_v2_tv", "fps", 500, "TI application note SPRADA8, table 2-1 (AM68A, mobileNetV2-tv)"),
+    Point("am68a", "mobilenetv2_100", "latency_ms", 2.16, TI_MM.format(device="AM68A") + " (mobilenet_v2_lite)"),
+    Point("am68a", "regnetx_004", "latency_ms", 2.74, TI_MM.format(device="AM68A")),
+    Point("am68a", "regnetx_008", "latency_ms", 2.92, TI_MM.format(device="AM68A")),
+    Point("mlsoc", "resnet50", "fps", 2190, "MLPerf Inference v3.0, closed edge, SiMa.ai MLSoC: Offline", batch=8),
+    Point("mlsoc", "resnet50", "latency_ms", 1.202, "MLPerf Inference v3.0, closed edge, SiMa.ai MLSoC: "
+          "SingleStream p90"),
+    *[Point("mlsoc", net, "latency_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+        ("resnet18", 1022), ("resnet34", 857), ("resnet101", 559), ("resnet152", 453), ("mobilenet_v2_tv", 1267),
+        ("efficientnet_b0", 760), ("regnetx_004", 1255), ("regnetx_008", 1228), ("squeezenet1_1_tv", 1573),
+        ("vgg16_tv", 237), ("densenet121", 480))],
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Free:
+    """One fitted profile value: its dotted path, plausible range and what it is physically."""
+
+    path: str
+    low: float
+    high: float
+    meaning: str
+    integer: bool = False
+
+
+def free_parameters(raw: dict[str, Any]) -> list[Free]:
+    """The physical quantities a profile's figures depend on and the datasheets do not give."""
+    found = [Free("npu.layer_overhead_cycles", 100, 30000, "fixed cost of one layer (set-up, sync), cycles",
+                  integer=True),
+             Free("memory.ddr_efficiency", 0.2, 0.95, "share of the DDR peak the NPU's DMA achieves"),
+             Free("crossing.sync_us", 5, 1000, "NPU <-> host hand-over (task submission, cache maintenance), us"),
+             Free("crossing.bytes_per_second", 2e8, 2e10, "float bytes per second the host converts and copies")]
+    for name, unit in raw["units"].items():
+        if unit["kind"] == "matrix":
+            found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, "MAC-array efficiency on aligned layers"))
+            found.append(Free(f"units.{name}.depthwise_efficiency", 0.02, 1.0,
+                              "depthwise convolution efficiency on the MAC array"))
+        else:
+            found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
+    return found
+
+
+def get(raw: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        raw = raw[key]
+    return raw
+
+
+def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray) -> dict[str, Any]:
+    result = deepcopy(raw)
+    for f, v in zip(free, values):
+        *parents, last = f.path.split(".")
+        node = result
+        for key in parents:
+            node = node[key]
+        node[last] = int(round(v)) if f.integer else float(v)
+    return result
+
+
+# ------------------------------------------------------------------------------------------- the networks
+def export_networks(torch_python: str, folder: Path, names: list[str]) -> None:
+    missing = sorted({n for n in names if not (folder / f"{n}.onnx").exists()})
+    if missing:
+        logging.info("exporting %d network(s) with %s", len(missing), torch_python)
+        subprocess.run([torch_python, str(EXPORTER), str(folder), *missing], check=True, stdout=subprocess.DEVNULL)
+
+
+def imported(folder: Path, name: str) -> onnx.ModelProto:
+    """The network as accelbuild's import stage leaves it (shape inference, then the passes); kept in
+    ``folder/imported`` under a digest of the network and of accelbuild's passes."""
+    source = folder / f"{name}.onnx"
+    passes = sorted((ROOT / "accelbuild" / "passes").glob("*.py"))
+    digest = hashlib.sha256(source.read_bytes() + b"".join(p.read_bytes() for p in passes)).hexdigest()[:16]
+    cached = folder / "imported" / f"{name}.{digest}.onnx"
+    if cached.exists():
+        return onnx.load(str(cached))
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(source)))
+    run_passes(model)
+    cached.parent.mkdir(exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    onnx.save(model, str(tmp))
+    tmp.replace(cached)
+    return model
+
+
+# -------------------------------------------------------------------------------------------- prediction
+@dataclasses.dataclass
+class Case:
+    """A point with its network partitioned for the platform; the NPU subgraphs are fixed, their cost is not."""
+
+    point: Point
+    model: onnx.ModelProto
+    part: Partition
+    infos: dict[int, GraphInfo]
+
+
+def prepare(point: Point, model: onnx.ModelProto, hw: NpuHardware) -> Case:
+    part = partition(model, hw, Offload())
+    return Case(point, model, part, {s.id: GraphInfo.of(s.model) for s in part.npu_subgraphs})
+
+
+def product_figure(case: Case, hw: NpuHardware) -> tuple[float, float]:
+    """(cost model, simulator) figure of the point's metric, exactly as a build reports it."""
+    schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch) for s in case.part.npu_subgraphs}
+    timeline = simulate(case.part, schedules, hw, model=case.model)
+    if case.point.metric == "fps":
+        return timeline.cost_model_fps, timeline.fps
+    return timeline.cost_model_latency_ms, timeline.latency_ms
+
+
+def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
+    """The cost model's figure with the partition and host stages held: only the NPU layers are re-planned
+    (what the fit varies). ``fixed``: the host / crossing seconds and DDR bytes outside the NPU."""
+    planned = []
+    for info in case.infos.values():  # the layers' utilisation depends on the fitted values too
+        layers = layers_of(info, hw)
+        planned.append((layers, actual_batch(layers, hw, case.point.batch)))
+    batch = max((actual for _, actual in planned), default=1)  # as the timeline: the largest actual batch
+    npu = 0.0
+    ddr = 0
+    for layers, actual in planned:
+        jobs = math.ceil(batch / actual)
+        plans = plan_layers(layers, hw, actual, "normal", "latency")
+        npu += jobs * (plans[-1].end_cycle if plans else 0) / hw.clock_hz
+        ddr += jobs * sum(p.ddr_bytes for p in plans)
+    if case.point.metric == "latency_ms":
+        return (npu + outside_seconds(fixed, hw, "serial")) * 1e3
+    period = max(npu / hw.cores, outside_seconds(fixed, hw, "arm") / hw.arm.cores,
+                 ddr / hw.memory.effective_ddr_bytes_per_second)
+    return batch / period
+
+
+def host_part(case: Case, raw: dict[str, Any]) -> dict[str, float]:
+    """One batch outside the NPU subgraphs, as linear in the crossing's two parameters: host seconds, and per
+    unit of ``sync_us`` and of 1 / ``bytes_per_second`` (from the product's timeline at three settings)."""
+    def outside(sync_us: float, bytes_per_second: float) -> tuple[float, float]:
+        changed = deepcopy(raw)
+        changed["crossing"] = {"sync_us": sync_us, "bytes_per_second": bytes_per_second}
+        hw = npu_hardware(changed)
+        schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch) for s in case.part.npu_subgraphs}
+        stages = simulate(case.part, schedules, hw, model=case.model).stages
+        npu_ids = {f"sg{s.id}" for s in case.part.npu_subgraphs}
+        rest = [s for s in stages if s.name not in npu_ids]
+        return sum(s.cost_seconds for s in rest), sum(s.cost_seconds for s in rest if s.resource == "arm")
+
+    base, base_arm = outside(1e-9, 1e30)
+    sync, sync_arm = outside(1.0, 1e30)
+    per_byte, per_byte_arm = outside(1e-9, 1.0)
+    return {"serial": base, "serial_per_sync_us": sync - base, "serial_per_inverse_rate": per_byte - base,
+            "arm": base_arm, "arm_per_sync_us": sync_arm - base_arm, "arm_per_inverse_rate": per_byte_arm - base_arm}
+
+
+def outside_seconds(fixed: dict[str, float], hw: NpuHardware, key: str) -> float:
+    return fixed[key] + fixed[f"{key}_per_sync_us"] * hw.crossing.sync_us + \
+        fixed[f"{key}_per_inverse_rate"] / hw.crossing.bytes_per_second
+
+
+# ------------------------------------------------------------------------------------------------- fit
+@dataclasses.dataclass
+class Fit:
+    values: np.ndarray
+    ratios: list[float]  # predicted / published, per case
+
+
+def fit(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
+        start: np.ndarray | None = None) -> Fit:
+    """Least squares on log(predicted / published), parameters in log space within their ranges, pulled
+    weakly towards the profile's stated values; ``start``: where to begin (default: the stated values)."""
+    stated = np.array([float(get(raw, f.path)) for f in free])
+    low = np.log([f.low for f in free])
+    high = np.log([f.high for f in free])
+    prior = np.clip(np.log(stated), low, high)
+    width = high - low
+
+    def hardware(x: np.ndarray) -> NpuHardware:
+        return npu_hardware(with_values(raw, free, np.exp(x)))
+
+    def ratios(x: np.ndarray) -> list[float]:
+        hw = hardware(x)
+        return [fast_figure(c, hw, f) / c.point.value for c, f in zip(cases, fixed)]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        r = [math.log(v) if c.point.metric == "fps" else -math.log(v) for v, c in zip(ratios(x), cases)]
+        return np.concatenate([np.array(r), PRIOR_WEIGHT * (x - prior) / width])
+
+    # cycles are whole numbers: a finite-difference step must move them (a relative 1e-3 often does not)
+    x0 = prior if start is None else np.clip(np.log(start), low, high)
+    result = least_squares(residuals, x0, bounds=(low, high), diff_step=2e-2, x_scale=width,
+                           max_nfev=None if start is None else 15)  # a left-out fit starts at the full one
+    values = np.exp(result.x)
+    return Fit(values, ratios(result.x))
+
+
+def error(ratio: float) -> float:
+    """Signed relative error of a predicted / published ratio (+0.10: 10% above)."""
+    return ratio - 1.0
+
+
+def summary(errors: list[float]) -> dict[str, float]:
+    absolute = [abs(e) for e in errors]
+    return {"median_abs_error": statistics.median(absolute), "worst_abs_error": max(absolute)}
+
+
+def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelProto], loo: bool = True) -> dict[str, Any]:
+    raw = load_profile(builtin_profiles()[name], NPU_PROFILES)
+    free = free_parameters(raw)
+    hw = npu_hardware(raw)
+    cases = [prepare(p, models[p.network], hw) for p in points]
+    fixed = [host_part(c, raw) for c in cases]
+    everything = fit(raw, free, cases, fixed)
+    left_out: list[float | None] = [None] * len(cases)
+    networks = sorted({c.point.network for c in cases})
+    if loo and len(networks) >= 2:  # leave one network out: both of its figures
+        for network in networks:
+            rest = [j for j, c in enumerate(cases) if c.point.network != network]
+            sub = fit(raw, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything.values)
+            hw_out = npu_hardware(with_values(raw, free, stored(free, sub.values)))
+            for i, case in enumerate(cases):
+                if case.point.network == network:  # what a build would report with that fit
+                    left_out[i] = _as_time_ratio(product_figure(prepare(case.point, case.model, hw_out), hw_out)[1],
+                                                 case.point)
+    everything.values = stored(free, everything.values)
+    fitted_raw = with_values(raw, free, everything.values)
+    fitted_hw = npu_hardware(fitted_raw)
+    rows = []
+    for case, loo in zip(cases, left_out):
+        refit = prepare(case.point, case.model, fitted_hw)  # the partition may move with the costs
+        cost, sim = product_figure(refit, fitted_hw)
+        fast = fast_figure(case, fitted_hw, host_part(case, fitted_raw))
+        if [s.nodes for s in refit.part.subgraphs] == [s.nodes for s in case.part.subgraphs] and \
+                abs(fast / cost - 1) > 1e-6:
+            raise SystemExit(f"{name} {case.point.network}: the fit's cost model ({fast:.6g}) is not the "
+                             f"product's ({cost:.6g})")
+        rows.append({"network": case.point.network, "metric": case.point.metric, "published": case.point.value,
+                     "batch": case.point.batch, "source": case.point.source,
+                     "predicted": cost, "simulated": sim,
+                     "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
+                     "left_out_ratio": loo})
+    fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything.values)}
+    in_sample = summary([error(r["simulated_ratio"]) for r in rows])
+    loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
+    return {"platform": name, "points": rows, "fitted": fitted,
+            "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning} for f in free],
+            "in_sample": in_sample, "leave_one_out": summary(loo_errors) if loo_errors else None}
+
+
+def platform_job(job: tuple[str, list[Point], Path, bool]) -> dict[str, Any]:
+    name, points, folder, loo = job
+    logging.getLogger("accelbuild").setLevel(logging.WARNING)
+    models = {network: imported(folder, network) for network in sorted({p.network for p in points})}
+    return run_platform(name, points, models, loo)
+
+
+def _as_time_ratio(figure: float, point: Point) -> float:
+    """Predicted time over published time (>1: the model is slower than the device)."""
+    return point.value / figure if point.metric == "fps" else figure / point.value
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def write_profile_values(path: Path, values: dict[str, float | int], source: str) -> None:
+    """Set dotted-path values in a profile YAML in place (comments and layout kept): a block key's value, a
+    key inside a one-line ``{...}`` mapping, or a new nested key under the deepest existing block; and set
+    each value's ``sources`` entry to ``source``."""
+    lines = path.read_text().splitlines()
+    for dotted, value in values.items():
+        lines = _set(lines, dotted.split("."), _yaml_number(value))
+        lines = _set_source(lines, dotted, source)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def _yaml_number(value: float | int) -> str:
+    """As the profile stores it: integers whole, other values to 4 significant digits."""
+    if isinstance(value, int) or abs(value) >= 1e6:
+        return str(int(round(value)))
+    return f"{value:.4g}"
+
+
+def stored(free: list[Free], values: np.ndarray) -> np.ndarray:
+    """The fitted values as the profile file will hold them (so every figure printed is the file's)."""
+    return np.array([float(_yaml_number(int(round(v)) if f.integer else float(v))) for f, v in zip(free, values)])
+
+
+def _blocks(lines: list[str]) -> dict[tuple[str, ...], int]:
+    """Line index of every block key, by its key path (two-space indentation, as the profiles are written)."""
+    found: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[int, str]] = []
+    for index, line in enumerate(lines):
+        match = re.match(r"^( *)([A-Za-z_][A-Za-z0-9_]*):(.*)$", line)
+        if not match or line.lstrip().startswith("#"):
+            continue
+        indent = len(match.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, match.group(2)))
+        found[tuple(key for _, key in stack)] = index
+    return found
+
+
+def _set(lines: list[str], keys: list[str], text: str) -> list[str]:
+    blocks = _blocks(lines)
+    where = blocks.get(tuple(keys))
+    if where is not None:
+        lines[where] = re.sub(r":.*$", f": {text}", lines[where])
+        return lines
+    for depth in range(len(keys) - 1, 0, -1):
+        parent = blocks.get(tuple(keys[:depth]))
+        if parent is None:
+            continue
+        rest = keys[depth:]
+        line = lines[parent]
+        if re.search(r":\s*\{.*\}\s*$", line) and len(rest) == 1:  # a one-line mapping
+            if re.search(rf"[{{,]\s*{rest[0]}:", line):
+                lines[parent] = re.sub(rf"([{{,]\s*{rest[0]}:\s*)[^,}}]+", rf"\g<1>{text}", line)
+            else:
+                lines[parent] = re.sub(r"\}\s*$", f", {rest[0]}: {text}}}", line)
+            return lines
+        indent = 2 * depth
+        added = [" " * (indent + 2 * i) + f"{key}:" for i, key in enumerate(rest[:-1])]
+        added.append(" " * (indent + 2 * (len(rest) - 1)) + f"{rest[-1]}: {text}")
+        return lines[:parent + 1] + added + lines[parent + 1:]
+    before = next(i for i, line in enumerate(lines) if line.startswith("sources:"))
+    added = [" " * (2 * i) + f"{key}:" for i, key in enumerate(keys[:-1])]
+    added.append(" " * (2 * (len(keys) - 1)) + f"{keys[-1]}: {text}")
+    return lines[:before] + added + lines[before:]
+
+
+def _set_source(lines: list[str], dotted: str, source: str) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if line.startswith("sources:"))
+    entry = f'  {dotted}: "{source}"'
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith(f"  {dotted}:"):
+            end = i + 1
+            while end < len(lines) and lines[end].startswith("    "):  # a folded value's lines
+                end += 1
+            return lines[:i] + [entry] + lines[end:]
+        if lines[i] and not lines[i].startswith(" "):
+            break
+    return lines[:start + 1] + [entry] + lines[start + 1:]
+
+
+def git_commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return result.stdout.strip() or "unknown"
+
+
+def band_entry(result: dict[str, Any], digest: str) -> dict[str, Any]:
+    """credibility.json's record of one profile: the band reports quote (leave-one-out when it ran)."""
+    loo = result["leave_one_out"]
+    chosen = loo or result["in_sample"]
+    return {"profile_digest": digest, "points": len(result["points"]),
+            "networks": len({r["network"] for r in result["points"]}),
+            "band_pct": round(100 * chosen["worst_abs_error"], 1), "median_pct": round(100 * chosen["median_abs_error"], 1),
+            "cross_validated": loo is not None}
+
+LIMITS = """\
+- **Weights only through their size.** A layer's time comes from its MACs, its shape (channel alignment,
+  depthwise or dense), its bytes to and from DDR and its unit; values never matter, so sparsity or zero
+  weights a real compiler exploits are not modelled.
+- **One efficiency per unit.** The matrix unit's efficiency is one number for every aligned layer. Real
+  engines differ between 1x1, 3x3 and strided kernels and with the output width; those differences end up
+  in the error band.
+- **Depth-first streaming is a rule, not a search.** An output read only by the next layer streams through
+  on-chip memory in row bands (twice the reader's kernel rows) when that fits half the feature buffer;
+  branches and concatenations keep whole tensors or go to DDR. Vendor compilers search tilings.
+- **Transformer layers are priced as their ONNX ops.** Attention is MatMul + Softmax + MatMul on the
+  matrix and vector units; LayerNormalization and GELU (as Erf and four elementwise ops) are vector work.
+  No fused attention kernel is modelled.
+- **Published figures are not all one kind.** Horizon's are `hrt_model_exec perf` (NV12 input, one and two
+  threads), TI's are the SDK's per-frame inference time, SiMa's model-zoo FPS is read as one frame at a
+  time. The model's latency is one frame alone with the host hand-overs; its FPS the steady state with
+  frames in flight. Where a source's definition differs, the crossing parameters absorb it.
+- **Clocks and SDK versions.** Each profile models one clock and one toolchain generation (its sources say
+  which); a figure from another SDK release can differ by 50% (TDA4VM MobileNetV1: 1.04 to 1.90 ms).
+"""
+
+
+def credibility_page(results: list[dict[str, Any]], commit: str, command: str) -> str:
+    """docs/credibility.md, from one run of this bench."""
+    out = ["# How far to trust the modelled accelerators", "",
+           "<!-- generated by bench/credibility.py: do not edit by hand -->", "",
+           "Every figure a family npu build reports (FPS, latency) is a prediction of the platform's profile and",
+           "cost model. This page says how well those predictions meet figures vendors published for real",
+           "networks, and the band each benchmark.json and report.html quote comes from the numbers below",
+           f"(`accelbuild/targets/credibility.json`, written in the same run). Generated at commit {commit} with:",
+           "", f"    {command}", "",
+           "How it is measured:", "",
+           "- Each network is rebuilt untrained at its published input size with torch + timm / ultralytics",
+           "  (`bench/peers/export_networks.py`), imported by accelbuild, partitioned and scheduled for the",
+           "  platform as a build would be, and simulated.",
+           "- A `fps` point is the simulated steady state against a published throughput (several threads,",
+           "  MLPerf Offline); a `latency_ms` point is one frame alone against a published single-frame time.",
+           "- Per platform the free parameters below are fitted by least squares on log(predicted / published),",
+           "  each within a physical range, with a weak pull to the profile's stated value.",
+           "- **Left out**: each network's figures predicted by a fit on the other networks only",
+           "  (leave-one-network-out). The band a report quotes is the worst left-out error where there are at",
+           "  least two networks, else the worst in-sample error, and it says which.",
+           "- Ratio = predicted time / published time: above 1 the model is slower than the device.", "",
+           "## Summary", "",
+           "| platform | figures | networks | in-sample median / worst error | left-out median / worst error | band quoted |",
+           "|---|---|---|---|---|---|"]
+    for r in results:
+        ins, loo = r["in_sample"], r["leave_one_out"]
+        nets = len({p["network"] for p in r["points"]})
+        loo_text = f"{100 * loo['median_abs_error']:.1f}% / {100 * loo['worst_abs_error']:.1f}%" if loo else "-"
+        band = f"+-{r['band']['band_pct']:g}%" if r.get("band") else "-"
+        out.append(f"| {r['platform']} | {len(r['points'])} | {nets} | {100 * ins['median_abs_error']:.1f}% / "
+                   f"{100 * ins['worst_abs_error']:.1f}% | {loo_text} | "
+                   f"{band} |")
+    out += ["", "## What the model cannot represent", "", LIMITS]
+    for r in results:
+        out += [f"## {r['platform']}", "", "Fitted parameters:", "", "| parameter | value | range | what it is |",
+                "|---|---|---|---|"]
+        for f in r["free"]:
+            out.append(f"| `{f['path']}` | {_yaml_number(r['fitted'][f['path']])} | {f['low']:g} to {f['high']:g} | "
+                       f"{f['meaning']} |")
+        out += ["", "| network | figure | published | simulated | ratio | left out | source |",
+                "|---|---|---|---|---|---|---|"]
+        for row in r["points"]:
+            loo = "-" if row["left_out_ratio"] is None else f"{row['left_out_ratio']:.2f}"
+            out.append(f"| {row['network']} | {row['metric']} | {row['published']:g} | {row['simulated']:.4g} | "
+                       f"{row['simulated_ratio']:.2f} | {loo} | {row['source']} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_all(results: list[dict[str, Any]], command: str) -> None:
+    """The fitted values into the profiles, then the bands (with the written profiles' digests) and the page."""
+    from accelbuild.targets.npu.hardware import load_npu_hardware
+
+    commit = git_commit()
+    source = f"fitted by bench/credibility.py at {commit} (docs/credibility.md)"
+    table_path = ROOT / "accelbuild" / "targets" / "credibility.json"
+    table = json.loads(table_path.read_text()) if table_path.exists() else {}
+    npu = table.setdefault("npu", {})
+    for r in results:
+        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source)
+        r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
+    table["generated_by"] = f"bench/credibility.py at {commit}"
+    tmp = table_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    tmp.replace(table_path)
+    docs = ROOT / "docs" / "credibility.md"
+    docs.write_text(credibility_page(results, commit, command) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch-python", required=True, help="a python with torch, timm and ultralytics")
+    parser.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "accelbuild-credibility-nets")
+    parser.add_argument("--platforms", default=",".join(sorted({p.platform for p in POINTS})))
+    parser.add_argument("--networks", help="only these networks (comma-separated; development)")
+    parser.add_argument("--jobs", type=int, default=2, help="platforms fitted at once (processes)")
+    parser.add_argument("--no-loo", action="store_true", help="skip leave-one-out (development)")
+    parser.add_argument("--save", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write", action="store_true",
+                        help="write the fitted values into the built-in profiles, docs/credibility.md and "
+                             "accelbuild/targets/credibility.json")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("accelbuild").setLevel(logging.WARNING)
+    platforms = args.platforms.split(",")
+    points = [p for p in POINTS if p.platform in platforms and
+              (not args.networks or p.network in args.networks.split(","))]
+    args.models.mkdir(parents=True, exist_ok=True)
+    export_networks(args.torch_python, args.models, [p.network for p in points])
+    for name in sorted({p.network for p in points}):
+        imported(args.models, name)  # once, before the platforms share the work
+    jobs = [(name, [p for p in points if p.platform == name], args.models, not args.no_loo) for name in platforms]
+    jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        by_name = {r["platform"]: r for r in pool.map(platform_job, jobs)}
+    results = [by_name[name] for name in platforms]
+    if args.write:
+        write_all(results, " ".join(["python bench/credibility.py", *sys.argv[1:]]))
+    if args.save:
+        args.save.write_text(json.dumps(results, indent=1))
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    for r in results:
+        print(f"\n{r['platform']}: fitted {r['fitted']}")
+        for row in r["points"]:
+            loo = "" if row["left_out_ratio"] is None else f"{row['left_out_ratio']:.2f}"
+            print(f"  {row['network']:<20} {row['metric']:<10} published {row['published']:>9g} "
+                  f"time ratio {row['ratio']:.2f} (simulated {row['simulated_ratio']:.2f}) left out {loo}")
+        print(f"  in sample {r['in_sample']}; leave-one-out {r['leave_one_out']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The accuracy bands reports quote: measured on the built-in profiles as they are, the same numbers as
+docs/credibility.md, and withheld from a profile they were not measured on."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from accelbuild.targets.credibility import band
+from accelbuild.targets.npu.hardware import builtin_profiles, load_npu_hardware
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = json.loads(resources.files("accelbuild.targets").joinpath("credibility.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("platform", sorted(TABLE["npu"]))
+def test_each_band_was_measured_on_the_profile_as_it_is(platform: str) -> None:
+    """A profile edited after bench/credibility.py ran would quote a band it never earned."""
+    assert platform in builtin_profiles()
+    assert TABLE["npu"][platform]["profile_digest"] == load_npu_hardware(platform).digest, \
+        f"profile {platform} changed since its band was measured: re-run bench/credibility.py --write"
+
+
+def test_every_builtin_npu_profile_has_a_band() -> None:
+    assert sorted(TABLE["npu"]) == sorted(builtin_profiles())
+
+
+def test_the_docs_page_quotes_the_same_bands() -> None:
+    page = (ROOT / "docs" / "credibility.md").read_text()
+    for platform, entry in TABLE["npu"].items():
+        row = re.search(rf"^\| {platform} \| (\d+) \| (\d+) \|.*\| \+-([\d.]+)% \|$", page, re.MULTILINE)
+        assert row, platform
+        assert (int(row[1]), int(row[2]), float(row[3])) == (entry["points"], entry["networks"], entry["band_pct"])
+
+
+def test_a_band_is_quoted_only_for_the_profile_it_was_measured_on() -> None:
+    x5 = load_npu_hardware("x5")
+    quoted = band("npu", "x5", x5.digest)
+    assert quoted["calibrated"] is True and quoted["points"] == TABLE["npu"]["x5"]["points"]
+    assert f"within +-{quoted['band_pct']:g}% of {quoted['points']} published measurements" in quoted["text"]
+    changed = band("npu", "x5", "0" * 64)
+    assert changed["calibrated"] is False and "does not apply" in changed["text"]
+    unknown = band("npu", "my_board", x5.digest)
+    assert unknown["calibrated"] is False and "not been checked" in unknown["text"]
