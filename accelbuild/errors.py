@@ -16,6 +16,18 @@ class AccelbuildError(Exception):
 
     exit_code = 1
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as it is, whatever its ``__init__`` takes: errors cross processes (Dask workers, pools),
+        and ``Exception``'s default would call ``__init__`` again with the message alone."""
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[AccelbuildError], args: tuple[Any, ...], state: dict[str, Any]) -> AccelbuildError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class StageError(AccelbuildError):
     """A stage could not do its job on valid input."""

@@ -42,6 +42,7 @@ import numpy as np
 import onnx
 from scipy.optimize import least_squares
 
+from accelbuild.errors import AccelbuildError
 from accelbuild.passes import run_passes
 from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import NPU_PROFILES, NpuHardware, builtin_profiles, npu_hardware
@@ -325,7 +326,13 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
     raw = load_profile(builtin_profiles()[name], NPU_PROFILES)
     free = free_parameters(raw)
     hw = npu_hardware(raw)
-    cases = [prepare(p, models[p.network], hw) for p in points]
+    cases, refused = [], []
+    for p in points:
+        try:
+            cases.append(prepare(p, models[p.network], hw))
+        except AccelbuildError as exc:  # a network the profile cannot build is reported, not fitted
+            refused.append({"network": p.network, "metric": p.metric, "published": p.value, "source": p.source,
+                            "reason": str(exc).splitlines()[0]})
     fixed = [host_part(c, raw) for c in cases]
     everything = fit(raw, free, cases, fixed)
     left_out: list[float | None] = [None] * len(cases)
@@ -359,7 +366,7 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
     fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything.values)}
     in_sample = summary([error(r["simulated_ratio"]) for r in rows])
     loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
-    return {"platform": name, "points": rows, "fitted": fitted,
+    return {"platform": name, "points": rows, "refused": refused, "fitted": fitted,
             "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning} for f in free],
             "in_sample": in_sample, "leave_one_out": summary(loo_errors) if loo_errors else None}
 
@@ -518,16 +525,16 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str) -
            "  least two networks, else the worst in-sample error, and it says which.",
            "- Ratio = predicted time / published time: above 1 the model is slower than the device.", "",
            "## Summary", "",
-           "| platform | figures | networks | in-sample median / worst error | left-out median / worst error | band quoted |",
-           "|---|---|---|---|---|---|"]
+           "| platform | figures | networks | in-sample median / worst error | left-out median / worst error | "
+           "not built | band quoted |",
+           "|---|---|---|---|---|---|---|"]
     for r in results:
         ins, loo = r["in_sample"], r["leave_one_out"]
         nets = len({p["network"] for p in r["points"]})
         loo_text = f"{100 * loo['median_abs_error']:.1f}% / {100 * loo['worst_abs_error']:.1f}%" if loo else "-"
         band = f"+-{r['band']['band_pct']:g}%" if r.get("band") else "-"
         out.append(f"| {r['platform']} | {len(r['points'])} | {nets} | {100 * ins['median_abs_error']:.1f}% / "
-                   f"{100 * ins['worst_abs_error']:.1f}% | {loo_text} | "
-                   f"{band} |")
+                   f"{100 * ins['worst_abs_error']:.1f}% | {loo_text} | {len(r['refused'])} | {band} |")
     out += ["", "## What the model cannot represent", "", LIMITS]
     for r in results:
         out += [f"## {r['platform']}", "", "Fitted parameters:", "", "| parameter | value | range | what it is |",
@@ -541,6 +548,9 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str) -
             loo = "-" if row["left_out_ratio"] is None else f"{row['left_out_ratio']:.2f}"
             out.append(f"| {row['network']} | {row['metric']} | {row['published']:g} | {row['simulated']:.4g} | "
                        f"{row['simulated_ratio']:.2f} | {loo} | {row['source']} |")
+        for row in r["refused"]:
+            out.append(f"| {row['network']} | {row['metric']} | {row['published']:g} | not built: "
+                       f"{row['reason']} | - | - | {row['source']} |")
         out.append("")
     return "\n".join(out)
 
