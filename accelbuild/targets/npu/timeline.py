@@ -113,6 +113,7 @@ class Timeline:
 class _SubgraphRun:
     cycles: float
     intervals: list[tuple[str, float, float, str, int]]  # unit, start, end (cycles), label, bytes
+    transfers: list[tuple[float, float, float]] = field(default_factory=list)  # start, end (cycles), bytes
 
 
 def run_subgraph(sched: Schedule, hw: NpuHardware) -> _SubgraphRun:
@@ -121,6 +122,7 @@ def run_subgraph(sched: Schedule, hw: NpuHardware) -> _SubgraphRun:
     dma = 0.0       # the DDR channel is free from here
     compute = 0.0   # the NPU (one layer at a time) is free from here
     intervals: list[tuple[str, float, float, str, int]] = []
+    transfers: list[tuple[float, float, float]] = []
     for plan in sched.layers:
         if plan.tiles == 0:
             continue
@@ -130,10 +132,20 @@ def run_subgraph(sched: Schedule, hw: NpuHardware) -> _SubgraphRun:
         intervals.append((plan.layer.unit, first, compute, name, 0))
         if plan.load_bytes:
             intervals.append((load_unit, loads[0][0], loads[-1][1], name, plan.load_bytes))
+            transfers += _spread(loads, plan.load_bytes)
         if plan.store_bytes:
             intervals.append((store_unit, stores[0][0], stores[-1][1], name, plan.store_bytes))
+            transfers += _spread(stores, plan.store_bytes)
     end = max([compute, dma] + [i[2] for i in intervals])
-    return _SubgraphRun(end, intervals)
+    return _SubgraphRun(end, intervals, transfers)
+
+
+def _spread(spans: list[tuple[float, float]], nbytes: int) -> list[tuple[float, float, float]]:
+    """A layer's bytes over the DDR channel's spans that carried them, in proportion to their lengths."""
+    total = sum(end - start for start, end in spans)
+    if total <= 0:
+        return []
+    return [(start, end, nbytes * (end - start) / total) for start, end in spans if end > start]
 
 
 _Spans = list[tuple[float, float]]
@@ -195,7 +207,7 @@ def simulate(part: Partition, schedules: Mapping[int, Schedule], hw: NpuHardware
     ``actual_batch_size`` frames are in flight in the steady state."""
     batch = max((s.actual_batch_size for s in schedules.values()), default=1)
     runs = {sid: run_subgraph(s, hw) for sid, s in schedules.items()}
-    stages, placed = _stages(part, schedules, runs, hw, host, batch, model)
+    stages, placed, transfers = _stages(part, schedules, runs, hw, host, batch, model)
     in_flight = batches_in_flight or (hw.cores + 2)
     bandwidth = hw.memory.effective_ddr_bytes_per_second
     servers = _servers(hw, host)
@@ -214,7 +226,7 @@ def simulate(part: Partition, schedules: Mapping[int, Schedule], hw: NpuHardware
     if cost_fps and abs(fps / cost_fps - 1) > AGREEMENT_TOLERANCE:
         separated = max(sorted(effects), key=lambda k: abs(effects[k]))
     traffic = sum(s.ddr_bytes for s in stages)
-    bin_us, gbps = _ddr_profile(placed, latency)
+    bin_us, gbps = _ddr_profile(transfers, latency)
     units = list(hw.timeline) + [hw.arm.name] + ([hw.dsp.name] if hw.dsp is not None and host == "dsp" else [])
     return Timeline(fps, latency * 1e3, batch, in_flight * batch, cost_fps,
                     sum(s.cost_seconds for s in stages) * 1e3, separated, effects, traffic / batch, bin_us, gbps,
@@ -238,13 +250,14 @@ def _servers(hw: NpuHardware, host: str) -> dict[str, int]:
 
 def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[int, _SubgraphRun],
             hw: NpuHardware, host: str, batch: int,
-            model: onnx.ModelProto | None) -> tuple[list[Stage], list[Interval]]:
+            model: onnx.ModelProto | None) -> tuple[list[Stage], list[Interval], list[tuple[float, float, float]]]:
     unit_of = {t: s.unit for s in part.subgraphs for t in s.outputs}
     info = GraphInfo.of(model) if model is not None else None
     processor = hw.host("dsp" if host == "dsp" else "arm")
     host_resource = "npu" if host == "dsp" and processor.shares_npu else ("dsp" if host == "dsp" else "arm")
     stages: list[Stage] = []
     placed: list[Interval] = []
+    transfers: list[tuple[float, float, float]] = []  # DDR channel spans of one batch alone: us, us, bytes
     clock = 0.0
 
     def add(stage: Stage, unit: str | None, label: str) -> None:
@@ -275,6 +288,8 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
             for unit, s0, s1, label, nbytes in run.intervals:
                 placed.append(Interval(unit, (start + s0 / hw.clock_hz) * 1e6, (start + s1 / hw.clock_hz) * 1e6,
                                        label, nbytes))
+            transfers += [((start + s0 / hw.clock_hz) * 1e6, (start + s1 / hw.clock_hz) * 1e6, nbytes)
+                          for s0, s1, nbytes in run.transfers]
             seconds_out = _crossing(sub, crossing_out, hw) * batch
             if seconds_out:
                 add(Stage(f"sg{sub.id} out", "arm", seconds_out, seconds_out, 0), hw.arm.name,
@@ -283,7 +298,7 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
             sub_info = info or GraphInfo.of(sub.model)
             seconds = host_seconds(sub_info, sub.nodes, processor) * batch
             add(Stage(f"sg{sub.id}", host_resource, seconds, seconds, 0), processor.name, f"sg{sub.id}")
-    return stages, placed
+    return stages, placed, transfers
 
 
 def _graph_outputs(part: Partition) -> list[str]:
@@ -353,20 +368,22 @@ def _bound_fps(stages: list[Stage], servers: Mapping[str, int], batch: int, band
     return batch / period if period > 0 else 0.0
 
 
-def _ddr_profile(placed: list[Interval], latency: float) -> tuple[float, list[float]]:
+def _ddr_profile(transfers: list[tuple[float, float, float]], latency: float) -> tuple[float, list[float]]:
+    """DDR bandwidth in bins over one batch alone, from the channel's transfers (one at a time, so a bin
+    never shows more than the channel carries)."""
     if latency <= 0:
         return 0.0, []
     span_us = latency * 1e6
     bin_us = span_us / _DDR_BINS
     bins = [0.0] * _DDR_BINS
-    for interval in placed:
-        if not interval.ddr_bytes or interval.end_us <= interval.start_us:
+    for start_us, end_us, nbytes in transfers:
+        if not nbytes or end_us <= start_us:
             continue
-        rate = interval.ddr_bytes / (interval.end_us - interval.start_us)  # bytes per us
-        first = int(interval.start_us // bin_us)
-        last = min(_DDR_BINS - 1, int(interval.end_us // bin_us))
+        rate = nbytes / (end_us - start_us)  # bytes per us
+        first = int(start_us // bin_us)
+        last = min(_DDR_BINS - 1, int(end_us // bin_us))
         for b in range(first, last + 1):
-            overlap = min(interval.end_us, (b + 1) * bin_us) - max(interval.start_us, b * bin_us)
+            overlap = min(end_us, (b + 1) * bin_us) - max(start_us, b * bin_us)
             if overlap > 0:
                 bins[b] += rate * overlap
     return bin_us, [nbytes / (bin_us * 1e3) for nbytes in bins]  # bytes per bin / (bin in ns) = GB/s

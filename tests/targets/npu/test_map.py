@@ -52,7 +52,7 @@ def _byte_classifier(path: Path) -> None:
 def test_a_model_with_an_integer_input_is_quantized_after_its_lookup(tmp_path: Path) -> None:
     """It quantized nothing and reported cosine 1.00000, float against float, with 32 layers "on the NPU"."""
     _byte_classifier(tmp_path / "bytes.onnx")
-    write(tmp_path / "p.yaml", "accelbuild: 1\ntarget: {family: npu, platform: tda4vm}\n"
+    write(tmp_path / "p.yaml", "accelbuild: 1\ntarget: {family: npu, platform: x5}\n"
                                "models:\n  - path: bytes.onnx\n")
     result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr

@@ -21,7 +21,9 @@ from accelbuild.targets.npu.partition import (
 )
 from accelbuild.testing import models, npu_graphs
 
-TDA4VM = load_npu_hardware("tda4vm")
+from .hand_profile import hand_tda4vm
+
+TDA4VM = hand_tda4vm()  # the costs these layouts were worked out with (the built-in profile is refitted)
 
 
 def _chain(words: list[str]) -> onnx.ModelProto:

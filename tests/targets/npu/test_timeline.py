@@ -8,12 +8,15 @@ import json
 
 import pytest
 
+from accelbuild.targets.credibility import band
 from accelbuild.targets.npu.calibration import evaluate
 from accelbuild.targets.npu.hardware import NpuHardware, builtin_profiles, load_npu_hardware
 from accelbuild.targets.npu.partition import Offload, partition
 from accelbuild.targets.npu.schedule import schedule
 from accelbuild.targets.npu.timeline import AGREEMENT_TOLERANCE, Timeline, simulate
 from accelbuild.testing import models, npu_graphs
+
+from .hand_profile import hand_x3
 
 POINTS = [(name, index) for name in sorted(builtin_profiles())
           for index in range(len(load_npu_hardware(name).calibration))]
@@ -32,10 +35,14 @@ def test_the_published_points_are_listed() -> None:
 
 
 @pytest.mark.parametrize("platform,index", POINTS)
-def test_calibration_within_25_percent(platform: str, index: int) -> None:
-    result = evaluate(load_npu_hardware(platform), load_npu_hardware(platform).calibration[index])
-    assert abs(result.predicted_error) <= 0.25, (result.predicted, result.point)
-    assert abs(result.simulated_error) <= 0.25, (result.simulated, result.point)
+def test_calibration_points_within_the_band_reports_quote(platform: str, index: int) -> None:
+    """Each profile's own published points hold within the band its reports quote (docs/credibility.md)."""
+    hw = load_npu_hardware(platform)
+    quoted = band("npu", platform, hw.digest)
+    assert quoted["calibrated"], quoted["text"]
+    result = evaluate(hw, hw.calibration[index])
+    assert abs(result.predicted_error) <= quoted["band_pct"] / 100, (result.predicted, result.point)
+    assert abs(result.simulated_error) <= quoted["band_pct"] / 100, (result.simulated, result.point)
     timeline = result.timeline
     assert abs(timeline.agreement - 1) <= AGREEMENT_TOLERANCE or timeline.separated_by is not None
 
@@ -50,7 +57,7 @@ def test_batching_raises_throughput_and_latency() -> None:
 
 
 def test_cores_share_the_ddr() -> None:
-    x3 = load_npu_hardware("x3")
+    x3 = hand_x3()  # DDR-bound on this network (the fitted x3 is compute-bound: no contention to see)
     single = dataclasses.replace(x3, cores=1)
     model = models.resnet18(size=160)
     two, one = _run(model, x3), _run(model, single)
