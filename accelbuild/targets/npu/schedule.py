@@ -27,8 +27,10 @@ cycles), balance the least cycles/min_cycles + bytes/min_bytes (each plan likewi
 
 ``effort``: lazy (every layer double-buffered whatever the mode; one plan, weights-stationary; an output
 stays on chip only for the next layer), normal (both tile orders; outputs stay on chip over their whole
-live range where the budget has room, e.g. residual branches, chosen in order), hard (normal, and also
-choosing the largest outputs first; the better schedule wins).
+live range where the budget has room, e.g. residual branches, chosen in order; then the rest of each chain
+streams depth-first: an output read only by the next layer stays on chip in row bands, ``stream_band``,
+when that fits half the layer's budget), hard (normal, and also choosing the largest outputs first; the
+better schedule wins).
 
 ``batch_size`` is the desired batch; the actual one is the largest, up to it and the profile's max_batch,
 whose largest layer's feature maps (inputs + output, x batch) fit the feature buffer.

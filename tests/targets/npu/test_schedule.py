@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.quantize.qdq import QdqConfig, quantize_qdq
 from accelbuild.targets.npu.hardware import load_npu_hardware
-from accelbuild.targets.npu.schedule import schedule
+from accelbuild.targets.npu.schedule import schedule, stream_band
 from accelbuild.testing import models, npu_graphs
 
 from .hand_profile import hand_x5
@@ -134,3 +134,17 @@ def test_bad_arguments() -> None:
         schedule(_four_units(), X5, batch_size=0)
     with pytest.raises(ValueError, match="does not run Sin"):
         schedule(npu_graphs.chain(["sin"]), X5)
+
+
+def test_a_chain_too_big_for_on_chip_memory_streams_in_row_bands() -> None:
+    """Feature maps of 1.6 MB (more than the feature buffer) between convolutions: lazy stores and reloads
+    them; normal hands each to the next layer in row bands (2 x 3 rows of 112), so only the chain's input
+    and output touch DDR."""
+    model = npu_graphs.chain(["conv", "conv", "conv"], channels=128, size=112)
+    lazy, normal = schedule(model, X5, effort="lazy"), schedule(model, X5, effort="normal")
+    layers = [plan.layer for plan in normal.layers]
+    band = stream_band(layers[0], layers[1], 1)
+    assert band == layers[0].out_bytes * 6 / 112 < X5.memory.feature_buffer_bytes / 4
+    assert [p.store_bytes for p in normal.layers] == [0, 0, layers[-1].out_bytes]
+    assert all(p.store_bytes == p.layer.out_bytes for p in lazy.layers)
+    assert normal.ddr_bytes < lazy.ddr_bytes / 2
