@@ -49,7 +49,7 @@ from accelbuild.targets.npu.hardware import NPU_PROFILES, NpuHardware, builtin_p
 from accelbuild.targets.npu.layers import layers_of
 from accelbuild.targets.npu.partition import Offload, Partition, partition
 from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
-from accelbuild.targets.npu.timeline import simulate
+from accelbuild.targets.npu.timeline import Timeline, simulate
 from accelbuild.targets.profile_files import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,11 +170,8 @@ def get(raw: dict[str, Any], path: str) -> Any:
 def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray) -> dict[str, Any]:
     result = deepcopy(raw)
     for f, v in zip(free, values):
-        *parents, last = f.path.split(".")
-        node = result
-        for key in parents:
-            node = node[key]
-        node[last] = int(round(v)) if f.integer else float(v)
+        parent, _, last = f.path.rpartition(".")
+        get(result, parent)[last] = int(round(v)) if f.integer else float(v)
     return result
 
 
@@ -220,13 +217,28 @@ def prepare(point: Point, model: onnx.ModelProto, hw: NpuHardware) -> Case:
     return Case(point, model, part, {s.id: GraphInfo.of(s.model) for s in part.npu_subgraphs})
 
 
-def product_figure(case: Case, hw: NpuHardware) -> tuple[float, float]:
-    """(cost model, simulator) figure of the point's metric, exactly as a build reports it."""
-    schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch) for s in case.part.npu_subgraphs}
-    timeline = simulate(case.part, schedules, hw, model=case.model)
-    if case.point.metric == "fps":
-        return timeline.cost_model_fps, timeline.fps
-    return timeline.cost_model_latency_ms, timeline.latency_ms
+class ProductFigures:
+    """Each network partitioned and simulated once per hardware and batch, as a build would: both of its
+    points (throughput and latency) read the same timeline."""
+
+    def __init__(self, hw: NpuHardware) -> None:
+        self.hw = hw
+        self._runs: dict[tuple[str, int], tuple[Partition, Timeline]] = {}
+
+    def run(self, case: Case) -> tuple[Partition, Timeline]:
+        key = (case.point.network, case.point.batch)
+        if key not in self._runs:
+            part = partition(case.model, self.hw, Offload())  # the partition may move with the costs
+            schedules = {s.id: schedule(s.model, self.hw, batch_size=case.point.batch) for s in part.npu_subgraphs}
+            self._runs[key] = part, simulate(part, schedules, self.hw, model=case.model)
+        return self._runs[key]
+
+    def figure(self, case: Case) -> tuple[float, float]:
+        """(cost model, simulator) figure of the point's metric, exactly as a build reports it."""
+        timeline = self.run(case)[1]
+        if case.point.metric == "fps":
+            return timeline.cost_model_fps, timeline.fps
+        return timeline.cost_model_latency_ms, timeline.latency_ms
 
 
 def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
@@ -277,14 +289,8 @@ def outside_seconds(fixed: dict[str, float], hw: NpuHardware, key: str) -> float
 
 
 # ------------------------------------------------------------------------------------------------- fit
-@dataclasses.dataclass
-class Fit:
-    values: np.ndarray
-    ratios: list[float]  # predicted / published, per case
-
-
 def fit(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
-        start: np.ndarray | None = None) -> Fit:
+        start: np.ndarray | None = None) -> np.ndarray:
     """Least squares on log(predicted / published), parameters in log space within their ranges, pulled
     weakly towards the profile's stated values; ``start``: where to begin (default: the stated values)."""
     stated = np.array([float(get(raw, f.path)) for f in free])
@@ -308,8 +314,7 @@ def fit(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[di
     x0 = prior if start is None else np.clip(np.log(start), low, high)
     result = least_squares(residuals, x0, bounds=(low, high), diff_step=2e-2, x_scale=width,
                            max_nfev=None if start is None else 15)  # a left-out fit starts at the full one
-    values = np.exp(result.x)
-    return Fit(values, ratios(result.x))
+    return np.exp(result.x)
 
 
 def error(ratio: float) -> float:
@@ -340,21 +345,20 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
     if loo and len(networks) >= 2:  # leave one network out: both of its figures
         for network in networks:
             rest = [j for j, c in enumerate(cases) if c.point.network != network]
-            sub = fit(raw, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything.values)
-            hw_out = npu_hardware(with_values(raw, free, stored(free, sub.values)))
+            values = fit(raw, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything)
+            without = ProductFigures(npu_hardware(with_values(raw, free, stored(free, values))))
             for i, case in enumerate(cases):
                 if case.point.network == network:  # what a build would report with that fit
-                    left_out[i] = _as_time_ratio(product_figure(prepare(case.point, case.model, hw_out), hw_out)[1],
-                                                 case.point)
-    everything.values = stored(free, everything.values)
-    fitted_raw = with_values(raw, free, everything.values)
-    fitted_hw = npu_hardware(fitted_raw)
+                    left_out[i] = _as_time_ratio(without.figure(case)[1], case.point)
+    everything = stored(free, everything)
+    fitted_hw = npu_hardware(with_values(raw, free, everything))
+    product = ProductFigures(fitted_hw)
     rows = []
-    for case, loo in zip(cases, left_out):
-        refit = prepare(case.point, case.model, fitted_hw)  # the partition may move with the costs
-        cost, sim = product_figure(refit, fitted_hw)
-        fast = fast_figure(case, fitted_hw, host_part(case, fitted_raw))
-        if [s.nodes for s in refit.part.subgraphs] == [s.nodes for s in case.part.subgraphs] and \
+    for case, fixed_part, loo in zip(cases, fixed, left_out):
+        cost, sim = product.figure(case)
+        # the outside part does not depend on the fitted values (its crossing terms are per unit)
+        fast = fast_figure(case, fitted_hw, fixed_part)
+        if [s.nodes for s in product.run(case)[0].subgraphs] == [s.nodes for s in case.part.subgraphs] and \
                 abs(fast / cost - 1) > 1e-6:
             raise SystemExit(f"{name} {case.point.network}: the fit's cost model ({fast:.6g}) is not the "
                              f"product's ({cost:.6g})")
@@ -363,7 +367,7 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
                      "predicted": cost, "simulated": sim,
                      "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
                      "left_out_ratio": loo})
-    fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything.values)}
+    fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything)}
     in_sample = summary([error(r["simulated_ratio"]) for r in rows])
     loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
     return {"platform": name, "points": rows, "refused": refused, "fitted": fitted,
