@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from copy import deepcopy
 from pathlib import Path
@@ -289,25 +290,20 @@ def outside_seconds(fixed: dict[str, float], hw: NpuHardware, key: str) -> float
 
 
 # ------------------------------------------------------------------------------------------------- fit
-def fit(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
-        start: np.ndarray | None = None) -> np.ndarray:
+def fit(raw: dict[str, Any], free: list[Free], points: list[Point],
+        predict: Callable[[dict[str, Any]], list[float]], start: np.ndarray | None = None) -> np.ndarray:
     """Least squares on log(predicted / published), parameters in log space within their ranges, pulled
-    weakly towards the profile's stated values; ``start``: where to begin (default: the stated values)."""
+    weakly towards the profile's stated values. ``predict``: the points' figures for a profile (``raw``
+    with the free values set); ``start``: where to begin (default: the stated values)."""
     stated = np.array([float(get(raw, f.path)) for f in free])
     low = np.log([f.low for f in free])
     high = np.log([f.high for f in free])
     prior = np.clip(np.log(stated), low, high)
     width = high - low
 
-    def hardware(x: np.ndarray) -> NpuHardware:
-        return npu_hardware(with_values(raw, free, np.exp(x)))
-
-    def ratios(x: np.ndarray) -> list[float]:
-        hw = hardware(x)
-        return [fast_figure(c, hw, f) / c.point.value for c, f in zip(cases, fixed)]
-
     def residuals(x: np.ndarray) -> np.ndarray:
-        r = [math.log(v) if c.point.metric == "fps" else -math.log(v) for v, c in zip(ratios(x), cases)]
+        figures = predict(with_values(raw, free, np.exp(x)))
+        r = [math.log(v / p.value) if p.metric == "fps" else -math.log(v / p.value) for v, p in zip(figures, points)]
         return np.concatenate([np.array(r), PRIOR_WEIGHT * (x - prior) / width])
 
     # cycles are whole numbers: a finite-difference step must move them (a relative 1e-3 often does not)
@@ -315,6 +311,14 @@ def fit(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[di
     result = least_squares(residuals, x0, bounds=(low, high), diff_step=2e-2, x_scale=width,
                            max_nfev=None if start is None else 15)  # a left-out fit starts at the full one
     return np.exp(result.x)
+
+
+def npu_predictor(cases: list[Case], fixed: list[dict[str, float]]) -> Callable[[dict[str, Any]], list[float]]:
+    """The fit's figures of npu cases: the cost model with partitions and outside parts held."""
+    def predict(raw: dict[str, Any]) -> list[float]:
+        hw = npu_hardware(raw)
+        return [fast_figure(c, hw, f) for c, f in zip(cases, fixed)]
+    return predict
 
 
 def error(ratio: float) -> float:
@@ -339,13 +343,14 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
             refused.append({"network": p.network, "metric": p.metric, "published": p.value, "source": p.source,
                             "reason": str(exc).splitlines()[0]})
     fixed = [host_part(c, raw) for c in cases]
-    everything = fit(raw, free, cases, fixed)
+    everything = fit(raw, free, [c.point for c in cases], npu_predictor(cases, fixed))
     left_out: list[float | None] = [None] * len(cases)
     networks = sorted({c.point.network for c in cases})
     if loo and len(networks) >= 2:  # leave one network out: both of its figures
         for network in networks:
             rest = [j for j, c in enumerate(cases) if c.point.network != network]
-            values = fit(raw, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything)
+            values = fit(raw, free, [cases[j].point for j in rest],
+                         npu_predictor([cases[j] for j in rest], [fixed[j] for j in rest]), start=everything)
             without = ProductFigures(npu_hardware(with_values(raw, free, stored(free, values))))
             for i, case in enumerate(cases):
                 if case.point.network == network:  # what a build would report with that fit
