@@ -53,8 +53,12 @@ from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
 from accelbuild.targets.profile_files import load_profile
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import credibility_mx3 as mx3  # noqa: E402 - the bench folder is not a package
+
 ROOT = Path(__file__).resolve().parent.parent
 EXPORTER = ROOT / "bench" / "peers" / "export_networks.py"
+EXPORTER_MX3 = ROOT / "bench" / "peers" / "export_mx3_networks.py"
 PRIOR_WEIGHT = 0.05  # residual of a parameter at the edge of its range, against 1.0 for a factor e off a figure
 
 
@@ -109,6 +113,7 @@ POINTS = [
                               ("repghostnet_100", 2.09, 855.18), ("repvgg_a1", 11.58, 174.94),
                               ("repvit_m0_9", 28.34, 96.47), ("resnet18", 8.87, 232.74))
       for q in _pair("x3", net, lat, fps, RDK_X3)],
+    *[Point("mx3", network, metric, value, source) for network, metric, value, source in mx3.published()],
     Point("tda4vm", "mobilenetv1_100", "latency_ms", 1.04, TI_DS.format(sdk="08_02, TFL-CL-0000")),
     Point("tda4vm", "regnetx_002", "latency_ms", 2.02, TI_DS.format(sdk="08_05, ONR-CL-6360")),
     Point("tda4vm", "mobilenetv2_140", "latency_ms", 3.02, TI_DS.format(sdk="08_02, ONR-CL-6150 (QAT)")),
@@ -179,9 +184,15 @@ def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray) -> di
 # ------------------------------------------------------------------------------------------- the networks
 def export_networks(torch_python: str, folder: Path, names: list[str]) -> None:
     missing = sorted({n for n in names if not (folder / f"{n}.onnx").exists()})
-    if missing:
-        logging.info("exporting %d network(s) with %s", len(missing), torch_python)
-        subprocess.run([torch_python, str(EXPORTER), str(folder), *missing], check=True, stdout=subprocess.DEVNULL)
+    for_mx3 = [n for n in missing if n in mx3.NETWORKS]
+    others = [n for n in missing if n not in mx3.NETWORKS]
+    if others:
+        logging.info("exporting %d network(s) with %s", len(others), torch_python)
+        subprocess.run([torch_python, str(EXPORTER), str(folder), *others], check=True, stdout=subprocess.DEVNULL)
+    if for_mx3:
+        logging.info("exporting %d mx3 network(s) with %s", len(for_mx3), torch_python)
+        subprocess.run([torch_python, str(EXPORTER_MX3), "--out", str(folder), "--only", ",".join(for_mx3),
+                        "--ort-python", sys.executable], check=True, stdout=subprocess.DEVNULL)
 
 
 def imported(folder: Path, name: str) -> onnx.ModelProto:
@@ -380,9 +391,48 @@ def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelPro
             "in_sample": in_sample, "leave_one_out": summary(loo_errors) if loo_errors else None}
 
 
+def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
+    """The mx3 profile against its published figures (``bench/credibility_mx3.py``): chip figures against
+    the vendor's, end-to-end figures against Frigate's; nothing fitted (one network measures the chips)."""
+    work = Path(tempfile.mkdtemp(prefix="accelbuild-credibility-mx3-"))
+    rows, refused = [], []
+    for network in sorted({p.network for p in points}):
+        mine = [p for p in points if p.network == network]
+        try:
+            bench = mx3.build(network, folder, work / network)
+        except AccelbuildError as exc:
+            refused += [{"network": p.network, "metric": p.metric, "published": p.value, "source": p.source,
+                         "reason": str(exc).splitlines()[0]} for p in mine]
+            continue
+        chip = dict(zip(("fps", "latency_ms"), mx3.chip_figures(bench)))
+        whole = dict(zip(("fps", "latency_ms"), mx3.end_to_end_figures(bench)))
+        host = bench.get("host") or {}
+        for p in mine:
+            end_to_end = mx3.NETWORKS[network]
+            figure = whole[p.metric] if end_to_end else chip[p.metric]
+            rows.append({"network": p.network, "metric": p.metric, "published": p.value, "batch": 1,
+                         "source": p.source, "kind": "end_to_end" if end_to_end else "chips",
+                         "predicted": figure, "simulated": figure, "ratio": _as_time_ratio(figure, p),
+                         "simulated_ratio": _as_time_ratio(figure, p), "left_out_ratio": None,
+                         "chip": chip[p.metric], "chip_ratio": _as_time_ratio(chip[p.metric], p),
+                         "host_ms": (host.get("pre_ms") or 0.0) + (host.get("post_ms") or 0.0),
+                         "bound": bench["end_to_end_bound"]})
+    chips = [r for r in rows if r["kind"] == "chips"]
+    whole_rows = [r for r in rows if r["kind"] == "end_to_end"]
+    return {"platform": "mx3", "family": "mx3", "points": rows, "refused": refused, "fitted": {}, "free": [],
+            "not_fitted": "only one network (ResNet-50) has a published figure of the chips alone; Frigate's "
+                          "figures are end to end, bound by its Python host code",
+            "in_sample": summary([error(r["simulated_ratio"]) for r in chips]) if chips else None,
+            "end_to_end": summary([error(r["simulated_ratio"]) for r in whole_rows]) if whole_rows else None,
+            "chips_sustain_published_fps": [r["chip"] >= r["published"] for r in whole_rows if r["metric"] == "fps"],
+            "leave_one_out": None}
+
+
 def platform_job(job: tuple[str, list[Point], Path, bool]) -> dict[str, Any]:
     name, points, folder, loo = job
     logging.getLogger("accelbuild").setLevel(logging.WARNING)
+    if name == "mx3":
+        return run_mx3(points, folder)
     models = {network: imported(folder, network) for network in sorted({p.network for p in points})}
     return run_platform(name, points, models, loo)
 
@@ -485,8 +535,9 @@ def band_entry(result: dict[str, Any], digest: str) -> dict[str, Any]:
     """credibility.json's record of one profile: the band reports quote (leave-one-out when it ran)."""
     loo = result["leave_one_out"]
     chosen = loo or result["in_sample"]
-    return {"profile_digest": digest, "points": len(result["points"]),
-            "networks": len({r["network"] for r in result["points"]}),
+    measured = [r for r in result["points"] if r.get("kind") != "end_to_end"]  # mx3: the chips' figures only
+    return {"profile_digest": digest, "points": len(measured),
+            "networks": len({r["network"] for r in measured}),
             "band_pct": round(100 * chosen["worst_abs_error"], 1), "median_pct": round(100 * chosen["median_abs_error"], 1),
             "cross_validated": loo is not None}
 
@@ -516,8 +567,8 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
     """docs/credibility.md, from one run of this bench."""
     out = ["# How far to trust the modelled accelerators", "",
            "<!-- generated by bench/credibility.py: do not edit by hand -->", "",
-           "Every figure a family npu build reports (FPS, latency) is a prediction of the platform's profile and",
-           "cost model. This page says how well those predictions meet figures vendors published for real",
+           "Every figure a family npu or mx3 build reports (FPS, latency) is a prediction of the platform's",
+           "profile and cost model. This page says how well those predictions meet figures vendors published for real",
            "networks, and the band each benchmark.json and report.html quote comes from the numbers below",
            f"(`accelbuild/targets/credibility.json`, written in the same run). Generated at commit {commit} with:",
            "", f"    {command}", "",
@@ -541,13 +592,17 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
            "|---|---|---|---|---|---|---|"]
     for r in results:
         ins, loo = r["in_sample"], r["leave_one_out"]
-        nets = len({p["network"] for p in r["points"]})
+        measured = [p for p in r["points"] if p.get("kind") != "end_to_end"]  # mx3: see its section
+        nets = len({p["network"] for p in measured})
         loo_text = f"{100 * loo['median_abs_error']:.1f}% / {100 * loo['worst_abs_error']:.1f}%" if loo else "-"
         band = f"+-{r['band']['band_pct']:g}%" if r.get("band") else "-"
-        out.append(f"| {r['platform']} | {len(r['points'])} | {nets} | {100 * ins['median_abs_error']:.1f}% / "
+        out.append(f"| {r['platform']} | {len(measured)} | {nets} | {100 * ins['median_abs_error']:.1f}% / "
                    f"{100 * ins['worst_abs_error']:.1f}% | {loo_text} | {len(r['refused'])} | {band} |")
     out += ["", "## What the model cannot represent", "", LIMITS]
     for r in results:
+        if r["platform"] == "mx3":
+            out += mx3_section(r)
+            continue
         out += [f"## {r['platform']}", "", "Fitted parameters:", "", "| parameter | value | range | what it is |",
                 "|---|---|---|---|"]
         for f in r["free"]:
@@ -566,6 +621,38 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
     return "\n".join(out)
 
 
+def mx3_section(r: dict[str, Any]) -> list[str]:
+    """The mx3 part of the page: chip figures against the vendor's, end-to-end figures against Frigate's."""
+    whole = r["end_to_end"]
+    sustained = r["chips_sustain_published_fps"]
+    out = ["## mx3", "",
+           f"Not fitted: {r['not_fitted']}. The profile keeps its stated values (accelbuild/targets/mx3/profiles/"
+           "mx3.yaml says where each comes from); the band reports quote is the in-sample error on the vendor's "
+           "ResNet-50, its calibration.", "",
+           "- **chips** rows compare the simulated figures of the chips with the vendor's benchmark tool.",
+           "- **end_to_end** rows compare the build's end-to-end figures with Frigate's: FPS is the slowest of the "
+           "simulated chips and the host sections (cropped by `crop: {auto: true}`, timed in onnxruntime on this "
+           "machine), latency the simulated latency plus the host times. Frigate times its own host code (Python, "
+           "NumPy, an Intel i7-13700), so these rows check the end-to-end composition, not the chips, and "
+           "their error includes two different hosts.",
+           "- As a bound on the chips: their simulated FPS must be at least the published end-to-end FPS; "
+           f"it is on {sum(sustained)} of {len(sustained)} networks.", ""]
+    if whole:
+        out += [f"End-to-end rows: median error {100 * whole['median_abs_error']:.1f}%, worst "
+                f"{100 * whole['worst_abs_error']:.1f}%.", ""]
+    out += ["| network | figure | kind | published | accelbuild | ratio | chips alone | chips ratio | host ms | "
+            "bound by | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in r["points"]:
+        out.append(f"| {row['network']} | {row['metric']} | {row['kind']} | {row['published']:g} | "
+                   f"{row['simulated']:.4g} | {row['simulated_ratio']:.2f} | {row['chip']:.4g} | "
+                   f"{row['chip_ratio']:.2f} | {row['host_ms']:.3g} | {row['bound']} | {row['source']} |")
+    for row in r["refused"]:
+        out.append(f"| {row['network']} | {row['metric']} | - | {row['published']:g} | not built: {row['reason']} "
+                   f"| - | - | - | - | - | {row['source']} |")
+    out.append("")
+    return out
+
+
 def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command: str) -> None:
     """This run's fitted values into the profiles, then their bands (with the written profiles' digests), and
     the page from ``page`` (this run's results and, with --merge, an earlier run's other platforms)."""
@@ -577,6 +664,12 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
     table = json.loads(table_path.read_text()) if table_path.exists() else {}
     npu = table.setdefault("npu", {})
     for r in results:
+        if r["platform"] == "mx3":  # not fitted: its band only
+            entries = table.setdefault("mx3", {})
+            for name, digest in mx3.builtin_digests().items():  # mx3_preprod: the same values under its name
+                entries[name] = band_entry(r, digest)
+            r["band"] = entries["mx3"]
+            continue
         write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source)
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
@@ -612,7 +705,7 @@ def main() -> int:
               (not args.networks or p.network in args.networks.split(","))]
     args.models.mkdir(parents=True, exist_ok=True)
     export_networks(args.torch_python, args.models, [p.network for p in points])
-    for name in sorted({p.network for p in points}):
+    for name in sorted({p.network for p in points if p.platform != "mx3"}):
         imported(args.models, name)  # once, before the platforms share the work
     jobs = [(name, [p for p in points if p.platform == name], args.models, not args.no_loo) for name in platforms]
     jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
