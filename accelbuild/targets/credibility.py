@@ -38,4 +38,8 @@ def band(family: str, profile: str, digest: str) -> dict[str, Any]:
     return {"calibrated": True, "band_pct": worst, "median_pct": median, "points": entry["points"],
             "networks": entry["networks"], "cross_validated": entry["cross_validated"],
             "text": f"simulated; this profile's figures are within +-{worst:g}% of {entry['points']} published "
-                    f"measurements of {entry['networks']} networks (median {median:g}%; {how}; {DOCS})"}
+                    f"measurements of {_count(entry['networks'], 'network')} (median {median:g}%; {how}; {DOCS})"}
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

@@ -46,3 +46,28 @@ def test_a_band_is_quoted_only_for_the_profile_it_was_measured_on() -> None:
     assert changed["calibrated"] is False and "does not apply" in changed["text"]
     unknown = band("npu", "my_board", x5.digest)
     assert unknown["calibrated"] is False and "not been checked" in unknown["text"]
+
+
+def _mx3_digests() -> dict[str, str]:
+    from accelbuild.targets.mx3.hardware import MX3_PROFILES
+    from accelbuild.targets.profile_files import load_profile
+    from accelbuild.util.files import json_digest
+
+    folder = ROOT / "accelbuild" / "targets" / "mx3" / "profiles"
+    return {path.stem: json_digest(load_profile(path, MX3_PROFILES)) for path in folder.glob("*.yaml")}
+
+
+def test_every_builtin_mx3_profile_has_a_band_measured_on_it_as_it_is() -> None:
+    assert {name: entry["profile_digest"] for name, entry in TABLE["mx3"].items()} == _mx3_digests(), \
+        "an mx3 profile changed since its band was measured: re-run bench/credibility.py --platforms mx3 --write"
+
+
+def test_the_mx3_band_counts_only_the_chips_figures() -> None:
+    """Frigate's end-to-end figures are on the page, but the band is the chips' (the vendor's ResNet-50)."""
+    page = (ROOT / "docs" / "credibility.md").read_text()
+    chips_rows = re.findall(r"^\| (\w+) \| (fps|latency_ms) \| chips \|", page, re.MULTILINE)
+    assert len(chips_rows) == TABLE["mx3"]["mx3"]["points"]
+    assert len({network for network, _ in chips_rows}) == TABLE["mx3"]["mx3"]["networks"]
+    quoted = band("mx3", "mx3", _mx3_digests()["mx3"])
+    assert quoted["calibrated"] is True and quoted["cross_validated"] is False
+    assert "of 1 network (" in quoted["text"] and "in-sample" in quoted["text"]

@@ -43,6 +43,7 @@ def run(ctx: StageContext) -> None:
         models.append(entry)
     summary = benchmarking.summary(program, sim, models)
     summary["dfp"] = ctx.inputs["dfp"].name
+    summary["credibility"] = bench.credibility
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     text = yaml.safe_dump(benchmarking.layer_stats(sim), sort_keys=False, default_flow_style=False)
     write_bytes_atomic(ctx.outputs["layer_stats.yaml"], text.encode("utf-8"))

@@ -90,7 +90,9 @@ def _document(data: dict[str, Any], body: str) -> str:
 def _summary_tab(data: dict[str, Any]) -> str:
     bench = data.get("benchmark", {})
     simulated = bool(data.get("simulated", bench.get("simulated")))
+    trust = bench.get("credibility") or {}
     parts = [_figures(data, bench, simulated),
+             _card("How far to trust these figures", f"<p>{esc(trust.get('text', 'not recorded'))}</p>"),
              '<div class="grid2">' + _stages_card(bench, simulated) + _cost_card(data, bench, simulated) + "</div>",
              _card(f"Models {_tag(simulated)}", _models_table(bench),
                    "Accuracy compares the accelerator's output with the float model on the same inputs.")]

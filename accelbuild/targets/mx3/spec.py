@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,3 +73,4 @@ class BenchmarkParams:
     closed_loop: bool
     data: tuple[DataParams | None, ...] = ()  # each model's models[].data (its files: inputs "<model>/data:...")
     tuned: tuple[bool, ...] = ()  # each model: auto_precision chose its precisions on its accuracy frames
+    credibility: dict[str, Any] = field(default_factory=dict)  # the profile's error band (targets/credibility.py)

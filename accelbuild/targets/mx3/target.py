@@ -11,6 +11,7 @@ from accelbuild.families import ProgramFile
 from accelbuild.quantize.precision import BITS
 from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets import credibility
 from accelbuild.targets.base import SupportSection
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (
@@ -22,6 +23,7 @@ from accelbuild.targets.mx3.spec import (
     PacketParams,
 )
 from accelbuild.targets.profile_files import load_profile, resolve_profile
+from accelbuild.util.files import json_digest
 
 SPLITS = "splits/"
 CHOICE = "cost_model_choice.dfp"  # the cost model's first choice, when the closed loop ships another split
@@ -118,7 +120,14 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
         closed_loop=pipeline.closed_loop.enabled,
         data=tuple(data_params(m) for m in pipeline.models),
         tuned=tuple(m.quantize.auto_precision is not None for m in pipeline.models),
+        credibility=_credibility(pipeline),
     )
+
+
+def _credibility(pipeline: PipelineSpec) -> dict[str, Any]:
+    """benchmark.json's band for the profile (docs/credibility.md): a parameter, so a new band re-runs it."""
+    raw = _profile(pipeline)
+    return credibility.band("mx3", raw["name"], json_digest(raw))
 
 
 _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",

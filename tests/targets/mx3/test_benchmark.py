@@ -46,6 +46,9 @@ def test_benchmark_json_is_complete(project: Path) -> None:
     assert {"name", "model", "chip", "cores", "start_cycle", "end_cycle", "macs", "weight_bytes"} == set(stats[0])
     report = (project / "build/p/report.html").read_text()
     assert report.startswith("<!DOCTYPE html>") and "simulated" in report
+    trust = bench["credibility"]  # the built-in profile's band, from docs/credibility.md's run
+    assert trust["calibrated"] is True and "published measurements" in trust["text"]
+    assert "How far to trust these figures" in report and trust["text"].replace("'", "&#x27;") in report
 
 
 def test_multi_model_figures_are_per_model_and_name_what_binds(project: Path) -> None:
