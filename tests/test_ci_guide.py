@@ -80,3 +80,68 @@ def test_the_ci_guide_from_a_fresh_clone_with_a_restored_cache(tmp_path: Path) -
     failed = _run_step(steps[2], fresh)
     assert failed.code == 1 and "FAILED" in failed.stderr
     assert {t["status"] for t in json.loads(failed.stdout)["tasks"]} == {"up-to-date"}
+
+
+def _project(origin: Path) -> None:
+    shutil.copytree(REPO / "examples" / "models", origin / "models")
+    (origin / "pipelines").mkdir()
+    for name in ("tinydet.yaml", "sweep.yaml"):
+        text = (REPO / "pipelines" / name).read_text().replace("../examples/models/", "../models/")
+        (origin / "pipelines" / name).write_text(text)
+
+
+def _two_layer_model(path: Path, width: int) -> None:
+    """Two dense layers of width x width weights: more than one MX3 chip holds at 8 bits when width is 2,400."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array((rng.standard_normal((width, width)) * 0.01).astype(np.float32), f"w{i}")
+               for i in range(2)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc0"), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w1"], ["y"], name="fc1")]
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 17)]), path)
+
+
+def test_the_recipe_builds_every_other_variant_when_one_fails_and_names_it(tmp_path: Path) -> None:
+    """docs/ci.md's run step, as written, in a fresh clone: a matrix variant whose checks fail does not stop
+    the others; one whose build fails (too few chips) does not either; the run exits non-zero and its last
+    lines name every failure."""
+    run_step = accelbuild_steps(WORKFLOW)[2]
+    assert "--keep-going" in run_step and run_step in (REPO / "docs" / "ci.md").read_text()
+    origin = tmp_path / "origin"
+    _project(origin)
+    sweep = origin / "pipelines" / "sweep.yaml"
+    sweep.write_text(sweep.read_text().replace("target.num_chips: [1, 2, 4]", "target.num_chips: [1, 2]")
+                     .replace("min_cosine: 0.98", "min_cosine: 0.995"))  # weight_bits=4 variants: 0.9918
+    _git("init", "-q", cwd=origin)
+    _git("add", "-A", cwd=origin)
+    _git("commit", "-q", "-m", "pipelines", cwd=origin)
+    clone = tmp_path / "runner"
+    _git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+
+    result = _run_step(run_step, clone)
+    assert result.code == 1, result.stderr
+    summary = json.loads(result.stdout)
+    assert {t["status"] for t in summary["tasks"]} == {"ran"} and summary["ok"] is False
+    closing = result.stderr.strip().splitlines()[-1]
+    failing = sorted(p["name"] for p in summary["pipelines"] if not all(c["ok"] for c in p["checks"]))
+    assert failing == ["tinydet-sweep[num_chips=1,weight_bits=4]", "tinydet-sweep[num_chips=2,weight_bits=4]"]
+    assert "2 check(s) failed" in closing
+    named = result.stderr.strip().splitlines()[-2]
+    assert named.startswith("accelbuild: failed:") and all(name in named for name in failing)
+
+    _two_layer_model(clone / "models" / "wide.onnx", 2400)
+    (clone / "pipelines" / "wide.yaml").write_text("accelbuild: 1\nname: wide\nmatrix:\n  target.num_chips: [1, 2]\n"
+                                                   "models:\n  - path: ../models/wide.onnx\n"
+                                                   "checks:\n  max_chips: 2\n")
+    again = _run_step(run_step, clone)
+    statuses = {t["name"]: t["status"] for t in json.loads(again.stdout)["tasks"]}
+    assert statuses["wide[num_chips=1]:map"] == "failed" and statuses["wide[num_chips=2]:benchmark"] == "ran"
+    assert again.code == 2  # the failed task is a config mistake (num_chips), positioned in the YAML
+    lines = again.stderr.strip().splitlines()
+    assert "wide[num_chips=1]:map" in lines[-2] and "wide[num_chips=1] (not checked: its build failed)" in lines[-2]
+    assert "checks passed" not in lines[-1] and "1 failed" in lines[-1]

@@ -2,7 +2,9 @@
 
 A side is an output folder (its benchmark.json and <model>/quantize.json), or a pipeline YAML (one
 build, or one per matrix variant, found through the plan, so variants sharing tasks are read where
-those tasks built). Deltas are against the first side; "best" says which side wins each row.
+those tasks built). Deltas are against the first side; "best" says which side wins each row, and "=" when
+the difference is inside the figures' noise (a measured timing's spread; across kinds, each profile's error
+band). Every row says what kind of figure it is.
 """
 
 from __future__ import annotations
@@ -88,44 +90,92 @@ def sides_of(arguments: list[str]) -> list[Side]:
     return sides
 
 
-def rows(sides: list[Side]) -> list[tuple[str, str, list[float | None]]]:
-    """(row label, sense key, one value per side)."""
-    out: list[tuple[str, str, list[float | None]]] = []
-    multi = len(sides[0].metrics["models"]) > 1
-    out.append(("fps (sum over models)" if multi else "fps", "fps", [s.metrics.get("fps") for s in sides]))
-    out.append(("latency_ms (slowest model)" if multi else "latency_ms", "latency_ms",
-                [s.metrics.get("latency_ms") for s in sides]))
+MEASURED_NOISE = 0.05     # run-to-run spread of a timing on a shared machine (relative)
+SIMULATED_NOISE = 0.01    # below this, two modelled figures of one kind do not differ in any way that matters
+COSINE_NOISE = 1e-4       # cosines differ by this between machines' SIMD kernels (absolute)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    sense: str                  # SENSE key: which way is better
+    values: list[float | None]  # one per side
+    noise: float                # relative (absolute for cosine): a smaller difference is no win
+    kind: str = ""              # what the figures are, where the sides' kinds say it
+
+
+def _noise(sides: list[Side], end_to_end: bool = False) -> float:
+    """How far two sides' speed figures may differ by noise or modelling error alone: a measured figure's
+    run-to-run spread; across kinds (simulated vs estimated vs measured) also each profile's published error
+    band (docs/credibility.md) where its benchmark quotes one."""
+    kinds = {s.metrics.get("kind") for s in sides}
+    noise = MEASURED_NOISE if "measured" in kinds or end_to_end else SIMULATED_NOISE
+    if len(kinds) > 1:
+        bands = [s.metrics.get("band_pct") for s in sides if isinstance(s.metrics.get("band_pct"), (int, float))]
+        noise = max([noise, MEASURED_NOISE, *(b / 100 for b in bands)])
+    return noise
+
+
+def rows(sides: list[Side]) -> list[Row]:
+    """Every figure's row: the headline per model, then the one combined figure (named for what it is),
+    end-to-end figures where the builds have them, sizes and accuracy."""
+    out: list[Row] = []
+    speed = _noise(sides)
+    names = sorted(m["name"] for m in sides[0].metrics["models"])
+    per_model = {name: [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides] for name in names}
+    multi = len(names) > 1
+    kinds = " / ".join(dict.fromkeys(str(s.metrics.get("kind")) for s in sides))
+    for name, per in per_model.items():
+        prefix = f"{name} " if multi else ""
+        out.append(Row(f"{prefix}fps", "fps", [m.get("fps") for m in per], speed, kinds))
+        out.append(Row(f"{prefix}latency_ms", "latency_ms", [m.get("latency_ms") for m in per], speed, kinds))
+        if any(m.get("end_to_end_fps") is not None for m in per):
+            whole = _noise(sides, end_to_end=True)
+            what = " / ".join(dict.fromkeys(f"{m.get('end_to_end_accelerator')} + host measured"
+                                            if m.get("end_to_end_host") else str(m.get("end_to_end_accelerator"))
+                                            for m in per))
+            out.append(Row(f"{prefix}end-to-end fps", "fps", [m.get("end_to_end_fps") for m in per], whole, what))
+            out.append(Row(f"{prefix}end-to-end latency_ms", "latency_ms",
+                           [m.get("end_to_end_latency_ms") for m in per], whole, what))
+    if multi:
+        what = " / ".join(dict.fromkeys(str(s.metrics.get("fps_is")) for s in sides))
+        out.append(Row("fps together", "fps", [s.metrics.get("fps") for s in sides], speed, what))
     for key in family_figures():
         if any(key in s.metrics for s in sides):
-            out.append((key, key, [s.metrics.get(key) for s in sides]))
-    out.append(("weight_bytes", "weight_bytes", [s.metrics.get("weight_bytes") for s in sides]))
-    for name in sorted(m["name"] for m in sides[0].metrics["models"]):
-        per = [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides]
-        if multi:
-            out.append((f"{name} fps", "fps", [m.get("fps") for m in per]))
-            out.append((f"{name} latency_ms", "latency_ms", [m.get("latency_ms") for m in per]))
-        out.append((f"{name} cosine", "cosine", [m.get("cosine") for m in per]))
+            out.append(Row(key, key, [s.metrics.get(key) for s in sides], 0.0))
+    out.append(Row("weight_bytes", "weight_bytes", [s.metrics.get("weight_bytes") for s in sides], 0.0))
+    for name, per in per_model.items():
+        out.append(Row(f"{name} cosine", "cosine", [m.get("cosine") for m in per], COSINE_NOISE))
     return out
 
 
-def best(sense: str, values: list[float | None]) -> str | None:
-    known = [(v, i) for i, v in enumerate(values) if isinstance(v, (int, float))]
-    if len(known) < 2 or len({v for v, _ in known}) == 1:
-        return "=" if len(known) >= 2 else None
-    pick = max(known) if higher_is_better(sense) else min(known)
-    return str(pick[1])
+def best(row: Row) -> str | None:
+    """The winning side's index (the first of those within noise of the best value); "=" when every side is
+    within the row's noise of the best."""
+    known = [(v, i) for i, v in enumerate(row.values) if isinstance(v, (int, float))]
+    if len(known) < 2:
+        return None
+    top = max(v for v, _ in known) if higher_is_better(row.sense) else min(v for v, _ in known)
+
+    def near(value: float) -> bool:
+        gap = abs(top - value)
+        return gap <= row.noise * (1.0 if row.sense == "cosine" else max(abs(top), 1e-12))
+
+    winners = [i for v, i in known if near(v)]
+    return "=" if len(winners) == len(known) else str(winners[0])
 
 
 def as_json(sides: list[Side]) -> dict[str, Any]:
     result = []
-    for label, sense, values in rows(sides):
-        base = values[0]
+    for row in rows(sides):
+        base = row.values[0]
         deltas = [None if not isinstance(v, (int, float)) or not isinstance(base, (int, float)) else
-                  round(v - base, 6) for v in values]
-        winner = best(sense, values)
-        result.append({"row": label, "values": values, "delta_vs_first": deltas,
+                  round(v - base, 6) for v in row.values]
+        winner = best(row)
+        result.append({"row": row.label, "values": row.values, "delta_vs_first": deltas,
                        "best": None if winner in (None, "=") else sides[int(winner)].label,
-                       "higher_is_better": higher_is_better(sense)})
+                       "within_noise": winner == "=", "noise": row.noise, "kind": row.kind,
+                       "higher_is_better": higher_is_better(row.sense)})
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
             "kinds": [s.metrics.get("kind") for s in sides], "worst_frames": worst_frames(sides),
             "measured_on": [s.metrics.get("measured_on") for s in sides], "rows": result}
@@ -133,19 +183,22 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
 
 def text(sides: list[Side]) -> str:
     mixed = len({s.metrics.get("kind") for s in sides}) > 1  # label each side when their kinds differ
-    header = ["", *(f"{s.label} ({s.metrics.get('kind')})" if mixed else s.label for s in sides), "delta" if len(sides) == 2 else "delta vs first (last)", "best"]
+    header = ["", *(f"{s.label} ({s.metrics.get('kind')})" if mixed else s.label for s in sides),
+              "delta" if len(sides) == 2 else "delta vs first (last)", "best", "kind"]
     table = [header]
-    for label, sense, values in rows(sides):
-        shown = ["n/a" if v is None else number(v) for v in values]
-        base, last = values[0], values[-1]
+    for row in rows(sides):
+        shown = ["n/a" if v is None else number(v) for v in row.values]
+        base, last = row.values[0], row.values[-1]
         delta = "" if not isinstance(base, (int, float)) or not isinstance(last, (int, float)) else \
             (("+" if last - base > 0 else "") + number(last - base) +
              (f" ({(last - base) / base:+.1%})" if base else ""))
-        winner = best(sense, values)
-        table.append([label, *shown, delta, "" if winner is None else ("=" if winner == "=" else
-                                                                         sides[int(winner)].label)])
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+        winner = best(row)
+        verdict = "" if winner is None else sides[int(winner)].label if winner != "=" else (
+            "=" if not row.noise else f"= (within {row.noise:.0e})" if row.sense == "cosine" else
+            f"= (within {row.noise:.0%})")
+        table.append([row.label, *shown, delta, verdict, row.kind])
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
     frames = worst_frames(sides)
     if any(entry["file"] for per in frames.values() for entry in per):
         lines.append("")

@@ -4,7 +4,7 @@ Every family writes the contract fields of ``benchmark.json`` (``fps``, ``latenc
 with per-model ``fps``, ``latency_ms`` and ``accuracy.cosine``) and ``quantize.json`` (``weight_bytes``).
 A family's own figures (mx3: ``num_chips``; npu, ethos-u: ``offload.host_layers``) are read where its
 checks say (``Check.source``, ``accelbuild.families``), so metrics, checks and ``compare`` name no
-family. Totals over several models are labelled as sums of different models' frames, never one model's rate.
+family. The one figure over several models is the family's combined figure, named by its ``fps_is``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
                                  "cosine": figures.get("cosine"), "worst_file": figures.get("worst_file"),
                                  "cosine_measured_on": figures.get("measured_on"),
                                  "no_signal_frames": figures.get("no_signal_frames")}
+        whole = entry.get("end_to_end")
+        if isinstance(whole, dict):  # the model with its host sections: accelerator kind + host machine
+            model.update(end_to_end_fps=whole.get("fps"), end_to_end_latency_ms=whole.get("latency_ms"),
+                         end_to_end_accelerator=whole.get("accelerator"),
+                         end_to_end_host=whole.get("host_measured_on"))
         record = quantize_records.get(name)
         if record is not None:
             try:
@@ -53,7 +58,8 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
     latencies = [m["latency_ms"] for m in models if isinstance(m["latency_ms"], (int, float))]
     metrics: dict[str, Any] = {
         "fps": bench.get("fps"),
-        "fps_is": "a sum over models" if len(models) > 1 else "one model's rate",
+        "fps_is": bench.get("fps_is") or ("frames per second of the model" if len(models) == 1 else
+                                          "a combined figure of several models"),
         "latency_ms": max(latencies) if latencies else bench.get("latency_ms"),
         "min_cosine": min(cosines) if cosines else None,
         # None when a model's quantize.json is elsewhere (a matrix variant folder that shared the task)
@@ -72,6 +78,9 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
     if "measured_on" in bench:
         metrics["measured_on"] = bench["measured_on"]
     metrics["kind"] = kind(bench)
+    trust = bench.get("credibility")
+    if isinstance(trust, dict) and trust.get("calibrated"):
+        metrics["band_pct"] = trust.get("band_pct")
     return metrics
 
 

@@ -57,7 +57,8 @@ def test_run_json_gives_each_pipelines_figures_and_artifacts(sweep: tuple[Path, 
     first = summary["pipelines"][0]
     assert first["family"] == "mx3" and first["variant"] == "num_chips=1,weight_bits=4"
     metrics = first["metrics"]
-    assert metrics["fps_is"] == "a sum over models" and metrics["num_chips"] == 1
+    assert metrics["fps_is"].startswith("sets per second, one frame of each of the 2 models")
+    assert metrics["num_chips"] == 1
     assert {m["name"] for m in metrics["models"]} == {"det", "cls"}
     assert all(0.9 < m["cosine"] <= 1 for m in metrics["models"])
     assert [c["check"] for c in first["checks"]] == ["min_cosine", "max_chips"]
@@ -79,8 +80,8 @@ def test_compare_a_matrix_and_two_folders(sweep: tuple[Path, dict]) -> None:
     base = folder / "pipelines/build/tinydet-sweep"
     text = run_cli("compare", str(base / "num_chips=1,weight_bits=4"), str(base / "num_chips=2,weight_bits=4"),
                    cwd=folder)
-    assert text.code == 0 and text.stdout.splitlines()[0].split()[-2:] == ["delta", "best"]
-    assert "fps (sum over models)" in text.stdout and "det cosine" in text.stdout
+    assert text.code == 0 and text.stdout.splitlines()[0].split()[-3:] == ["delta", "best", "kind"]
+    assert "fps together" in text.stdout and "det cosine" in text.stdout and "sum" not in text.stdout
 
 
 def test_compare_refuses_incompatible_builds(project: Path, sweep: tuple[Path, dict]) -> None:

@@ -203,9 +203,10 @@ def test_connect_accepts_the_workers_of_this_accelbuild(cluster) -> None:
 PRE_SECTION_CASES = {
     "mx3": ("target: {num_chips: 1}\nbenchmark: {frames: 20, host: false, accuracy: {samples: 4, seed: 0}}\n",
             "mlp.onnx", "fc1", "fc1"),
-    "npu": ("target: {family: npu, platform: x5}\nbenchmark: {frames: 20, accuracy: {samples: 4, seed: 0}}\n",
+    "npu": ("target: {family: npu, platform: x5}\nbenchmark: {frames: 20, host: false, accuracy: {samples: 4, seed: 0}}\n",
             "tinycls.onnx", "stem.relu", "stem.conv"),
-    "ethos-u": ("target: {family: ethos-u, accelerator: ethos-u55-128}\nbenchmark: {accuracy: {samples: 4, seed: 0}}\n",
+    "ethos-u": ("target: {family: ethos-u, accelerator: ethos-u55-128}\n"
+                "benchmark: {host: false, accuracy: {samples: 4, seed: 0}}\n",
                 "mlp.onnx", "fc1", "fc1"),
 }
 

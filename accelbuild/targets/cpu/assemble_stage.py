@@ -18,9 +18,9 @@ from accelbuild.frontends.onnx_model import serialize
 from accelbuild.quantize import measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.cpu import ort_format, session
-from accelbuild.targets.cpu.machine import onnxruntime_version
 from accelbuild.targets.cpu.spec import OrtParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+from accelbuild.util.machine import onnxruntime_version
 
 log = logging.getLogger(__name__)
 # float graph rewrites (fusions) only reorder float arithmetic; int8 kernels round once per requantization

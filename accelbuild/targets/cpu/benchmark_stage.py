@@ -14,11 +14,12 @@ from accelbuild import accuracy
 from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
+from accelbuild.targets import end_to_end
 from accelbuild.targets.cpu import report, session
-from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
 from accelbuild.targets.cpu.spec import CpuBenchmarkParams
 from accelbuild.targets.cpu.timing import time_frames
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+from accelbuild.util.machine import onnxruntime_version, this_machine
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ def run(ctx: StageContext) -> None:
     models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
     configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
     first = configs[p.models[0]]
+    combined = end_to_end.combined_fps([m["fps"] for m in models], "in_turn")
     summary = {
         "measured": True,
         "measured_on": measured_on,
@@ -38,8 +40,8 @@ def run(ctx: StageContext) -> None:
         "precision": first["precision"],
         "graph_optimization": first["graph_optimization"],
         "intra_op_num_threads": first["intra_op_num_threads"],
-        "fps": round(sum(m["fps"] for m in models), 2),
-        "fps_is": "one model's rate" if len(models) == 1 else "a sum over models run one after another",
+        "fps": round(combined[0], 2),
+        "fps_is": combined[1],
         "latency_ms": max(m["latency_ms"] for m in models),
         "latency_p90_ms": max(m["latency_p90_ms"] for m in models),
         "models": models,

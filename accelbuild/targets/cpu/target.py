@@ -33,7 +33,6 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
-from accelbuild.targets.cpu.machine import onnxruntime_version, this_machine
 from accelbuild.targets.cpu.spec import (
     CpuBenchmarkParams,
     CpuTargetSpec,
@@ -41,6 +40,7 @@ from accelbuild.targets.cpu.spec import (
     OrtParams,
     SessionParams,
 )
+from accelbuild.util.machine import onnxruntime_version, this_machine
 
 # quantize keys that choose per-layer or per-model precisions: the cpu family has one precision per build
 PRECISION_KEYS = ("bits", "bits_file", "auto_precision")

@@ -59,3 +59,4 @@ class BenchmarkParams:
     accelerator: str
     vela_version: str
     calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
+    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine

@@ -94,7 +94,8 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> VelaPar
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return {**model_files(pipeline, ("ai.onnx", "pre.onnx", "quantized.onnx", "int8.tflite", "int8.json", "vela.json")), **models_data(pipeline)}
+    return {**model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx", "quantized.onnx", "int8.tflite", "int8.json",
+                                     "vela.json")), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -104,7 +105,8 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
     return BenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                            tuple(data_params(m) for m in pipeline.models), pipeline.target.accelerator,
-                           vela.version(), tuple(calibration_frames(m) for m in pipeline.models))
+                           vela.version(), tuple(calibration_frames(m) for m in pipeline.models),
+                           pipeline.benchmark.host)
 
 
 _CODE = ("accelbuild.targets.ethos_u", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report",

@@ -10,6 +10,7 @@ import yaml
 
 from accelbuild.passes.sections import read_section
 from accelbuild.stages.context import StageContext
+from accelbuild.targets import end_to_end
 from accelbuild.targets.mx3 import agreement, benchmarking
 from accelbuild.targets.mx3.sim import timing
 from accelbuild.targets.mx3.sim.program import load_program
@@ -40,6 +41,9 @@ def run(ctx: StageContext) -> None:
                  "binding": sim.binding[name], "accuracy": figures, "crosscheck": crosscheck}
         if bench.host and (files.pre is not None or files.post is not None):
             entry["host"] = benchmarking.host_times(files, feeds)
+        host = entry.get("host", {})
+        entry["end_to_end"] = end_to_end.record(entry["fps"], entry["latency_ms"], "simulated", host.get("pre_ms"),
+                                                host.get("post_ms"), bench.host)
         models.append(entry)
     summary = benchmarking.summary(program, sim, models)
     summary["dfp"] = ctx.inputs["dfp"].name
@@ -59,13 +63,16 @@ def run(ctx: StageContext) -> None:
 
 
 def _log_summary(pipeline: str, summary: dict) -> None:
-    """The terminal's account: per model its simulated rate and binding resource, against the cost model."""
-    total = ("" if len(summary["models"]) == 1
-             else f"{summary['fps']:,.1f} FPS summed over {len(summary['models'])} models' frames, ")
-    log.info("%s: %s%s-bound end to end (%.1f FPS); latency %.3f ms (%s)", pipeline, total,
-             summary["end_to_end_bound"], summary["end_to_end_fps"], summary["latency_ms"], summary["latency_model"])
-    for entry in summary["agreement"]:
+    """The terminal's account, per model: its simulated rate and binding resource against the cost model, and
+    its end-to-end figures with the host sections; a combined figure only when there is more than one model."""
+    for entry, model in zip(summary["agreement"], summary["models"]):
         log.info("%s: %s", pipeline, agreement.summary_line(entry))
+        whole = model["end_to_end"]
+        if whole["host_measured_on"]:
+            log.info("%s: %s: end to end %s FPS, %.3f ms (%s-bound; host sections measured here)", pipeline,
+                     model["name"], f"{whole['fps']:,.1f}", whole["latency_ms"], whole["bound"])
+    if len(summary["models"]) > 1:
+        log.info("%s: %s %s", pipeline, f"{summary['fps']:,.1f}", summary["fps_is"])
 
 
 def _files(ctx: StageContext, name: str) -> benchmarking.ModelFiles:

@@ -8,10 +8,6 @@ measured on this machine.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +18,10 @@ import onnx
 from accelbuild import accuracy
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.params import AccuracyInputs, DataParams
+from accelbuild.targets import end_to_end
 from accelbuild.targets.mx3 import agreement
 from accelbuild.targets.mx3.sim import numeric, timing
 from accelbuild.targets.mx3.sim.program import Program
-
-HOST_RUNS = 20
 
 
 @dataclass
@@ -59,56 +54,36 @@ def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, 
             {"against": "quantized.onnx in onnxruntime, bfloat16 activations", **crosscheck}, feeds)
 
 
-def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:
+def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
     """Median milliseconds of the host pre/post sections in onnxruntime on this machine (named in
     ``measured_on``: a benchmark restored from a shared cache carries another machine's timings)."""
-    result: dict[str, Any] = {"measured_on": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)"}
-    if files.pre is not None:
-        first = accuracy.random_inputs(files.pre, 1, 0)[0]
-        result["pre_ms"] = _median_ms(files.pre, first)
-    if files.post is not None:
-        ai = measure.session(onnx.load(str(files.ai)))
-        names = [o.name for o in ai.get_outputs()]
-        outputs = dict(zip(names, ai.run(None, {i.name: ai_feeds[0][i.name] for i in ai.get_inputs()})))
-        result["post_ms"] = _median_ms(files.post, outputs)
+    pre_ms, post_ms = end_to_end.host_section_times(files.pre, files.post, onnx.load(str(files.ai)), ai_feeds[0])
+    result: dict[str, Any] = {"measured_on": end_to_end.measured_on()}
+    if pre_ms is not None:
+        result["pre_ms"] = pre_ms
+    if post_ms is not None:
+        result["post_ms"] = post_ms
     return result
 
 
-def _median_ms(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    wanted = {i.name for i in session.get_inputs()}
-    feeds = {k: v for k, v in feeds.items() if k in wanted}
-    for _ in range(2):
-        session.run(None, feeds)
-    runs = []
-    for _ in range(HOST_RUNS):
-        started = time.perf_counter()
-        session.run(None, feeds)
-        runs.append(time.perf_counter() - started)
-    return round(1000 * statistics.median(runs), 4)
-
-
 def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``benchmark.json`` object. The cost-model figures are the simulated program's own (for a closed
-    loop the chosen split's), so the comparison is of one program."""
+    """The ``benchmark.json`` object. The headline is per model (``models[]``); the top-level ``fps`` is the
+    one combined figure that means something (``fps_is`` names it). The cost-model figures are the simulated
+    program's own (for a closed loop the chosen split's), so the comparison is of one program."""
+    how = "shared_input" if program.share_input else "concurrent"
+    fps, fps_is = end_to_end.combined_fps([sim.model_fps[m["name"]] for m in models], how)
+    whole_fps, _ = end_to_end.combined_fps([m["end_to_end"]["fps"] for m in models], how)
+    slowest_whole = min(models, key=lambda m: m["end_to_end"]["fps"])
     host_pre = max((m.get("host", {}).get("pre_ms", 0.0) for m in models), default=0.0)
     host_post = max((m.get("host", {}).get("post_ms", 0.0) for m in models), default=0.0)
-    bounds = {"accelerator": sim.fps}
-    if host_pre:
-        bounds["host pre"] = 1000.0 / host_pre
-    if host_post:
-        bounds["host post"] = 1000.0 / host_post
-    bound = min(bounds, key=bounds.get)
     predicted = program.predicted
     names = [m["name"] for m in models]
     slowest = min(names, key=lambda n: (sim.model_fps[n], names.index(n)))
     longest = max(names, key=lambda n: (sim.steady_latency_ms[n], -names.index(n)))
     result: dict[str, Any] = {
         "simulated": True,
-        "fps": round(sim.fps, 2),
-        "fps_is": _fps_meaning(models),
+        "fps": round(fps, 2),
+        "fps_is": fps_is,
         "latency_ms": round(sim.steady_latency_ms[longest], 4),
         "latency_model": longest,
         "first_frame_latency_ms": round(max(sim.first_latency_ms.values()), 4),
@@ -116,8 +91,8 @@ def summary(program: Program, sim: timing.TimingResult, models: list[dict[str, A
         "chip_gen": program.dfp.header.chip_gen,
         "frames": sim.frames,
         "models": models,
-        "end_to_end_fps": round(bounds[bound], 2),
-        "end_to_end_bound": bound,
+        "end_to_end_fps": round(whole_fps, 2),
+        "end_to_end_bound": slowest_whole["end_to_end"]["bound"],
         "binding": {"model": slowest, **sim.binding[slowest]},
         "bottleneck": predicted.get("bottleneck"),
         "cost_model": {"fps": predicted.get("fps"), "latency_ms": predicted.get("latency_ms"),
@@ -135,13 +110,6 @@ def agreement_of(program: Program, sim: timing.TimingResult, names: list[str]) -
     predicted = {m["name"]: m for m in program.predicted.get("models", [])}
     return [agreement.compare(name, predicted.get(name, {}), sim.model_fps[name], sim.steady_latency_ms[name],
                               sim.first_latency_ms[name], sim.binding[name]) for name in names]
-
-
-def _fps_meaning(models: list[dict[str, Any]]) -> str:
-    if len(models) == 1:
-        return f"frames per second of model {models[0]['name']}"
-    return (f"sum of {len(models)} models' frame rates ({', '.join(m['name'] for m in models)}): frames of "
-            "different models, see models[].fps")
 
 
 def report_mapping(program: Program, mapping: dict[str, Any]) -> dict[str, Any]:

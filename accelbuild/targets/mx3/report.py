@@ -100,14 +100,18 @@ def _summary_tab(data: dict[str, Any]) -> str:
 
 
 def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> str:
+    """One model: its throughput, latency and end-to-end rate. Several: a card per model, then the one
+    combined figure that means something (named by ``fps_is``), never a sum of different models' frames."""
     models = bench.get("models", [])
+    chips = _figure("Chips", esc(bench.get("num_chips", data.get("num_chips", "?"))), "",
+                    f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz", "")
+    if len(models) > 1:
+        cards = [_model_figure(m, simulated) for m in models]
+        cards.append(_figure(f"Together · {len(models)} models", _num(bench.get("fps")), "/s",
+                             esc(bench.get("fps_is", "")), _tag(simulated)))
+        return f'<div class="figures">{"".join(cards + [chips])}</div>'
     e2e = bench.get("end_to_end_fps")
-    cards = [
-        _throughput_figure(bench, models, simulated),
-        _latency_figure(bench, models, simulated),
-        _figure("Chips", esc(bench.get("num_chips", data.get("num_chips", "?"))), "",
-                f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz", ""),
-    ]
+    cards = [_throughput_figure(bench, models, simulated), _latency_figure(bench, models, simulated), chips]
     if e2e is not None:
         bound = _bound_text(bench)
         tag = _tag(simulated) + (_tag(simulated, host=True) if bench.get("host") else "")
@@ -115,12 +119,20 @@ def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> st
     return f'<div class="figures">{"".join(cards)}</div>'
 
 
+def _model_figure(model: dict[str, Any], simulated: bool) -> str:
+    """One model of several: its own rate, latency and end-to-end figures."""
+    whole = model.get("end_to_end") or {}
+    detail = f"latency {_num(model.get('latency_ms'), 3)} ms"
+    tag = _tag(simulated)
+    if whole.get("host_measured_on"):
+        detail += (f" · end to end {_num(whole.get('fps'))} FPS, {_num(whole.get('latency_ms'), 3)} ms "
+                   f"({esc(whole.get('bound', ''))}-bound)")
+        tag += _tag(simulated, host=True)
+    return _figure(f"Throughput · {esc(model.get('name', '?'))}", _num(model.get("fps")), "FPS", detail, tag)
+
+
 def _throughput_figure(bench: dict[str, Any], models: list[dict[str, Any]], simulated: bool) -> str:
-    """One model: its frame rate. Several: their sum, said to be one of different models' frames, and each."""
-    if len(models) > 1:
-        each = " + ".join(f"{esc(m.get('name', '?'))} {_num(m.get('fps'))}" for m in models)
-        return _figure(f"Throughput · sum of {len(models)} models", _num(bench.get("fps")), "FPS",
-                       f"{each} FPS: frames of different models", _tag(simulated))
+    """The one model's frame rate."""
     name = esc(models[0].get("name", "?")) if models else "?"
     return _figure("Throughput", _num(bench.get("fps")), "FPS",
                    f"model {name}, {esc(bench.get('frames', '?'))} frames", _tag(simulated))
@@ -258,9 +270,6 @@ def _agreement_card(entries: list[dict[str, Any]], bench: dict[str, Any], mappin
         fps = _comparison_row("", cost.get("fps"), sim.get("fps"), 1)[1:]
         latency = _comparison_row("", cost.get("latency_ms"), sim.get("latency_ms"), 3)[1:]
         rows.append([f"<b>{esc(entry.get('model', '?'))}</b>", *fps, *latency])
-    if len(entries) > 1:
-        total = _comparison_row("", (bench.get("cost_model") or mapping).get("fps"), bench.get("fps"), 1)[1:]
-        rows.append([f"sum of {len(entries)} models' frames", *total, "", "", ""])
     head = ["Model", "FPS, cost model", f"FPS, simulation {_tag(simulated)}", "difference", "Latency (ms), cost model",
             f"Latency (ms), simulation {_tag(simulated)}", "difference"]
     lines = []

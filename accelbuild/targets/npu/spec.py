@@ -77,3 +77,4 @@ class NpuBenchmarkParams:
     accuracy: AccuracyInputs
     data: tuple[DataParams | None, ...]
     calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
+    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine

@@ -77,7 +77,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuAsse
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
     return {"package": out / package_name(pipeline), **{name: out / name for name in OUTPUTS_OF_MAP},
-            **model_files(pipeline, ("ai.onnx", "pre.onnx")), **models_data(pipeline)}
+            **model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx")), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -87,7 +87,7 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
     return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models),
-                              tuple(calibration_frames(m) for m in pipeline.models))
+                              tuple(calibration_frames(m) for m in pipeline.models), pipeline.benchmark.host)
 
 
 _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",

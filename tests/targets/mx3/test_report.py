@@ -58,13 +58,14 @@ def test_summary_figures_and_tables(page: str) -> None:
     data = sample_data()
     summary = _sections(page)["summary"]
     bench = data["benchmark"]
-    assert f"{bench['fps']:,.1f}" in summary and f"{bench['end_to_end_fps']:,.1f}" in summary
-    assert "bounded by host post-processing" in summary
-    for model in bench["models"]:
+    assert f"{bench['fps']:,.1f}" in summary
+    for model in bench["models"]:  # each model's end-to-end figures on its own card
+        assert f"end to end {model['end_to_end']['fps']:,.1f} FPS" in summary and "(host post-bound)" in summary
         assert f"<b>{model['name']}</b>" in summary
         assert f"{model['accuracy']['cosine']:.6f}" in summary
         assert f"{model['first_frame_latency_ms']:.3f}" in summary
-    assert f"{bench['cost_model']['fps']:,.1f}" in summary               # cost model vs simulation
+    for entry in bench["agreement"]:                                     # cost model vs simulation, per model
+        assert f"{entry['cost_model']['fps']:,.1f}" in summary
     assert f"{bench['host']['post_ms']:.3f} ms" in summary
 
 
@@ -145,7 +146,7 @@ def test_missing_optional_parts_still_render() -> None:
     for tab_id, _ in TABS:
         assert f'id="tab-{tab_id}"' in page
     assert "No bandwidth data." in page and "No timeline." in page and "Host stages were not measured." in page
-    assert f"{data['mapping']['fps']:,.1f}" in page            # cost model figures come from mapping.json
+    assert f"{data['mapping']['models'][0]['fps']:,.1f}" in page   # cost model figures come from mapping.json
 
 
 def test_benchmark_stage_shapes_render() -> None:
@@ -153,6 +154,7 @@ def test_benchmark_stage_shapes_render() -> None:
     one side null, bandwidth series named per model or by direction."""
     data = sample_data()
     bench = data["benchmark"]
+    bench["models"] = bench["models"][:1]  # one model: the end-to-end card names what bounds it
     bench.update(end_to_end_bound="accelerator", end_to_end_fps=bench["fps"],
                  bottleneck={"kind": "chip_link", "from_chip": 0, "to_chip": 1},
                  host={"pre_ms": None, "post_ms": 0.2, "measured_on": "this host, onnxruntime CPU"})
@@ -173,16 +175,16 @@ def test_benchmark_stage_shapes_render() -> None:
                                                                    "chip_link"]
 
 
-def test_multi_model_figures_are_per_model_and_the_total_says_what_it_sums(page: str) -> None:
+def test_multi_model_figures_are_per_model_and_the_combined_one_is_named(page: str) -> None:
+    """A card per model; the one combined figure named for what it is; no sum of different models' frames."""
     bench = sample_data()["benchmark"]
     summary = _sections(page)["summary"]
-    det, cls = bench["models"]
-    assert "Throughput · sum of 2 models" in summary
-    assert f"det {det['fps']:,.1f} + cls {cls['fps']:,.1f} FPS: frames of different models" in summary
-    assert f"model {bench['latency_model']}, the longest of 2 models" in summary
-    assert "sum of 2 models' frames" in summary                     # the total row of cost model vs simulation
+    for model in bench["models"]:
+        assert f"Throughput · {model['name']}" in summary and f"{model['fps']:,.1f}" in summary
+    assert "Together · 2 models" in summary and "sets per second, one frame of each of the 2 models" in summary
+    assert "sum" not in summary.replace("summary", "")
     single = sample_data()
-    single["benchmark"]["models"] = [det]
+    single["benchmark"]["models"] = single["benchmark"]["models"][:1]
     assert f"model det, {bench['frames']} frames" in _sections(render_report(single))["summary"]
 
 

@@ -1,4 +1,5 @@
-"""The machine the cpu family measures on, and the onnxruntime it runs: described, not assumed.
+"""The machine host figures are measured on (family cpu, and every family's host sections), and the
+onnxruntime it runs: described, not assumed.
 
 Read at planning time (cheap: /proc/cpuinfo and package metadata, no onnxruntime import), because both
 are parameters: a new onnxruntime rebuilds, and another machine re-measures.
