@@ -126,7 +126,7 @@ def test_the_recipe_builds_every_other_variant_when_one_fails_and_names_it(tmp_p
     result = _run_step(run_step, clone)
     assert result.code == 1, result.stderr
     summary = json.loads(result.stdout)
-    assert {t["status"] for t in summary["tasks"]} == {"ran"} and summary["ok"] is False
+    assert {t["status"] for t in summary["tasks"]} <= {"ran", "cached"} and summary["ok"] is False
     closing = result.stderr.strip().splitlines()[-1]
     failing = sorted(p["name"] for p in summary["pipelines"] if not all(c["ok"] for c in p["checks"]))
     assert failing == ["tinydet-sweep[num_chips=1,weight_bits=4]", "tinydet-sweep[num_chips=2,weight_bits=4]"]

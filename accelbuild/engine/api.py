@@ -61,14 +61,34 @@ class RunSummary:
         return {"ok": self.ok, "tasks": [r.as_json() for r in self.results],
                 "pipelines": [p.as_json() for p in self.pipelines]}
 
-    def line(self, seconds: float) -> str:
-        """The closing line: how many tasks did what, checks, and the time."""
+    def unchecked(self, specs: dict[str, bool]) -> list[str]:
+        """Pipelines that have checks but no figures to evaluate them on (their build failed)."""
+        return [p.name for p in self.pipelines if specs.get(p.name) and p.metrics is None]
+
+    def failures(self, with_checks: dict[str, bool]) -> str | None:
+        """The line naming every failure: failed tasks, pipelines whose checks failed, and pipelines whose
+        checks could not be evaluated (``with_checks``: pipeline name -> whether it has checks)."""
+        named = [r.name for r in self.results if r.status == "failed"]
+        named += [f"{p.name} (checks: {', '.join(c.name for c in p.checks if not c.ok)})"
+                  for p in self.pipelines if not p.checks_ok]
+        named += [f"{name} (not checked: its build failed)" for name in self.unchecked(with_checks)]
+        return f"accelbuild: failed: {'; '.join(named)}" if named else None
+
+    def line(self, seconds: float, with_checks: dict[str, bool] | None = None) -> str:
+        """The closing line: how many tasks did what, checks, and the time. "checks passed" only when every
+        pipeline with checks was evaluated and passed."""
         counts = {status: sum(r.status == status for r in self.results)
                   for status in ("ran", "cached", "up-to-date", "failed", "skipped")}
         parts = [f"{n} {status}" for status, n in counts.items() if n or status in ("ran", "failed")]
         failed_checks = sum(not c.ok for p in self.pipelines for c in p.checks)
-        if any(p.checks for p in self.pipelines):
-            parts.append(f"{failed_checks} check(s) failed" if failed_checks else "checks passed")
+        unchecked = len(self.unchecked(with_checks or {}))
+        if any(p.checks for p in self.pipelines) or unchecked:
+            if failed_checks:
+                parts.append(f"{failed_checks} check(s) failed")
+            if unchecked:
+                parts.append(f"{unchecked} pipeline(s) not checked")
+            if not failed_checks and not unchecked:
+                parts.append("checks passed")
         return f"accelbuild: {len(self.results)} tasks: {', '.join(parts)} in {seconds:.1f} s"
 
 
