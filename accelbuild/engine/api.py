@@ -176,6 +176,13 @@ def explain(pipelines: list[PipelineSpec], options: RunOptions, until: str | Non
     return explanations
 
 
+def current_checks(pipelines: list[PipelineSpec]) -> list[PipelineOutcome]:
+    """Each pipeline with checks evaluated on the figures its build holds now (metrics None where there is
+    no benchmark.json yet): a threshold changed since the last run is judged as ``run`` will judge it."""
+    built = plan.build_plan(pipelines)
+    return [outcome(p, built.artifacts[p.name]) for p in pipelines if p.checks]
+
+
 def _note_remote_entries(jobs: list[plan.Job], explanations: list[Explanation],
                          store: remote_cache.RemoteStore) -> None:
     """Add "restorable from the remote cache" to tasks that would run and whose entry it holds (only

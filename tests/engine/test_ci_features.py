@@ -124,6 +124,8 @@ def test_status_check_exit_codes_and_the_cache(project: Path, tmp_path_factory: 
     status = run_cli("status", "p.yaml", "--check", "--json", cwd=fresh, env=env)
     assert status.code == 0, status.stdout
     assert {t["status"] for t in status.json()["tasks"]} == {"cached"}
+    said = run_cli("status", "p.yaml", cwd=fresh, env=env).stdout  # one verdict per task, not two
+    assert "restored, not run" in said and "never built" not in said
     built = run_cli("run", "p.yaml", "--json", cwd=fresh, env=env)
     assert {t["status"] for t in built.json()["tasks"]} == {"cached"}
     write(fresh / "p.yaml", SMALL.replace("frames: 30", "frames: 31"))
@@ -180,3 +182,15 @@ def test_progress_names_long_tasks_on_a_terminal_only(project: Path, monkeypatch
     assert api.run(load_pipelines(["p.yaml"]), options, until="crop", stream=plain).ok
     assert "running" not in plain.getvalue() and "\x1b" not in plain.getvalue()
     assert [line.split()[1] for line in plain.getvalue().splitlines()] == ["ran", "ran"]
+
+
+def test_status_check_counts_a_checks_threshold_the_built_figures_fail(project: Path) -> None:
+    """Only a checks: threshold changed: no task reruns, but run would exit 1, so status --check does too."""
+    write(project / "p.yaml", SMALL + "checks: {min_cosine: 0.5}\n")
+    assert run_cli("run", "p.yaml", cwd=project).code == 0
+    assert run_cli("status", "p.yaml", "--check", cwd=project).code == 0
+    write(project / "p.yaml", SMALL + "checks: {min_cosine: 0.9999999}\n")
+    status = run_cli("status", "p.yaml", "--check", cwd=project)
+    assert status.code == 1 and "would run" not in status.stdout
+    assert "min_cosine" in status.stdout and "FAILED" in status.stdout and "run exits 1" in status.stdout
+    assert run_cli("run", "p.yaml", cwd=project).code == 1
