@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -396,8 +397,16 @@ def _program_file(path: str) -> tuple[str, ProgramFile]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from accelbuild.families import handler
+    from accelbuild.config.load import MODEL_FORMATS
+    from accelbuild.families import handler, program_file
 
+    if Path(args.dfp).suffix.lower() in MODEL_FORMATS and program_file(Path(args.dfp)) is None:
+        from accelbuild.engine import model_info  # a model, not a compiled program: describe it as tensors does
+
+        info = model_info.read_model(Path(args.dfp))
+        sys.stdout.write(f"{args.dfp}: a model file, not a compiled program (`accelbuild run` builds one); "
+                         f"as accelbuild imports it:\n" + model_info.describe(info))
+        return 0
     _, kind = _program_file(args.dfp)
     sys.stdout.write(handler(kind.inspect)(Path(args.dfp), args.dfp))
     return 0
@@ -492,7 +501,15 @@ class _Formatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
-        return f"accelbuild: {level}{record.getMessage()}"
+        return f"accelbuild: {level}{_once(record.getMessage())}"
+
+
+_REPEATED_PREFIX = re.compile(r"^([^:\s][^:]*): \1: ")
+
+
+def _once(message: str) -> str:
+    """``yolo: yolo: ...`` (a pipeline named after its one model) as ``yolo: ...``."""
+    return _REPEATED_PREFIX.sub(r"\1: ", message)
 
 
 def _setup_logging(verbose: bool, quiet: bool = False) -> None:

@@ -143,3 +143,26 @@ def test_shipped_pipeline_builds_then_is_up_to_date(tmp_path: Path) -> None:
     assert set(first.statuses().values()) == {"ran"}
     second = run_cli("run", "pipelines/tinydet.yaml", "--json", cwd=tmp_path)
     assert second.code == 0 and set(second.statuses().values()) == {"up-to-date"}
+
+
+def test_messages_name_each_thing_once_and_say_what_was_meant(project: Path) -> None:
+    """A bad model file is named once; a model given to inspect is described, not refused; a platform in the
+    wrong case gets the built-in name it meant; a pipeline named after its model is not said twice."""
+    (project / "garbage.onnx").write_bytes(b"garbage")
+    for command in ("init", "tensors"):
+        said = run_cli(command, "garbage.onnx", cwd=project)
+        assert said.code == 2 and said.stderr.startswith("garbage.onnx: not an ONNX model"), said.stderr
+        assert said.stderr.count("garbage.onnx") == 1
+    described = run_cli("inspect", "models/tinycls.onnx", cwd=project)
+    assert described.code == 0 and "a model file, not a compiled program" in described.stdout
+    assert "inputs:" in described.stdout and "outputs:" in described.stdout
+    write(project / "t.yaml", "accelbuild: 1\nmodels:\n  - path: models/tinycls.onnx\n"
+                              "target: {family: npu, platform: TDA4VM}\n")
+    wrong_case = run_cli("validate", "t.yaml", cwd=project)
+    assert wrong_case.code == 2 and wrong_case.stderr.splitlines()[0].endswith("did you mean 'tda4vm'?")
+    write(project / "tinycls.yaml", "accelbuild: 1\nmodels:\n  - path: models/tinycls.onnx\n"
+                                    "target: {family: npu, platform: x5}\nbenchmark: {accuracy: {samples: 1}}\n")
+    built = run_cli("run", "tinycls.yaml", cwd=project)
+    assert built.code == 0, built.stderr
+    assert "tinycls: tinycls:" not in built.stderr and "accelbuild: partition:" not in built.stderr
+    assert built.stderr.count("tinycls: 1 subgraph(s), 1 on the NPU") == 1  # once, naming the model

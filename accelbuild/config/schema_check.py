@@ -50,8 +50,12 @@ def _validator(name: str) -> Any:
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """``"; did you mean 'x'?"`` when a choice is close to ``word``, else ``""``."""
-    close = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    names = sorted(str(c) for c in choices)
+    by_case = {name.lower(): name for name in names}  # TDA4VM for tda4vm: case alone is the likeliest slip
+    if str(word).lower() in by_case:
+        return f"; did you mean {by_case[str(word).lower()]!r}?"
+    close = difflib.get_close_matches(str(word).lower(), list(by_case), n=1, cutoff=0.6)
+    return f"; did you mean {by_case[close[0]]!r}?" if close else ""
 
 
 def show(value: Any) -> str:

@@ -69,6 +69,8 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
             import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
         except ConfigError as exc:  # said about the temporary pipeline: say it about the model
             message = exc.message.replace("give its shape in input_shapes", "give --input-shape NAME=H,W,C")
+            for prefix in (f"{path.absolute()}: ", f"{path}: "):  # the file is named once, by the error
+                message = message.removeprefix(prefix)
             raise InputFileError(path, message.replace(" of model 'model'", "")) from None
         model = onnx.load(str(outputs["imported.onnx"]))
         record = json.loads(outputs["import.json"].read_text())

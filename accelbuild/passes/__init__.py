@@ -97,8 +97,10 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
         error = check.max_relative_error(model)
         if error is None or error > verify_mod.TOLERANCE:
             model.CopyFrom(before)
-            entry = {**entry, "skipped": True, "notes": ["skipped: it changed the model's outputs"]}
-            log.warning("graph pass %s skipped: it changed the model's outputs", graph_pass.name)
+            size = ("outputs no longer computable" if error is None else
+                    f"max relative error {error:.2g} against the input model, tolerance {verify_mod.TOLERANCE:g}")
+            entry = {**entry, "skipped": True, "notes": [f"skipped: it changed the model's outputs ({size})"]}
+            log.warning("graph pass %s skipped: it changed the model's outputs (%s)", graph_pass.name, size)
         replayed.append((graph_pass, entry))
     record = _shown(replayed)
     if opset.default_opset(model) < opset.MIN_OPSET:

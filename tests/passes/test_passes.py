@@ -351,3 +351,23 @@ def test_newer_opsets_are_kept() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
     assert convert_opset(model) == []
     assert model.opset_import[0].version == 22
+
+
+def test_a_pass_that_changes_the_outputs_is_skipped_and_says_by_how_much(caplog) -> None:
+    """The replay names the pass and the size of the change it made, against the tolerance."""
+    from accelbuild.passes import Pass
+
+    weight = numpy_helper.from_array(np.full((4, 4), 0.5, np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 17)])
+
+    def scale_weights(m: onnx.ModelProto) -> list[str]:
+        m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((4, 4), 0.55, np.float32), "w"))
+        return ["w scaled"]
+
+    record = run_passes(model, (Pass("scale_weights", scale_weights),), verify=True)
+    entry = next(e for e in record if e["pass"] == "scale_weights")
+    assert entry["skipped"] and "max relative error 0.1 against the input model, tolerance" in entry["notes"][0]
+    assert "graph pass scale_weights skipped: it changed the model's outputs (max relative error 0.1" in caplog.text

@@ -91,6 +91,8 @@ def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
             "    quantize: {weight_bits: 16}\nbenchmark: {accuracy: {samples: 1}}\n")
     result = _build(project, text, "--until", "map", expect=2)
     assert "p.yaml:3:21: the models need at least 2 chips" in result.stderr
+    # which resource is short, and by how much: 12 x 589,824 weight bytes against one chip's 10.5 MB
+    assert "weight memory: 14,155,776 bytes needed, 10,500,000 on 1 chip(s) (3,655,776 short)" in result.stderr
 
 
 def test_share_input_needs_equal_input_shapes(project: Path) -> None:

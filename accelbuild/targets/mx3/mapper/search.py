@@ -69,8 +69,8 @@ def map_layers(layers: list[Layer], hw: HardwareProfile, request: Request) -> li
     """Ranked candidates, best first (one for lazy/normal, the deduplicated splits for hard)."""
     needed = chips_needed(layers, hw)
     if needed > request.num_chips:
-        raise DoesNotFit(f"the models need at least {needed} chips (weights, cores and feature maps of the "
-                         f"layers in topological order); num_chips is {request.num_chips}")
+        raise DoesNotFit(f"the models need at least {needed} chips; num_chips is {request.num_chips}. "
+                         f"{shortfall(layers, hw, request.num_chips)}")
     target_cycles = _target_cycles(layers, hw, request.target_fps)
     lazy = _lazy(layers, hw, request, target_cycles)
     if request.effort == "lazy" or _reached(lazy, request):
@@ -180,6 +180,28 @@ def _too_big(layers: list[Layer], hw: HardwareProfile) -> str:
             return (f"layer {layer.name!r} of model {layer.model!r} needs {layer.buffer_bytes} bytes of feature "
                     f"maps, more than one chip holds ({hw.chip.feature_memory_bytes}); use smaller input shapes")
     return "a layer does not fit on one chip"
+
+
+def shortfall(layers: list[Layer], hw: HardwareProfile, num_chips: int) -> str:
+    """Which resource the chips are short of and by how much: each layer at its fewest cores (enough MAC
+    cores to hold its weights), in topological order."""
+    totals = {"weight memory": (sum(layer.weight_bytes for layer in layers), hw.weight_memory_bytes, "bytes"),
+              "MAC cores": (sum(cost.min_cores(layer, hw) for layer in layers if layer.kind == "mac"),
+                            hw.chip.mac_cores.count, "cores"),
+              "ALU cores": (sum(1 for layer in layers if layer.kind == "alu"), hw.chip.alu_cores.count, "cores"),
+              "feature memory": (sum(layer.buffer_bytes for layer in layers), hw.chip.feature_memory_bytes, "bytes")}
+    parts = []
+    for name, (need, per_chip, unit) in totals.items():
+        have = per_chip * num_chips
+        if need > have:
+            parts.append(f"{name}: {need:,} {unit} needed, {have:,} on {num_chips} chip(s) "
+                         f"({need - have:,} short)")
+    if not parts:  # enough in total, but the layers cannot be packed in order into so few chips
+        worst = max(totals, key=lambda n: totals[n][0] / (totals[n][1] * num_chips))
+        need, per_chip, unit = totals[worst]
+        parts.append(f"in total they fit, but not packed in topological order: {worst} is the tightest "
+                     f"({need:,} of {per_chip * num_chips:,} {unit}, {need / (per_chip * num_chips):.0%})")
+    return "; ".join(parts) + ". Raise num_chips (or num_chips: min) or quantize weights to fewer bits"
 
 
 def _min_fill(layers: list[Layer], hw: HardwareProfile) -> tuple[int, ...]:
