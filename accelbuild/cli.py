@@ -99,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("-o", "--output", metavar="P.yaml", help="where to write it (default: MODEL's stem + .yaml)")
     init.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
                       help="shape of a dynamic input, channel-last without batch (repeatable)")
+    init.add_argument("--family", default="mx3", metavar="F",
+                      help="target family: mx3 (default), npu, ethos-u or cpu")
+    init.add_argument("--platform", metavar="P", help="npu: the platform (required; e.g. tda4vm, x5); ethos-u: "
+                                                      "the Vela accelerator config (default ethos-u55-128)")
+    init.add_argument("--data", metavar="DIR", help="a folder of representative inputs (images or .npy)")
     return parser
 
 
@@ -312,10 +317,36 @@ def cmd_init(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else Path(f"{model.stem}.yaml")
     if out.exists():
         raise InputFileError(out, "already exists; give another name with -o (init never overwrites)")
+    _init_target(args)
+    data = Path(args.data) if args.data else None
+    if data is not None and not data.is_dir():
+        raise InputFileError(args.data, "no such folder (--data takes a folder of images or .npy arrays)")
     info = model_info.read_model(model, dict(args.input_shape))
-    write_bytes_atomic(out, model_info.starter_pipeline(info, out).encode("utf-8"))
-    print(f"wrote {out}: {len(info.inputs)} input(s); suggested crop points are commented in it")
+    text = model_info.starter_pipeline(info, out, args.family, args.platform, data)
+    write_bytes_atomic(out, text.encode("utf-8"))
+    print(f"wrote {out}: family {args.family}, {len(info.inputs)} input(s); suggested crop points are commented in it")
     return 0
+
+
+def _init_target(args: argparse.Namespace) -> None:
+    """--family and --platform as a pipeline would take them, checked before the model is read."""
+    from accelbuild.config.schema_check import did_you_mean
+    from accelbuild.engine import model_info
+
+    if args.family not in model_info.TARGETS:
+        raise UserError(f"init: unknown --family {args.family!r} (one of: {', '.join(model_info.TARGETS)})"
+                         f"{did_you_mean(args.family, list(model_info.TARGETS))}")
+    if args.family == "npu":
+        from accelbuild.targets.npu.hardware import builtin_profiles
+
+        names = sorted(builtin_profiles())
+        if not args.platform:
+            raise UserError(f"init: --family npu needs --platform (built-in: {', '.join(names)})")
+        if args.platform not in names and not Path(args.platform).suffix:
+            raise UserError(f"init: unknown npu platform {args.platform!r} (built-in: {', '.join(names)}; or a "
+                             f"profile .yaml){did_you_mean(args.platform, names)}")
+    elif args.platform and args.family != "ethos-u":
+        raise UserError(f"init: --platform applies to --family npu or ethos-u, not {args.family}")
 
 
 def cmd_cache_usage(args: argparse.Namespace) -> int:

@@ -130,36 +130,60 @@ def describe(info: ModelInfo) -> str:
 
 
 def channel_last(entry: dict[str, Any]) -> list[int]:
-    """``input_shapes`` form of an imported input: (H, W, C) for images, the rest without the batch."""
+    """``input_shapes`` form of an imported input: (H, W, C) for images, the rest without the batch. An
+    input imported as-is that reads as an image in channel-first order ([N, C, H, W] with C of 1 to 4 and a
+    wider W) is written channel-last too: input_shapes are always (H, W, C)."""
     shape = entry["shape"]
-    if entry["layout"] == "NCHW":
+    if entry["layout"] == "NCHW" or (entry["layout"] == "as-is" and looks_channel_first(shape)):
         return [shape[2], shape[3], shape[1]]
     return list(shape[1:])
 
 
-def starter_pipeline(info: ModelInfo, yaml_path: Path) -> str:
-    """A pipeline YAML for the model: its inputs and shapes, crop points suggested as comments."""
+def looks_channel_first(shape: list[Any]) -> bool:
+    """[N, C, H, W] with a colour-like C (1 to 4) and larger H and W."""
+    return (len(shape) == 4 and all(isinstance(d, int) for d in shape) and 1 <= shape[1] <= 4
+            and shape[2] > 4 and shape[3] > 4)
+
+
+TARGETS = {  # what init writes under target: for each family (the platform added for npu)
+    "mx3": ["  family: mx3", "  chip_gen: mx3", "  num_chips: min               # the fewest chips the model fits on",
+            "  effort: normal"],
+    "npu": ["  family: npu", "  platform: {platform}"],
+    "ethos-u": ["  family: ethos-u", "  accelerator: {platform}"],
+    "cpu": ["  family: cpu", "  precision: float"],
+}
+
+
+def starter_pipeline(info: ModelInfo, yaml_path: Path, family: str = "mx3", platform: str | None = None,
+                     data: Path | None = None) -> str:
+    """A pipeline YAML for the model that builds as written: its inputs and shapes (channel-last), the
+    family's target, the data folder when given; crop points suggested as comments."""
     stem = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in info.path.stem).lstrip("._-") or "model"
     relative = os.path.relpath(info.path.absolute(), yaml_path.absolute().parent)
     shapes = "\n".join(f"      {json.dumps(i['name'])}: {json.dumps(channel_last(i))}" for i in info.inputs)
     crop_in = json.dumps(info.auto_inputs)
     crop_out = json.dumps(info.auto_outputs)
     reasons = "".join(f"    #   ({reason})\n" for reason in info.auto_reasons)
+    target = "\n".join(TARGETS[family]).format(platform=platform or "ethos-u55-128")
+    stanza = ""
+    if data is not None:
+        folder = os.path.relpath(data.absolute(), yaml_path.absolute().parent)
+        stanza = ("    data:                          # representative inputs (docs/data.md)\n"
+                  f"      path: {json.dumps(folder)}\n"
+                  "      preprocess: {color: rgb, mean: [0], std: [255]}   # check what the model was trained on\n")
     return (
         f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
         "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
         "accelbuild: 1\n"
         f"name: {stem}\n"
         "target:\n"
-        "  family: mx3\n"
-        "  chip_gen: mx3\n"
-        "  num_chips: min               # the fewest chips the model fits on\n"
-        "  effort: normal\n"
+        f"{target}\n"
         "models:\n"
         f"  - name: {stem}\n"
         f"    path: {json.dumps(relative)}\n"
         "    input_shapes:                # channel-last (H, W, C), no batch\n"
         f"{shapes}\n"
+        f"{stanza}"
         "    # Suggested crop points (accelbuild's auto crop); `accelbuild tensors MODEL` lists others.\n"
         "    # crop:\n"
         f"    #   inputs: {crop_in}\n"

@@ -179,6 +179,14 @@ def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: obje
         )
     for layout, shape in candidates.items():
         if _fits(shape, dims):
+            if layout == "NHWC" and _channel_first_given(user, dims, model, name):
+                h, w, c = dims[2], dims[3], dims[1]
+                raise ConfigError(
+                    locate(*at),
+                    f"input_shapes are channel-last (H, W, C): {user} reads as H={user[0]}, W={user[1]}, "
+                    f"C={user[2]}, which fits input {name!r} of model {spec.model!r} {show_dims(dims)} only as "
+                    f"NHWC; the model reads it channel-first, so you probably meant [{h}, {w}, {c}]",
+                )
             return ResolvedInput(name, tuple(shape), layout)
     raise ConfigError(
         locate(*at),
@@ -198,6 +206,13 @@ def _empty_input_message(model: onnx.ModelProto, name: str, model_name: str, dim
         nodes = ", ".join(repr(n.name or n.output[0]) for n in users)
         message += f" (it only gives CastLike {nodes} an element type: export a Cast to that type instead)"
     return message
+
+
+def _channel_first_given(user: list[int], dims: list[Dim], model: onnx.ModelProto, name: str) -> bool:
+    """The user wrote the model's own [C, H, W] (C of 1 to 4, larger H and W) where (H, W, C) was asked, for an
+    input that no NHWC transpose reads: channel-first order given by mistake."""
+    return (all(isinstance(d, int) and d > 0 for d in dims[1:]) and user == list(dims[1:])
+            and 1 <= user[0] <= 4 and user[1] > 4 and user[2] > 4 and not _feeds_nhwc_transpose(model, name))
 
 
 def _fits(shape: list[int], dims: list[Dim]) -> bool:

@@ -37,6 +37,46 @@ def test_init_writes_a_pipeline_that_builds_and_never_overwrites(project: Path) 
     assert again.code == 2 and again.stderr.startswith("conf/nhwc.yaml: already exists")
 
 
+def test_init_for_each_family_with_data_builds_as_written(project: Path) -> None:
+    """init --family F [--platform P] [--data DIR] writes a pipeline that builds; a static NCHW input is written
+    channel-last and imported as NCHW."""
+    import numpy as np
+    from PIL import Image
+
+    (project / "imgs").mkdir()
+    for i in range(3):
+        Image.fromarray((np.random.default_rng(i).random((40, 48, 3)) * 255).astype(np.uint8)).save(
+            project / "imgs" / f"{i}.png")
+    for family, platform in (("mx3", None), ("npu", "x5"), ("cpu", None)):
+        out = f"{family}.yaml"
+        result = run_cli("init", "models/tinycls.onnx", "--family", family, *(["--platform", platform] if platform
+                                                                               else []), "--data", "imgs", "-o", out,
+                         cwd=project)
+        assert result.code == 0, result.stderr
+        text = (project / out).read_text()
+        assert f"family: {family}" in text and 'path: "imgs"' in text
+        assert '"input": [32, 32, 3]' in text  # the model's [1, 3, 32, 32], channel-last
+        built = run_cli("run", out, "--json", cwd=project)
+        assert built.code == 0, built.stderr
+    record = (project / "build/tinycls/tinycls/import.json").read_text()
+    assert '"layout": "NCHW"' in record
+    missing = run_cli("init", "models/tinycls.onnx", "--family", "npu", "-o", "n.yaml", cwd=project)
+    assert missing.code == 2 and missing.stderr.startswith("init: --family npu needs --platform (built-in: ")
+    typo = run_cli("init", "models/tinycls.onnx", "--family", "npu", "--platform", "TDA4VM", cwd=project)
+    assert typo.code == 2 and typo.stderr.rstrip().endswith("did you mean 'tda4vm'?")
+
+
+def test_channel_first_input_shapes_say_what_was_meant(project: Path) -> None:
+    write(project / "p.yaml", "accelbuild: 1\nmodels:\n  - path: models/tinycls.onnx\n"
+                              "    input_shapes: {input: [3, 32, 32]}\n")
+    result = run_cli("validate", "p.yaml", cwd=project)
+    assert result.code == 2
+    assert result.stderr.splitlines()[0] == (
+        "p.yaml:4:27: input_shapes are channel-last (H, W, C): [3, 32, 32] reads as H=3, W=32, C=32, which fits "
+        "input 'input' of model 'tinycls' [1, 3, 32, 32] only as NHWC; the model reads it channel-first, so you "
+        "probably meant [32, 32, 3]")
+
+
 def test_validate_opens_the_models(project: Path) -> None:
     write(project / "p.yaml", "accelbuild: 1\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
                               "    input_shapes: {image: [64, 64, 3]}\n"
