@@ -1,7 +1,8 @@
 """Pipelines made of several files: ``extends`` chains and ``matrix`` variants.
 
 ``extends: ../base.yaml`` deep-merges the file over its base (mappings merge key by key, lists are
-replaced whole, ``models`` merge by model name); bases may extend further bases (a cycle is an error).
+replaced whole, ``models`` merge by model name, a ``target`` naming its ``family`` replaces the base's, and
+``key: null`` removes an inherited key); bases may extend further bases (a cycle is an error).
 ``matrix`` expands one pipeline into a variant per combination of the listed values, each overriding the
 value at a dotted key (``target.num_chips``, ``models.det.quantize.weight_bits``).
 
@@ -94,10 +95,17 @@ def _model_key(model: Node) -> str | None:
 
 
 def _merge(base: Node, over: Node, path: PathKey) -> Node:
-    """``over`` on top of ``base``: mappings merge, lists replace, the models list merges by name."""
+    """``over`` on top of ``base``: mappings merge, lists replace, the models list merges by name; a
+    ``target`` that names its ``family`` replaces the inherited one whole (another family's keys do not
+    apply); a key set to null removes the inherited value (the key takes its default)."""
+    if path == ("target",) and isinstance(over.value, dict) and "family" in over.value:
+        return over
     if isinstance(base.value, dict) and isinstance(over.value, dict):
         merged = dict(base.value)
         for key, value in over.value.items():
+            if value.value is None and key in base.value:
+                del merged[key]
+                continue
             merged[key] = _merge(base.value[key], value, path + (key,)) if key in base.value else value
         return Node(merged, over.file, over.at)
     if path == ("models",) and isinstance(base.value, list) and isinstance(over.value, list):

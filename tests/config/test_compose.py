@@ -112,3 +112,22 @@ def test_a_check_the_family_has_no_figure_for_is_an_error(project: Path) -> None
     assert _messages(project / "base.yaml") == [
         f"{project / 'base.yaml'}:12:23: check max_host_layers does not apply to family mx3: its builds have no "
         "such figure (checks here: max_chips, max_latency_ms, min_cosine, min_fps)"]
+
+
+def test_a_child_that_sets_the_family_replaces_the_target_and_null_removes_a_key(project: Path) -> None:
+    """family: npu over an mx3 base: the base's chip_gen and num_chips do not follow it; a key set to null
+    removes the inherited value; a mistake in the child's target points at the child's line."""
+    write(project / "base.yaml", BASE.replace("target: {num_chips: 2, effort: lazy}",
+                                              "target: {family: mx3, chip_gen: mx3, num_chips: 2, effort: lazy}"))
+    write(project / "npu.yaml", "accelbuild: 1\nextends: base.yaml\nname: on-npu\n"
+                                "target: {family: npu, platform: x5}\n"
+                                "models:\n  - name: det\n    quantize: {bits: null}\n")
+    [spec] = load_pipelines([str(project / "npu.yaml")])
+    assert spec.target.family == "npu" and spec.target.platform == "x5"
+    det = next(m for m in spec.models if m.name == "det")
+    assert det.quantize.bits == {} or not det.quantize.bits  # the base's per-layer bits are removed
+    assert det.quantize.weight_bits == 8                     # the rest of the base's quantize stays
+    write(project / "typo.yaml", "accelbuild: 1\nextends: base.yaml\nname: t\ntarget: {family: npu, platfrom: x5}\n")
+    messages = _messages(project / "typo.yaml")
+    assert all(str(project / "typo.yaml") in m for m in messages), messages
+    assert any("platfrom" in m and "did you mean 'platform'" in m for m in messages), messages
