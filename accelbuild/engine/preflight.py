@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -56,6 +57,8 @@ def _check(pipelines: list[PipelineSpec], errors: list[UserError], failed: set[t
             moved.update({job.outputs[name]: path for name, path in outputs.items()})
             if job.stage == "crop":
                 _check_bits(job, pipelines, outputs["ai.onnx"], errors)
+                _check_data(job, pipelines, outputs, errors)
+                _check_family(job, pipelines, outputs["ai.onnx"], errors)
 
 
 def _run(job: Job, inputs: dict[str, Path], outputs: dict[str, Path]) -> None:
@@ -81,3 +84,65 @@ def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: 
         quantize.check_overrides(ctx, onnx.load(str(ai)))
     except (ConfigError, InputFileError) as exc:
         errors.append(exc)
+
+
+def _check_data(crop_job: Job, pipelines: list[PipelineSpec], outputs: dict[str, Path],
+                errors: list[UserError]) -> None:
+    """``models[].data`` against the folder and the model, every problem at once: a ``count`` larger than
+    the folder, a ``resize`` that does not fit the model's input, inputs and subfolders that do not match,
+    and every image that cannot be read."""
+    from accelbuild.data.files import scan, shown_path
+    from accelbuild.data.images import read_image, target_size
+    from accelbuild.data.load import _check_inputs
+    from accelbuild.data.spec import data_spec, input_infos
+    from accelbuild.passes.sections import read_section
+
+    pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
+    model = next(m for m in pipeline.models if m.name == crop_job.model_name)
+    if model.data is None:
+        return
+    spec = data_spec(model.data.params, model.data.path)
+    locate = crop_job.locate
+
+    def mistake(key: str, exc: InputFileError) -> ConfigError:
+        where = locate("data", key) if pipeline.source.has_value(locate.prefix + ("data", key)) else locate("data")
+        return ConfigError(where, f"{exc.path}: {exc.message}" if exc.path != spec.shown else exc.message)
+
+    try:
+        folder = scan(spec)
+    except InputFileError as exc:
+        errors.append(mistake("count" if "count is" in exc.message else "path", exc))
+        if "count is" not in exc.message:
+            return
+        folder = scan(replace(spec, count=None))  # the rest is still worth checking
+    first = read_section(outputs["pre.onnx"]) or onnx.load(str(outputs["ai.onnx"]))
+    infos = input_infos(first)
+    try:
+        _check_inputs(spec, folder, infos)
+        if folder.kind == "images":
+            target_size(spec, infos[0])
+    except InputFileError as exc:
+        shaping = "resize" in exc.message or "color" in exc.message
+        errors.append(mistake("preprocess" if shaping else "path", exc))
+        if not shaping:
+            return
+    if folder.kind == "images":
+        for sample in folder.samples:
+            path = sample.files[None]
+            try:
+                read_image(path, shown_path(spec, path.name), spec.color)
+            except InputFileError as exc:
+                errors.append(ConfigError(locate("data", "path"), f"{exc.path}: {exc.message}"))
+
+
+def _check_family(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:
+    """What the pipeline's family can already tell from the AI section (an optional ``model_problems``
+    of the family's target: ethos-u names the operators its TFLite writer cannot emit)."""
+    from accelbuild.families import get_target
+
+    pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
+    check = getattr(get_target(pipeline.target.family), "model_problems", None)
+    if check is None:
+        return
+    for problem in check(onnx.load(str(ai))):
+        errors.append(ConfigError(crop_job.locate("path"), f"model {crop_job.model_name!r}: {problem}"))

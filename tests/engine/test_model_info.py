@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli, write
 
 
@@ -92,3 +94,36 @@ def test_validate_opens_the_models(project: Path) -> None:
         "p.yaml:11:23: no weighted layer named 'fc9' in model 'mlp'; did you mean 'fc1'?",
     ]
     assert not (project / "build").exists() and not (project / ".accelbuild").exists()
+
+
+def test_validate_reports_every_data_and_family_mistake_at_once(project: Path) -> None:
+    """count beyond the folder, a resize that does not fit the model, every unreadable image, and (ethos-u) an
+    operator the TFLite writer cannot emit: all positioned, in one validate, before any run."""
+    pytest.importorskip("ethosu.vela")
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    from PIL import Image
+
+    (project / "imgs").mkdir()
+    for i in range(3):
+        Image.fromarray((np.random.default_rng(i).random((40, 48, 3)) * 255).astype(np.uint8)).save(
+            project / "imgs" / f"{i}.png")
+    (project / "imgs" / "7.png").write_bytes(b"not a png")
+    (project / "imgs" / "8.png").write_bytes(b"nor this")
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="erf")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_operatorsetid("", 17)]), project / "models/erf.onnx")
+    write(project / "p.yaml", "accelbuild: 1\nmodels:\n  - path: models/tinycls.onnx\n    data:\n      path: imgs\n"
+                              "      count: 10\n      preprocess: {resize: [64, 64]}\n"
+                              "  - path: models/erf.onnx\ntarget: {family: ethos-u}\n")
+    result = run_cli("validate", "p.yaml", cwd=project)
+    assert result.code == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("p.yaml:")]
+    assert lines[:2] == ["p.yaml:6:14: count is 10 but the folder holds only 5 images",
+                         "p.yaml:7:19: resize [64, 64] does not fit input 'input' [1, 3, 32, 32] float32 (NCHW)"]
+    assert [line.split(": ")[1] for line in lines[2:4]] == ["imgs/7.png", "imgs/8.png"]
+    assert all(line.startswith("p.yaml:5:13:") and "not a readable image" in line for line in lines[2:4])
+    assert lines[4].startswith("p.yaml:8:11: model 'erf': operator Erf (1 node(s): erf) cannot be written by the "
+                               "ethos-u int8 TFLite writer")
