@@ -104,8 +104,15 @@ def said(accuracy: dict) -> str:
 
 
 def cell(accuracy: dict) -> str:
-    """A report's "inputs" cell: the inputs, then the frame the headline comes from."""
-    inputs = str(accuracy.get("inputs", ""))
+    """A report's "inputs" cell: real or random inputs (and from where), then the frame the headline comes
+    from."""
+    kind = accuracy.get("inputs")
+    if kind == "data":
+        inputs = f"real inputs ({accuracy.get('samples', '?')} from {accuracy.get('folder', '?')})"
+    elif kind == "random":
+        inputs = f"random inputs ({accuracy.get('samples', '?')}, seed {accuracy.get('seed', '?')})"
+    else:
+        inputs = str(kind or "")
     return f"{inputs}; {said(accuracy)}" if accuracy.get("frames") else inputs
 
 

@@ -305,9 +305,9 @@ def _models_table(bench: dict[str, Any]) -> str:
                      _num(model.get("latency_ms"), 3), _num(model.get("first_frame_latency_ms"), 3),
                      f'<span class="bound">{_mapping_bottleneck(binding)}</span>' if isinstance(binding, dict) else "—",
                      _num(accuracy.get("cosine"), 6), _num(accuracy.get("sqnr_db"), 1),
-                     _num(accuracy.get("max_abs_err"), 4), esc(frames.said(accuracy)) or "—"])
+                     _num(accuracy.get("max_abs_err"), 4), esc(frames.cell(accuracy)) or "—"])
     head = ["Model", "FPS", "Latency (ms)", "First-frame latency (ms)", "Bound by (simulator)", "Cosine similarity",
-            "SQNR (dB)", "Max abs error", "Frames (the cosine is the worst with signal)"]
+            "SQNR (dB)", "Max abs error", "Inputs (real or random) and frames (the cosine is the worst with signal)"]
     return _table(head, rows)
 
 

@@ -49,6 +49,7 @@ def test_benchmark_json_is_complete(project: Path) -> None:
     trust = bench["credibility"]  # the built-in profile's band, from docs/credibility.md's run
     assert trust["calibrated"] is True and "published measurements" in trust["text"]
     assert "How far to trust these figures" in report and trust["text"].replace("'", "&#x27;") in report
+    assert "random inputs (2, seed 0)" in report  # the accuracy figures say what inputs they come from
 
 
 def test_multi_model_figures_are_per_model_and_name_what_binds(project: Path) -> None:
