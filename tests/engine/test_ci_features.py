@@ -194,3 +194,29 @@ def test_status_check_counts_a_checks_threshold_the_built_figures_fail(project: 
     assert status.code == 1 and "would run" not in status.stdout
     assert "min_cosine" in status.stdout and "FAILED" in status.stdout and "run exits 1" in status.stdout
     assert run_cli("run", "p.yaml", cwd=project).code == 1
+
+
+def test_compare_across_families_on_end_to_end_figures_with_their_kinds(project: Path) -> None:
+    """One model built for mx3, npu and ethos-u: compare sets their end-to-end figures side by side, says
+    what each kind is, and calls no winner inside the figures' noise."""
+    pytest.importorskip("ethosu.vela")
+    for family, target in (("mx3", "{num_chips: 1}"), ("npu", "{family: npu, platform: x5}"),
+                           ("ethos-u", "{family: ethos-u}")):
+        write(project / f"{family}.yaml", f"accelbuild: 1\nname: {family}\ntarget: {target}\nmodels:\n"
+                                          "  - name: cls\n    path: models/tinycls.onnx\n    crop: {auto: true}\n"
+                                          "benchmark: {accuracy: {samples: 2}}\n")
+        assert run_cli("run", f"{family}.yaml", cwd=project).code == 0
+    result = run_cli("compare", "build/mx3", "build/npu", "build/ethos-u", "--json", cwd=project)
+    assert result.code == 0, result.stderr
+    table = result.json()
+    assert table["kinds"][0] == "simulated" and table["kinds"][2].startswith("estimated by vela")
+    rows = {row["row"]: row for row in table["rows"]}
+    whole = rows["end-to-end fps"]
+    assert all(isinstance(v, float) for v in whole["values"])
+    assert "simulated + host measured" in whole["kind"] and "estimated by vela" in whole["kind"]
+    assert whole["noise"] >= 0.05  # across kinds: at least a measured timing's spread
+    for row in table["rows"]:
+        if row["within_noise"]:
+            assert row["best"] is None
+    text = run_cli("compare", "build/mx3", "build/npu", "build/ethos-u", cwd=project).stdout
+    assert "end-to-end fps" in text and "(simulated)" in text and "(estimated by vela" in text
