@@ -142,30 +142,25 @@ def layer_stats(sim: timing.TimingResult) -> list[dict[str, Any]]:
             for layer in sim.layers]
 
 
-def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: int = 80) -> dict[str, Any]:
-    """Layer timings, a timeline of the first frames and link bandwidth over one frame, in microseconds."""
+def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: int = 80,
+                      recorded_frames: int = 12) -> dict[str, Any]:
+    """Layer timings, a timeline of the first frames, and link bandwidth in the steady state, in
+    microseconds. The bandwidth window is the last frame periods of the run (frames, not pipeline fill):
+    each transfer moves its bytes at its own rate while it is on the link, and ``bytes_per_frame`` is what
+    one frame puts on each link (the schedule's bytes, the same as quantize.json's packets and
+    mapping.json's chip links)."""
     hw = program.hardware
     slowest = min(sim.model_fps.values(), default=0.0)
     period = 1.0 / slowest if slowest else 0.0  # one frame of every model
     tracks: dict[str, dict[str, Any]] = {}
     for span in sim.spans:
+        if span.frame >= recorded_frames:
+            continue
         track = tracks.setdefault(span.track, {"track": span.track, "group": span.track.split(" · ")[0],
                                                "kind": span.kind, "spans": []})
         track["spans"].append([round(span.start * 1e6, 3), round(span.end * 1e6, 3)])
     busiest = sorted(tracks.values(), key=lambda t: -sum(e - s for s, e in t["spans"]))
     timeline = [t for t in busiest if t["kind"] != "layer"] + [t for t in busiest if t["kind"] == "layer"][:max_tracks]
-    # one frame period late in the recorded frames, when inputs, outputs and links are all busy
-    window_start = max((s.start for s in sim.spans if s.kind == "host_in"), default=0.0) - period
-    t_grid = [window_start + period * i / 100 for i in range(101)]
-    rates = {"host_in": hw["host_link"]["bytes_per_second"], "host_out": hw["host_link"]["bytes_per_second"],
-             "chip_link": hw["chip_link"]["bytes_per_second"]}
-    series: dict[str, list[float]] = {}
-    for track in tracks.values():
-        if track["kind"] == "layer":
-            continue
-        label = track["track"]
-        series[label] = [rates[track["kind"]] if any(s <= t * 1e6 <= e for s, e in track["spans"]) else 0.0
-                         for t in t_grid]
     return {
         "frame_period_us": round(period * 1e6, 3),
         "layers": [{**{k: layer[k] for k in ("name", "model", "chip", "kind", "cores", "macs", "weight_bytes",
@@ -173,5 +168,35 @@ def timing_for_report(sim: timing.TimingResult, program: Program, max_tracks: in
                     "start_us": round(layer["start_cycle"] / (hw["clock_mhz"]), 3),
                     "end_us": round(layer["end_cycle"] / (hw["clock_mhz"]), 3)} for layer in sim.layers],
         "timeline": timeline,
-        "bandwidth": {"t_us": [round((t - window_start) * 1e6, 3) for t in t_grid], "series": series},
+        "bandwidth": steady_bandwidth(sim, period),
     }
+
+
+def steady_bandwidth(sim: timing.TimingResult, period: float, periods: int = 4) -> dict[str, Any]:
+    """Per link: bytes per frame, and its rate over a window of ``periods`` frame periods ending where the
+    last frame's input starts (all earlier frames' transfers are in flight by then: the steady state)."""
+    transfers = [s for s in sim.spans if s.kind != "layer"]
+    if not transfers or period <= 0:
+        return {"t_us": [], "series": {}, "bytes_per_frame": {}}
+    last = max(s.frame for s in transfers)
+    steady = max(0, last - 1)  # a whole frame, not the run's last (its output may still be on the link)
+    per_frame: dict[str, float] = {}
+    for span in transfers:
+        if span.frame == steady:
+            per_frame[span.track] = per_frame.get(span.track, 0.0) + span.nbytes
+    end = max(s.start for s in transfers if s.kind == "host_in" and s.frame == last)
+    start = max(0.0, end - periods * period)
+    grid = [start + (end - start) * i / 200 for i in range(201)]
+    series: dict[str, list[float]] = {track: [0.0] * len(grid) for track in dict.fromkeys(s.track for s in transfers)}
+    moved = {track: 0.0 for track in series}
+    for span in transfers:
+        if span.end <= start or span.start >= end or span.end <= span.start:
+            continue
+        rate = span.nbytes / (span.end - span.start)
+        moved[span.track] += rate * (min(span.end, end) - max(span.start, start))
+        for i, t in enumerate(grid):
+            if span.start <= t < span.end:
+                series[span.track][i] += rate
+    return {"t_us": [round((t - start) * 1e6, 3) for t in grid], "series": series,
+            "bytes_per_frame": {track: round(per_frame.get(track, 0.0)) for track in series},
+            "window_us": round((end - start) * 1e6, 3), "window_bytes": {t: round(b) for t, b in moved.items()}}

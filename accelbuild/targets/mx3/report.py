@@ -322,10 +322,13 @@ def _temporal_tab(data: dict[str, Any]) -> str:
     styles = _series_styles(list(series))
     tag = _tag(bool(data.get("simulated")))
     chart = _line_legend(styles) + _line_chart(t_us, series, styles)
-    note = (f"Link traffic over one frame period ({_num(timing.get('frame_period_us'), 1)} µs) in steady "
-            "state, all models running; bytes per second, decimal units.")
-    return (_card(f"Bandwidth over one frame {tag}", chart, note)
-            + _card(f"Per link {tag}", _bandwidth_table(t_us, series, styles)))
+    window = bandwidth.get("window_us")
+    note = (f"Link traffic in the steady state: the last {_num(window, 1)} µs before the run's last input (frame "
+            f"period {_num(timing.get('frame_period_us'), 1)} µs), all models running; each transfer at its own "
+            "rate while it is on the link; bytes per second, decimal units." if window else
+            f"Link traffic over one frame period ({_num(timing.get('frame_period_us'), 1)} µs); bytes per second.")
+    return (_card(f"Bandwidth in the steady state {tag}", chart, note)
+            + _card(f"Per link {tag}", _bandwidth_table(t_us, series, styles, bandwidth.get("bytes_per_frame"))))
 
 
 def _series_styles(names: list[str]) -> dict[str, tuple[str, str]]:
@@ -430,19 +433,21 @@ def _axes(plot: _Plot, x_ticks: list[float], y_ticks: list[float]) -> list[str]:
     return parts
 
 
-def _bandwidth_table(t_us: list[float], series: dict[str, list[float]],
-                     styles: dict[str, tuple[str, str]]) -> str:
-    """Per series: bytes moved in the window shown (the rate integrated over it), mean and peak rate, time busy."""
+def _bandwidth_table(t_us: list[float], series: dict[str, list[float]], styles: dict[str, tuple[str, str]],
+                     per_frame: dict[str, float] | None = None) -> str:
+    """Per link: bytes one frame puts on it (from the schedule, where recorded), the rate over the window
+    shown (the series integrated over it), peak rate and time busy."""
     span = (t_us[-1] - t_us[0]) or 1.0
     rows = []
     for name, values in series.items():
-        per_frame = sum((t_us[i + 1] - t_us[i]) * (values[i] + values[i + 1]) / 2
-                        for i in range(len(t_us) - 1)) / 1e6
-        mean, peak = per_frame / span * 1e6, max(values, default=0.0)
+        moved = sum((t_us[i + 1] - t_us[i]) * (values[i] + values[i + 1]) / 2 for i in range(len(t_us) - 1)) / 1e6
+        mean, peak = moved / span * 1e6, max(values, default=0.0)
         busy = sum(1 for v in values if v > 0) / max(1, len(values))
-        rows.append([f"{_line_sample(*styles[name])} {esc(name)}", _si(per_frame, "B") if per_frame else "0 B",
+        frame = (per_frame or {}).get(name)
+        rows.append([f"{_line_sample(*styles[name])} {esc(name)}",
+                     "—" if frame is None else (_si(frame, "B") if frame else "0 B"),
                      _si(mean, "B/s") if mean else "0 B/s", _si(peak, "B/s") if peak else "0 B/s", _pct(busy)])
-    return _table(["Link", "Bytes in this frame window", "Mean bandwidth", "Peak bandwidth", "Time busy"], rows)
+    return _table(["Link", "Bytes per frame (schedule)", "Mean bandwidth", "Peak bandwidth", "Time busy"], rows)
 
 
 # ---------------------------------------------------------------------------------- layer details

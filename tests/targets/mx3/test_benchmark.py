@@ -171,3 +171,30 @@ def test_clean_removes_closed_loop_splits(project: Path) -> None:
     assert (project / "build/p/splits").is_dir()
     assert run_cli("clean", "p.yaml", "--state-dir", "s", cwd=project).code == 0
     assert not (project / "build/p").exists()
+
+
+def test_the_bandwidth_tab_measures_bytes_per_frame_in_the_steady_state(project: Path) -> None:
+    """Each link's bytes per frame come from the schedule and equal quantize.json's packets and mapping.json's
+    chip link; the window is the steady state, so the host-out rate is the output bytes at the frame rate."""
+    from accelbuild.targets.mx3 import benchmarking
+    from accelbuild.targets.mx3.sim import timing
+    from accelbuild.targets.mx3.sim.program import load_program
+
+    _run(project, PIPELINE)
+    program = load_program(project / "build/p/p.dfp")
+    sim = timing.simulate(program, 60, record_frames=12)
+    report = benchmarking.timing_for_report(sim, program, recorded_frames=12)
+    bandwidth = report["bandwidth"]
+    packets = json.loads((project / "build/p/det/quantize.json").read_text())["packets"]
+    mapping = json.loads((project / "build/p/mapping.json").read_text())
+    per_frame = bandwidth["bytes_per_frame"]
+    assert per_frame["host in · det"] == packets["input_bytes_per_frame"]
+    assert per_frame["host out · det"] == packets["output_bytes_per_frame"]
+    links = [t for t in per_frame if t.startswith("chip link")]
+    assert [per_frame[t] for t in links] == [c["bytes_per_frame"] for c in mapping["links"]["chip_links"]]
+    assert links  # two chips: the tensors that cross are on the chip link
+    moved = bandwidth["window_bytes"]["host out · det"]
+    expected = packets["output_bytes_per_frame"] * sim.model_fps["det"] * bandwidth["window_us"] / 1e6
+    assert moved == pytest.approx(expected, rel=0.1)  # the steady state: one output per frame period
+    host_in = next(t for t in report["timeline"] if t["track"] == "host in · det")
+    assert len(host_in["spans"]) == 12  # the timeline shows the first frames only

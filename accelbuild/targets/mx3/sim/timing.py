@@ -44,6 +44,8 @@ class Span:
     kind: str
     start: float
     end: float
+    nbytes: float = 0.0   # what a transfer moved (host and chip links; 0 for a layer)
+    frame: int = -1
 
 
 @dataclass
@@ -95,7 +97,8 @@ def simulate(program: Program, frames: int, seed: int = 0, jitter: float | None 
         members = [state[m.name] for m in group]
         feed = _Feed(members[0].host_in, slots, max(m.input_bytes for m in group))
         for frame in range(frames):
-            record = spans if frame < record_frames else None
+            # layers: the first frames (the timeline); transfers: every frame (bandwidth in the steady state)
+            record = _Recorder(spans, frame, layers=frame < record_frames)
             feed.send(frame, members, [stretch[frame, index[s.model.name], 0] for s in members], record)
             for s in members:
                 s.run_frame(frame, feed, slots, stretch[frame, index[s.model.name], 1], record)
@@ -111,7 +114,7 @@ class _Feed:
         self.finished: list[float] = []  # transfer done and its slot released (wire time + latency)
         self.start = self.transfer = 0.0
 
-    def send(self, f: int, members: list[_ModelState], stretches: list[float], spans: list | None) -> None:
+    def send(self, f: int, members: list[_ModelState], stretches: list[float], spans: _Recorder | None) -> None:
         nominal = self.link.duration(self.nbytes)
         # just in time: the first rows arrive when the first layers can take them
         target = max(s.input_target(f, nominal) for s in members) - self.link.latency
@@ -120,8 +123,9 @@ class _Feed:
         self.transfer = self.link.free - self.start
         self.started.append(self.start)
         self.finished.append(self.link.free + self.link.latency)
-        for s in members:
-            _record(spans, f"host in · {s.model.name}", "host_in", self.start, self.link.free)
+        for i, s in enumerate(members):  # one transfer: its bytes counted once (with share_input, the first's)
+            _record(spans, f"host in · {s.model.name}", "host_in", self.start, self.link.free,
+                    self.nbytes if i == 0 else 0.0)
 
 
 class _ModelState:
@@ -214,7 +218,7 @@ class _ModelState:
         return min((self._earliest(row, f) - float(row.get("start_fraction", 1.0)) * transfer
                     for row in self.first), default=0.0)
 
-    def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: list | None) -> None:
+    def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: _Recorder | None) -> None:
         self.sent.append(feed.start)
         self.in_time.append(feed.transfer)
         arrive = feed.start + feed.link.latency
@@ -228,10 +232,11 @@ class _ModelState:
         self.out_start.append(out_start)
         self.out_time.append(self.host_out.free - out_start)
         self.out_finished.append(done)
-        _record(spans, f"host out · {self.model.name}", "host_out", out_start, self.host_out.free)
+        _record(spans, f"host out · {self.model.name}", "host_out", out_start, self.host_out.free,
+                self.model.output_bytes)
         self.done.append(done)
 
-    def _paced(self, row: dict, f: int, spans: list | None) -> None:
+    def _paced(self, row: dict, f: int, spans: _Recorder | None) -> None:
         """A layer cannot finish a frame before its consumers (and the links its output crosses) have taken
         in all but their buffer's share of it: its rows are paced by what comes after it."""
         name = row["name"]
@@ -243,11 +248,12 @@ class _ModelState:
         self.end[name][f] = end
         for core in self.cores[name]:
             self.core_free[core] = max(self.core_free.get(core, 0.0), end)
-        if spans is not None:
+        if spans is not None and spans.layers:
             _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
                     self.start[name][f], end)
-            for boundary, _ in self.sends.get(name, ()):
-                _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *self.crossings[(name, boundary)][f])
+        for boundary, _ in self.sends.get(name, ()):
+            _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *self.crossings[(name, boundary)][f],
+                    float(row.get("out_bytes", 0)))
 
     def _layer(self, row: dict, f: int, in_start: float, in_transfer: float) -> None:
         name, fraction = row["name"], float(row.get("start_fraction", 1.0))
@@ -285,9 +291,18 @@ class _ModelState:
         return start, end, link.latency
 
 
-def _record(spans: list | None, track: str, kind: str, start: float, end: float) -> None:
+@dataclass
+class _Recorder:
+    """Where one frame's spans go: transfers always, layers when ``layers``."""
+
+    spans: list[Span]
+    frame: int
+    layers: bool
+
+
+def _record(spans: _Recorder | None, track: str, kind: str, start: float, end: float, nbytes: float = 0.0) -> None:
     if spans is not None and end > start:
-        spans.append(Span(track, kind, start, end))
+        spans.spans.append(Span(track, kind, start, end, nbytes, spans.frame))
 
 
 def _result(program: Program, state: dict[str, _ModelState], frames: int, clock: float, spans: list[Span],
