@@ -323,31 +323,45 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise InputFileError(args.data, "no such folder (--data takes a folder of images or .npy arrays)")
     info = model_info.read_model(model, dict(args.input_shape))
     text = model_info.starter_pipeline(info, out, args.family, args.platform, data)
+    _checked_pipeline(text, out)
     write_bytes_atomic(out, text.encode("utf-8"))
     print(f"wrote {out}: family {args.family}, {len(info.inputs)} input(s); suggested crop points are commented in it")
     return 0
 
 
 def _init_target(args: argparse.Namespace) -> None:
-    """--family and --platform as a pipeline would take them, checked before the model is read."""
+    """--family and --platform, checked before the model is read (the written pipeline is validated too)."""
     from accelbuild.config.schema_check import did_you_mean
     from accelbuild.engine import model_info
 
     if args.family not in model_info.TARGETS:
         raise UserError(f"init: unknown --family {args.family!r} (one of: {', '.join(model_info.TARGETS)})"
-                         f"{did_you_mean(args.family, list(model_info.TARGETS))}")
-    if args.family == "npu":
-        from accelbuild.targets.npu.hardware import builtin_profiles
-
-        names = sorted(builtin_profiles())
-        if not args.platform:
-            raise UserError(f"init: --family npu needs --platform (built-in: {', '.join(names)})")
-        if args.platform not in names and not Path(args.platform).suffix:
-            raise UserError(f"init: unknown npu platform {args.platform!r} (built-in: {', '.join(names)}; or a "
-                             f"profile .yaml){did_you_mean(args.platform, names)}")
-    elif args.platform and args.family != "ethos-u":
+                        f"{did_you_mean(args.family, list(model_info.TARGETS))}")
+    if args.family == "npu" and not args.platform:
+        raise UserError("init: --family npu needs --platform P: a built-in platform (am62a, am68a, mlsoc, "
+                        "tda4vm, x3, x5; docs/npu.md) or a profile .yaml")
+    if args.platform and args.family not in ("npu", "ethos-u"):
         raise UserError(f"init: --platform applies to --family npu or ethos-u, not {args.family}")
 
+
+def _checked_pipeline(text: str, out: Path) -> None:
+    """The written pipeline loads as a run would load it (a wrong --platform is said now, as init's)."""
+    import tempfile
+
+    from accelbuild.config.load import load_pipelines
+    from accelbuild.errors import ConfigError, ConfigErrors
+
+    folder = out.absolute().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=folder, delete=False) as handle:
+        handle.write(text)
+    try:
+        load_pipelines([handle.name])
+    except (ConfigError, ConfigErrors) as exc:
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
+        raise UserError("init: " + "; ".join(e.message for e in errors)) from None
+    finally:
+        Path(handle.name).unlink()
 
 def cmd_cache_usage(args: argparse.Namespace) -> int:
     """``cache info`` and ``cache gc``."""

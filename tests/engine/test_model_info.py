@@ -63,7 +63,7 @@ def test_init_for_each_family_with_data_builds_as_written(project: Path) -> None
     record = (project / "build/tinycls/tinycls/import.json").read_text()
     assert '"layout": "NCHW"' in record
     missing = run_cli("init", "models/tinycls.onnx", "--family", "npu", "-o", "n.yaml", cwd=project)
-    assert missing.code == 2 and missing.stderr.startswith("init: --family npu needs --platform (built-in: ")
+    assert missing.code == 2 and missing.stderr.startswith("init: --family npu needs --platform P: a built-in platform")
     typo = run_cli("init", "models/tinycls.onnx", "--family", "npu", "--platform", "TDA4VM", cwd=project)
     assert typo.code == 2 and typo.stderr.rstrip().endswith("did you mean 'tda4vm'?")
 

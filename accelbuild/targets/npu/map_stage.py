@@ -59,8 +59,9 @@ def run(ctx: StageContext) -> None:
         files = {sg.id: subgraph_name(name, sg.id) + (".npu" if sg.unit == "npu" else ".onnx")
                  for sg in part.subgraphs}
         record = part.record(name, files)
-        log.info("%s: %s: %d subgraph(s), %d on the NPU; %d layer(s) on the NPU, %d on the host", p.pipeline, name,
-                 len(part.subgraphs), len(part.npu_subgraphs), record["npu_layers"], record["host_layers"])
+        log.info("%s: %s: %d subgraph(s), %d on the NPU; %d layer(s) on the NPU%s", p.pipeline, name,
+                 len(part.subgraphs), len(part.npu_subgraphs), record["npu_layers"],
+                 f", {record['host_layers']} on the host" if record["host_layers"] else "")
         for entry in record["subgraphs"]:
             entry["name"] = subgraph_name(name, entry["id"])
         subgraphs.extend(record["subgraphs"])
