@@ -12,7 +12,6 @@ holds one sample in the input's shape, the shape without the batch dimension, or
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from accelbuild.config.spec import DataParams
 from accelbuild.data.random import input_specs, random_inputs  # noqa: F401  (accuracy.random_inputs)
 from accelbuild.errors import InputFileError
 from accelbuild.passes.sections import read_section
+from accelbuild.stages.params import AccuracyInputs
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000
@@ -59,16 +59,6 @@ def data_folder(inputs: dict[str, Path]) -> Path:
     """The folder the ``data:<relative path>`` inputs come from."""
     role, path = next((r, p) for r, p in inputs.items() if r.startswith("data:"))
     return Path(str(path)[: -len(role[len("data:"):])])
-
-
-@dataclass(frozen=True)
-class AccuracyInputs:
-    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
-    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
-
-    data: str | None  # the folder as the YAML writes it
-    samples: int | None
-    seed: int | None
 
 
 def is_random(source: AccuracyInputs, data: DataParams | None) -> bool:

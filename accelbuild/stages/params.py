@@ -11,8 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbuild.accuracy import AccuracyInputs  # noqa: F401  (a stage parameter)
 from accelbuild.config.spec import AutoPrecision, DataParams, InputShapes
+
+
+@dataclass(frozen=True)
+class AccuracyInputs:
+    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
+    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
+
+    data: str | None  # the folder as the YAML writes it
+    samples: int | None
+    seed: int | None
 
 
 @dataclass(frozen=True)
