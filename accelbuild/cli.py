@@ -188,17 +188,26 @@ def _executor_address(args: argparse.Namespace) -> str | None:
     return parse(*given)
 
 
-def _load(paths: list[str]):
+def _load(paths: list[str], args: argparse.Namespace | None = None):
+    """The pipelines; with ``args`` of a command that has a state dir (run, status), configs validated by an
+    earlier command are not validated again (``accelbuild.config.validated``)."""
     from accelbuild.config.load import load_pipelines
 
-    return load_pipelines(paths)
+    validated = None
+    if args is not None and hasattr(args, "state_dir"):
+        from accelbuild.config.validated import ValidatedConfigs
+        from accelbuild.engine.state import default_state_dir, project_root
+
+        state_dir = args.state_dir or default_state_dir(project_root())
+        validated = ValidatedConfigs(Path(state_dir) / "validated_configs")
+    return load_pipelines(paths, validated)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from accelbuild.engine import api
 
     _refuse_model_files(args.pipelines, "run")
-    pipelines = _load(args.pipelines)
+    pipelines = _load(args.pipelines, args)
     options = _options(args)
     if args.dry_run:
         return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
@@ -238,7 +247,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from accelbuild.engine import api
 
     _refuse_model_files(args.pipelines, "status")
-    pipelines = _load(args.pipelines)
+    pipelines = _load(args.pipelines, args)
     explanations = api.explain(pipelines, _options(args))
     runs = [e for e in explanations if e.would_run and not e.cached]
     # checks are judged on the figures built now only where no task would change them

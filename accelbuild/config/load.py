@@ -25,6 +25,7 @@ from accelbuild.config.spec import (
     QuantizeSpec,
     Shape,
 )
+from accelbuild.config.validated import ValidatedConfigs
 from accelbuild.config.yaml_source import load_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, Where
 from accelbuild.families import family as registered_family
@@ -41,21 +42,32 @@ MODEL_FORMATS = {
 }
 
 
-def load_pipelines(paths: Iterable[str]) -> list[PipelineSpec]:
+_validated: ValidatedConfigs | None = None  # the run's record of configs validated before (None: validate all)
+
+
+def load_pipelines(paths: Iterable[str], validated: ValidatedConfigs | None = None) -> list[PipelineSpec]:
     """Load several pipeline files (a matrix file gives one spec per variant); also checks that names
-    and output folders do not collide."""
+    and output folders do not collide. ``validated``: configs that passed the schema before, not validated
+    again (the record is saved when every file loaded)."""
+    global _validated
     specs: list[PipelineSpec] = []
     errors: list[ConfigError] = []
-    for path in paths:
-        try:
-            specs.extend(load_file(path))
-        except ConfigErrors as exc:
-            errors.extend(exc.errors)
-        except ConfigError as exc:
-            errors.append(exc)
+    _validated = validated
+    try:
+        for path in paths:
+            try:
+                specs.extend(load_file(path))
+            except ConfigErrors as exc:
+                errors.extend(exc.errors)
+            except ConfigError as exc:
+                errors.append(exc)
+    finally:
+        _validated = None
     errors.extend(_cross_pipeline_errors(specs))
     if errors:
         raise ConfigErrors(errors)
+    if validated is not None:
+        validated.save()
     return specs
 
 
@@ -94,15 +106,19 @@ def load_file(path: str) -> list[PipelineSpec]:
 
 
 def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
-    errors = schema_check.validate(doc, SCHEMA)
-    if errors:
-        raise ConfigErrors(errors)
     root = schema_check.load_schema(SCHEMA)
+    key = _validated.key(doc.data, root) if _validated is not None else None
+    if key is None or not _validated.seen(key):  # type: ignore[union-attr]
+        errors = schema_check.validate(doc, SCHEMA)
+        if errors:
+            raise ConfigErrors(errors)
     data = schema_check.apply_defaults(_plain_copy(doc.data), root, root)
     checker = _Checker(doc, yaml_path.resolve().parent)
     spec = checker.build(data, yaml_path, variant)
     if checker.errors:
         raise ConfigErrors(sorted(checker.errors, key=lambda e: (str(e.where.file), e.where.line, e.where.col)))
+    if key is not None:
+        _validated.add(key)  # type: ignore[union-attr]
     return spec
 
 

@@ -275,7 +275,7 @@ def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> A
     """Fill in schema ``default`` values for absent keys (the schema is the one source of defaults)."""
     schema = resolve_ref(schema, root)
     for rule in schema.get("allOf", []):  # a union keyed on a value (target.family): the chosen branch's
-        if "if" in rule and isinstance(data, dict) and _validator_for(rule["if"], root).is_valid(data):
+        if "if" in rule and isinstance(data, dict) and _holds(rule["if"], data, root):
             data = apply_defaults(data, rule.get("then", {}), root)
     if isinstance(data, dict) and "properties" in schema:
         for key, sub in schema["properties"].items():
@@ -287,6 +287,19 @@ def apply_defaults(data: Any, schema: dict[str, Any], root: dict[str, Any]) -> A
     elif isinstance(data, list) and isinstance(schema.get("items"), dict):
         return [apply_defaults(item, schema["items"], root) for item in data]
     return data
+
+
+def _holds(condition: dict[str, Any], data: dict[str, Any], root: dict[str, Any]) -> bool:
+    """An ``if`` of a union on a mapping. The form the schema uses (``properties`` of ``const`` values, and
+    ``required``) is decided here, exactly, without importing jsonschema (a no-op run applies defaults to
+    every config); any other form goes to jsonschema."""
+    if set(condition) <= {"properties", "required"} and all(
+            isinstance(sub, dict) and set(sub) == {"const"} for sub in condition.get("properties", {}).values()):
+        if any(key not in data for key in condition.get("required", [])):
+            return False
+        return all(key not in data or data[key] == sub["const"] and type(data[key]) is type(sub["const"])
+                   for key, sub in condition.get("properties", {}).items())
+    return _validator_for(condition, root).is_valid(data)
 
 
 def matches(schema: dict[str, Any], data: Any, root: dict[str, Any]) -> bool:

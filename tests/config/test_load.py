@@ -1,3 +1,4 @@
+import shutil
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
 
-from conftest import write
+from conftest import REPO, write
 
 
 def test_spec_resolves_paths_and_defaults(project: Path, monkeypatch) -> None:
@@ -70,3 +71,23 @@ def test_pipelines_may_not_share_an_output_folder(project: Path) -> None:
     with pytest.raises(ConfigErrors) as err:
         load_pipelines([str(project / "a.yaml"), str(project / "b.yaml")])
     assert "is also used by" in str(err.value)
+
+
+def test_a_config_validated_before_is_not_validated_again_but_a_changed_one_is(tmp_path: Path) -> None:
+    """The record of validated configs (state dir) skips the schema for the same data only: any edit is
+    validated again, and its mistake is reported as without the record."""
+    from accelbuild.config.load import load_pipelines
+    from accelbuild.config.validated import ValidatedConfigs
+
+    shutil.copytree(REPO / "examples" / "models", tmp_path / "models")
+    good = "accelbuild: 1\nname: p\nmodels:\n  - path: models/tinycls.onnx\ntarget: {num_chips: 1}\n"
+    (tmp_path / "p.yaml").write_text(good)
+    record = tmp_path / "state" / "validated_configs"
+    first = load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
+    assert record.is_file() and len(record.read_text().split()) == 1
+    again = ValidatedConfigs(record)
+    assert load_pipelines([str(tmp_path / "p.yaml")], again) == first and again.added == []
+    (tmp_path / "p.yaml").write_text(good.replace("num_chips: 1", "num_chips: 0"))
+    with pytest.raises(ConfigErrors) as info:
+        load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
+    assert str(info.value.errors[0]).endswith("p.yaml:5:21: 0 is out of range: expected an integer >= 1 and <= 16")
