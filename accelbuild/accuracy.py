@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from accelbuild.config.spec import DataParams
+from accelbuild.config.spec import AccuracyInputs, DataParams
 from accelbuild.data.random import input_specs, random_inputs  # noqa: F401  (accuracy.random_inputs)
 from accelbuild.errors import InputFileError
 from accelbuild.passes.sections import read_section
-from accelbuild.stages.params import AccuracyInputs
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000

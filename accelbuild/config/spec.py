@@ -80,6 +80,16 @@ class DataParams:
 
 
 @dataclass(frozen=True)
+class AccuracyInputs:
+    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
+    named ``data:<relative path>``) or ``samples`` seeded random inputs (a stage parameter)."""
+
+    data: str | None  # the folder as the YAML writes it
+    samples: int | None
+    seed: int | None
+
+
+@dataclass(frozen=True)
 class DataSettings:
     """``models[].data``: a folder of images or .npy arrays (resolved) and how images become inputs."""
 

@@ -11,17 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbuild.config.spec import AutoPrecision, DataParams, InputShapes
-
-
-@dataclass(frozen=True)
-class AccuracyInputs:
-    """Where accuracy and calibration inputs come from: a data folder (its files are stage inputs,
-    named ``data:<relative path>``) or ``samples`` seeded random inputs."""
-
-    data: str | None  # the folder as the YAML writes it
-    samples: int | None
-    seed: int | None
+from accelbuild.config.spec import AccuracyInputs, AutoPrecision, DataParams, InputShapes  # noqa: F401
 
 
 @dataclass(frozen=True)
