@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config import compose, schema_check
+from accelbuild.config import validated as validated_module
 from accelbuild.config.spec import (
     AutoPrecision,
     BenchmarkSpec,
@@ -42,17 +43,13 @@ MODEL_FORMATS = {
 }
 
 
-_validated: ValidatedConfigs | None = None  # the run's record of configs validated before (None: validate all)
-
-
 def load_pipelines(paths: Iterable[str], validated: ValidatedConfigs | None = None) -> list[PipelineSpec]:
     """Load several pipeline files (a matrix file gives one spec per variant); also checks that names
     and output folders do not collide. ``validated``: configs that passed the schema before, not validated
     again (the record is saved when every file loaded)."""
-    global _validated
     specs: list[PipelineSpec] = []
     errors: list[ConfigError] = []
-    _validated = validated
+    validated_module.current = validated
     try:
         for path in paths:
             try:
@@ -62,7 +59,7 @@ def load_pipelines(paths: Iterable[str], validated: ValidatedConfigs | None = No
             except ConfigError as exc:
                 errors.append(exc)
     finally:
-        _validated = None
+        validated_module.current = None
     errors.extend(_cross_pipeline_errors(specs))
     if errors:
         raise ConfigErrors(errors)
@@ -107,8 +104,9 @@ def load_file(path: str) -> list[PipelineSpec]:
 
 def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
     root = schema_check.load_schema(SCHEMA)
-    key = _validated.key(doc.data, root) if _validated is not None else None
-    if key is None or not _validated.seen(key):  # type: ignore[union-attr]
+    record = validated_module.current
+    key = record.key(doc.data, root) if record is not None else None
+    if key is None or not record.seen(key):  # type: ignore[union-attr]
         errors = schema_check.validate(doc, SCHEMA)
         if errors:
             raise ConfigErrors(errors)
@@ -118,7 +116,7 @@ def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
     if checker.errors:
         raise ConfigErrors(sorted(checker.errors, key=lambda e: (str(e.where.file), e.where.line, e.where.col)))
     if key is not None:
-        _validated.add(key)  # type: ignore[union-attr]
+        record.add(key)  # type: ignore[union-attr]
     return spec
 
 

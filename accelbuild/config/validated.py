@@ -1,6 +1,7 @@
 """Configs that passed the schema before, so a no-op run does not validate them again.
 
-The record is a file of digests in the state dir. A digest covers the document's data (after ``extends``
+Hardware profiles the configs name are recorded the same way. The record is a file of digests in the state
+dir. A digest covers the document's data (after ``extends``
 and ``matrix``), the assembled schema (with every registered family's fragment) and accelbuild's version,
 so any change to one of them validates again. A missing or unreadable record means every config is
 validated, as without it.
@@ -17,6 +18,7 @@ from accelbuild import __version__
 from accelbuild.util.files import json_digest
 
 MAX_DIGESTS = 4096  # the record keeps the newest ones
+current: ValidatedConfigs | None = None  # the record of the configs being loaded now (profiles use it too)
 
 
 class ValidatedConfigs:
@@ -32,9 +34,10 @@ class ValidatedConfigs:
         self._set = set(self.known)
 
     def key(self, data: Any, schema: dict[str, Any]) -> str:
-        if getattr(self, "_schema", None) is not schema:  # one digest of the (cached) schema per run
-            self._schema, self._schema_digest = schema, json_digest(schema)
-        return json_digest({"data": data, "schema": self._schema_digest, "version": __version__})
+        digests = self.__dict__.setdefault("_schemas", {})  # one digest per (cached) schema object per run
+        if id(schema) not in digests:
+            digests[id(schema)] = (schema, json_digest(schema))
+        return json_digest({"data": data, "schema": digests[id(schema)][1], "version": __version__})
 
     def seen(self, key: str) -> bool:
         return key in self._set

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config import schema_check
+from accelbuild.config import schema_check, validated
 from accelbuild.config.yaml_source import MAX_FILE_BYTES, YamlDocument, load_yaml, parse_yaml
 from accelbuild.errors import ConfigError, InputFileError
 
@@ -129,9 +129,14 @@ def _load(path: Path, chain: tuple[Path, ...], shown: str,
     if (kind, doc.text) not in _shape_ok:
         if not isinstance(data, dict):
             raise InputFileError(shown, "a hardware profile must be a YAML mapping")
-        errors = schema_check.validate(doc, kind.schema)
-        if errors:
-            raise _combined(errors)
+        record = validated.current  # profiles validated by an earlier command are not validated again
+        key = record.key({"profile": doc.text}, schema_check.load_schema(kind.schema)) if record else None
+        if key is None or not record.seen(key):  # type: ignore[union-attr]
+            errors = schema_check.validate(doc, kind.schema)
+            if errors:
+                raise _combined(errors)
+            if key is not None:
+                record.add(key)  # type: ignore[union-attr]
         _remember_shape((kind, doc.text))
     parent_ref = data.get("inherits")
     if parent_ref is None:

@@ -91,3 +91,21 @@ def test_a_config_validated_before_is_not_validated_again_but_a_changed_one_is(t
     with pytest.raises(ConfigErrors) as info:
         load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
     assert str(info.value.errors[0]).endswith("p.yaml:5:21: 0 is out of range: expected an integer >= 1 and <= 16")
+
+
+def test_a_profile_validated_before_is_not_validated_again_but_an_edited_one_is(tmp_path: Path) -> None:
+    from accelbuild.config.load import load_pipelines
+    from accelbuild.config.validated import ValidatedConfigs
+
+    shutil.copytree(REPO / "examples" / "models", tmp_path / "models")
+    (tmp_path / "chip.yaml").write_text("profile: 1\nname: chip\ndescription: an mx3 at 850 MHz\ninherits: mx3\n"
+                                        "chip: {clock_mhz: 850}\n")
+    (tmp_path / "p.yaml").write_text("accelbuild: 1\nname: p\nmodels:\n  - path: models/tinycls.onnx\n"
+                                     "target: {chip_gen: chip.yaml}\n")
+    record = tmp_path / "state" / "validated_configs"
+    load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
+    assert len(record.read_text().split()) == 2  # the config and its profile
+    (tmp_path / "chip.yaml").write_text((tmp_path / "chip.yaml").read_text().replace("850", "-5"))
+    with pytest.raises(ConfigErrors) as info:
+        load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
+    assert "chip.yaml:5:19: -5 is out of range: expected an integer >= 1 and <= 10000" in str(info.value)
