@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,3 +107,18 @@ def host_section_times(pre: onnx.ModelProto | None, post: onnx.ModelProto | None
         outputs = dict(zip(names, session.run(None, {i.name: ai_feed[i.name] for i in session.get_inputs()})))
         post_ms = section_ms(post, outputs)
     return pre_ms, post_ms
+
+
+def model_record(inputs: dict[str, Path], name: str, fps: float, latency_ms: float, accelerator: str,
+                 host: bool, ai_feed: dict[str, np.ndarray]) -> dict[str, Any]:
+    """``record`` for model ``name`` of a benchmark stage whose inputs hold ``<name>/pre.onnx``,
+    ``<name>/post.onnx`` and ``<name>/ai.onnx``: its sections timed when ``host`` (benchmark.host) and when
+    it has any."""
+    from accelbuild.passes.sections import read_section
+
+    pre_ms = post_ms = None
+    if host:
+        pre, post = (read_section(inputs[f"{name}/{s}"]) for s in ("pre.onnx", "post.onnx"))
+        if pre is not None or post is not None:
+            pre_ms, post_ms = host_section_times(pre, post, onnx.load(str(inputs[f"{name}/ai.onnx"])), ai_feed)
+    return record(fps, latency_ms, accelerator, pre_ms, post_ms, host)

@@ -11,7 +11,6 @@ import onnx
 import yaml
 
 from accelbuild import accuracy
-from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import end_to_end
@@ -91,21 +90,10 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
                      "runtime": f"{verify.RUNTIME}, int8.tflite",
                      **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "crosscheck": {"against": "quantized.onnx in onnxruntime", **measure.compare(quantized, lite)},
-        "end_to_end": _end_to_end(ctx, p, name, float(s["inferences_per_second"]),
-                                  float(s["inference_time"]) * 1000.0, feeds),
+        "end_to_end": end_to_end.model_record(ctx.inputs, name, float(s["inferences_per_second"]),
+                                              float(s["inference_time"]) * 1000.0, f"estimated by vela "
+                                              f"{p.vela_version}", p.host, feeds[0]),
     }
-
-
-def _end_to_end(ctx: StageContext, p: BenchmarkParams, name: str, fps: float, latency_ms: float,
-                feeds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Vela's estimate of the NPU part with the cropped host sections timed on this machine."""
-    pre_ms = post_ms = None
-    if p.host:
-        pre, post = (read_section(ctx.inputs[f"{name}/{s}"]) for s in ("pre.onnx", "post.onnx"))
-        if pre is not None or post is not None:
-            pre_ms, post_ms = end_to_end.host_section_times(pre, post, onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])),
-                                                            feeds[0])
-    return end_to_end.record(fps, latency_ms, f"estimated by vela {p.vela_version}", pre_ms, post_ms, p.host)
 
 
 def _layer(row: dict[str, Any]) -> dict[str, Any]:

@@ -56,7 +56,8 @@ def run(ctx: StageContext) -> None:
     report = render_report({
         "pipeline": bench.pipeline, "chip_gen": program.dfp.header.chip_gen, "num_chips": program.dfp.header.num_chips,
         "clock_mhz": program.hardware["clock_mhz"], "simulated": True, "benchmark": summary,
-        "mapping": benchmarking.report_mapping(program, mapping), "timing": benchmarking.timing_for_report(sim, program, recorded_frames=RECORDED_FRAMES),
+        "mapping": benchmarking.report_mapping(program, mapping),
+        "timing": benchmarking.timing_for_report(sim, program, recorded_frames=RECORDED_FRAMES),
     })
     write_bytes_atomic(ctx.outputs["report.html"], report.encode("utf-8"))
     _log_summary(bench.pipeline, summary)

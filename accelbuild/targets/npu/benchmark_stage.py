@@ -10,7 +10,6 @@ from typing import Any
 import onnx
 
 from accelbuild import accuracy
-from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import credibility, end_to_end
@@ -40,7 +39,8 @@ def run(ctx: StageContext) -> None:
                        "fps_alone": round(t.fps, 2), "batch_size": t.batch_size, "frames_in_flight": t.frames_in_flight,
                        "cost_model_fps": round(t.cost_model_fps, 2), "agreement": round(t.agreement, 4),
                        "separated_by": t.separated_by, "accuracy": record,
-                       "end_to_end": _end_to_end(ctx, b, name, fps, t.latency_ms, feeds)})
+                       "end_to_end": end_to_end.model_record(ctx.inputs, name, fps, t.latency_ms, "simulated",
+                                                             b.host, feeds[0])})
     summary = _summary(runs, models)
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     perf = {"simulated": True, "platform": runs.hw.name, "clock_mhz": runs.hw.clock_mhz,
@@ -75,19 +75,6 @@ def host_share(part: Any) -> str:
         return ""
     how = "entirely" if npu == 0 else "mostly"
     return f"; runs {how} on the host ({host} of {host + npu} layers)"
-
-
-def _end_to_end(ctx: StageContext, b: NpuBenchmarkParams, name: str, fps: float, latency_ms: float,
-                feeds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The model with its cropped host sections timed on this machine; the package (NPU subgraphs and the
-    host subgraphs on the modelled Arm) simulated."""
-    pre_ms = post_ms = None
-    if b.host:
-        pre, post = (read_section(ctx.inputs[f"{name}/{s}"]) for s in ("pre.onnx", "post.onnx"))
-        if pre is not None or post is not None:
-            pre_ms, post_ms = end_to_end.host_section_times(pre, post, onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])),
-                                                            feeds[0])
-    return end_to_end.record(fps, latency_ms, "simulated", pre_ms, post_ms, b.host)
 
 
 def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any,
