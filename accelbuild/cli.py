@@ -141,10 +141,10 @@ def _positive_int(text: str) -> int:
 
 def _options(args: argparse.Namespace):  # -> RunOptions, imported lazily with the build machinery
     from accelbuild.engine.doit_backend import RunOptions
-    from accelbuild.engine.state import default_cache_dir, default_state_dir, project_root
+    from accelbuild.engine.state import default_cache_dir, project_root
 
     root = project_root()
-    state_dir = args.state_dir or default_state_dir(root)
+    state_dir = _state_dir(args, root)
     cache_dir = args.cache_dir or default_cache_dir(state_dir)
     return RunOptions(
         root=root,
@@ -196,11 +196,16 @@ def _load(paths: list[str], args: argparse.Namespace | None = None):
     validated = None
     if args is not None and hasattr(args, "state_dir"):
         from accelbuild.config.validated import ValidatedConfigs
-        from accelbuild.engine.state import default_state_dir, project_root
 
-        state_dir = args.state_dir or default_state_dir(project_root())
-        validated = ValidatedConfigs(Path(state_dir) / "validated_configs")
+        validated = ValidatedConfigs(_state_dir(args) / "validated_configs")
     return load_pipelines(paths, validated)
+
+
+def _state_dir(args: argparse.Namespace, root: Path | None = None) -> Path:
+    """``--state-dir``, else the project's (``.accelbuild/`` at its root)."""
+    from accelbuild.engine.state import default_state_dir, project_root
+
+    return Path(args.state_dir) if args.state_dir else default_state_dir(root or project_root())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -371,6 +376,7 @@ def _checked_pipeline(text: str, out: Path) -> None:
         raise UserError("init: " + "; ".join(e.message for e in errors)) from None
     finally:
         Path(handle.name).unlink()
+
 
 def cmd_cache_usage(args: argparse.Namespace) -> int:
     """``cache info`` and ``cache gc``."""

@@ -38,7 +38,7 @@ def iter_inputs(spec: DataSpec, inputs: list[InputInfo]) -> Iterator[Feeds]:
 
 
 def _iter_folder(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) -> Iterator[Feeds]:
-    _check_inputs(spec, folder, inputs)
+    check_inputs(spec, folder, inputs)
     log.debug("%s: %d %s sample(s)", spec.shown, len(folder.samples), folder.kind)
     by_name = {info.name: info for info in inputs}
     for sample in folder.samples:
@@ -53,7 +53,7 @@ def _iter_folder(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) ->
                    for name, path in sample.files.items() if name is not None}
 
 
-def _check_inputs(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) -> None:
+def check_inputs(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) -> None:
     names = [info.name for info in inputs]
     if not inputs:
         raise InputFileError(spec.shown, "the model has no inputs to feed")

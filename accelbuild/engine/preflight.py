@@ -93,7 +93,7 @@ def _check_data(crop_job: Job, pipelines: list[PipelineSpec], outputs: dict[str,
     and every image that cannot be read."""
     from accelbuild.data.files import scan, shown_path
     from accelbuild.data.images import read_image, target_size
-    from accelbuild.data.load import _check_inputs
+    from accelbuild.data.load import check_inputs
     from accelbuild.data.spec import data_spec, input_infos
     from accelbuild.passes.sections import read_section
 
@@ -118,7 +118,7 @@ def _check_data(crop_job: Job, pipelines: list[PipelineSpec], outputs: dict[str,
     first = read_section(outputs["pre.onnx"]) or onnx.load(str(outputs["ai.onnx"]))
     infos = input_infos(first)
     try:
-        _check_inputs(spec, folder, infos)
+        check_inputs(spec, folder, infos)
         if folder.kind == "images":
             target_size(spec, infos[0])
     except InputFileError as exc:
