@@ -1,21 +1,18 @@
 """Configs that passed the schema before, so a no-op run does not validate them again.
 
 Hardware profiles the configs name are recorded the same way. The record is a file of digests in the state
-dir. A digest covers the document's data (after ``extends``
-and ``matrix``), the assembled schema (with every registered family's fragment) and accelbuild's version,
-so any change to one of them validates again. A missing or unreadable record means every config is
-validated, as without it.
+dir. A digest covers the document's data (after ``extends`` and ``matrix``; a profile's text), the schema
+(with every registered family's fragment) and accelbuild's version, so any change to one of them validates
+again. A missing or unreadable record means every config is validated, as without it.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from accelbuild import __version__
-from accelbuild.util.files import json_digest
+from accelbuild.util.files import json_digest, write_bytes_atomic
 
 MAX_DIGESTS = 4096  # the record keeps the newest ones
 current: ValidatedConfigs | None = None  # the record of the configs being loaded now (profiles use it too)
@@ -32,12 +29,12 @@ class ValidatedConfigs:
             except (OSError, UnicodeDecodeError):
                 self.known = []
         self._set = set(self.known)
+        self._schemas: dict[int, tuple[dict[str, Any], str]] = {}  # id -> (the schema kept alive, its digest)
 
     def key(self, data: Any, schema: dict[str, Any]) -> str:
-        digests = self.__dict__.setdefault("_schemas", {})  # one digest per (cached) schema object per run
-        if id(schema) not in digests:
-            digests[id(schema)] = (schema, json_digest(schema))
-        return json_digest({"data": data, "schema": digests[id(schema)][1], "version": __version__})
+        if id(schema) not in self._schemas:  # the schemas are cached objects: one digest each per run
+            self._schemas[id(schema)] = (schema, json_digest(schema))
+        return json_digest({"data": data, "schema": self._schemas[id(schema)][1], "version": __version__})
 
     def seen(self, key: str) -> bool:
         return key in self._set
@@ -53,10 +50,6 @@ class ValidatedConfigs:
             return
         keep = (self.known + self.added)[-MAX_DIGESTS:]
         try:
-            self.record.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.record.parent, prefix=".validated-")
-            with os.fdopen(fd, "w", encoding="ascii") as handle:
-                handle.write("\n".join(keep) + "\n")
-            os.replace(tmp, self.record)
+            write_bytes_atomic(self.record, ("\n".join(keep) + "\n").encode("ascii"))
         except OSError:
             pass
