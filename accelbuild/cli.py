@@ -218,11 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
     started = time.monotonic()
     summary = api.run(pipelines, options, args.until, quiet=args.quiet)
-    with_checks = {p.name: bool(p.checks) for p in pipelines}
-    failures = summary.failures(with_checks)
+    failures = summary.failures()
     if failures:
         sys.stderr.write(failures + "\n")
-    sys.stderr.write(summary.line(time.monotonic() - started, with_checks) + "\n")
+    sys.stderr.write(summary.line(time.monotonic() - started) + "\n")
     if args.show_mapping:
         _show_mappings(pipelines, sys.stderr if args.json else sys.stdout)
     if args.json:

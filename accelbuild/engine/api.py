@@ -27,10 +27,16 @@ class PipelineOutcome:
     metrics: dict[str, Any] | None
     artifacts: dict[str, Path]
     checks: list[metrics_.CheckResult] = field(default_factory=list)
+    has_checks: bool = False  # the pipeline sets checks (evaluated only when it has figures)
 
     @property
     def checks_ok(self) -> bool:
         return all(c.ok for c in self.checks)
+
+    @property
+    def unchecked(self) -> bool:
+        """It has checks but no figures to evaluate them on (its build failed)."""
+        return self.has_checks and self.metrics is None
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "variant": self.variant, "family": self.family, "metrics": self.metrics,
@@ -61,27 +67,23 @@ class RunSummary:
         return {"ok": self.ok, "tasks": [r.as_json() for r in self.results],
                 "pipelines": [p.as_json() for p in self.pipelines]}
 
-    def unchecked(self, specs: dict[str, bool]) -> list[str]:
-        """Pipelines that have checks but no figures to evaluate them on (their build failed)."""
-        return [p.name for p in self.pipelines if specs.get(p.name) and p.metrics is None]
-
-    def failures(self, with_checks: dict[str, bool]) -> str | None:
+    def failures(self) -> str | None:
         """The line naming every failure: failed tasks, pipelines whose checks failed, and pipelines whose
-        checks could not be evaluated (``with_checks``: pipeline name -> whether it has checks)."""
+        checks could not be evaluated."""
         named = [r.name for r in self.results if r.status == "failed"]
         named += [f"{p.name} (checks: {', '.join(c.name for c in p.checks if not c.ok)})"
                   for p in self.pipelines if not p.checks_ok]
-        named += [f"{name} (not checked: its build failed)" for name in self.unchecked(with_checks)]
+        named += [f"{p.name} (not checked: its build failed)" for p in self.pipelines if p.unchecked]
         return f"accelbuild: failed: {'; '.join(named)}" if named else None
 
-    def line(self, seconds: float, with_checks: dict[str, bool] | None = None) -> str:
+    def line(self, seconds: float) -> str:
         """The closing line: how many tasks did what, checks, and the time. "checks passed" only when every
         pipeline with checks was evaluated and passed."""
         counts = {status: sum(r.status == status for r in self.results)
                   for status in ("ran", "cached", "up-to-date", "failed", "skipped")}
         parts = [f"{n} {status}" for status, n in counts.items() if n or status in ("ran", "failed")]
         failed_checks = sum(not c.ok for p in self.pipelines for c in p.checks)
-        unchecked = len(self.unchecked(with_checks or {}))
+        unchecked = sum(p.unchecked for p in self.pipelines)
         if any(p.checks for p in self.pipelines) or unchecked:
             if failed_checks:
                 parts.append(f"{failed_checks} check(s) failed")
@@ -147,7 +149,8 @@ def outcome(pipeline: PipelineSpec, artifacts: dict[str, Path], benchmarked: boo
     figures = metrics_.read_metrics(artifacts["benchmark.json"], records) \
         if benchmarked and "benchmark.json" in artifacts else None
     checks = metrics_.evaluate(pipeline.checks, figures) if figures is not None and pipeline.checks else []
-    return PipelineOutcome(pipeline.name, pipeline.variant, pipeline.target.family, figures, artifacts, checks)
+    return PipelineOutcome(pipeline.name, pipeline.variant, pipeline.target.family, figures, artifacts, checks,
+                           bool(pipeline.checks))
 
 
 @contextlib.contextmanager
