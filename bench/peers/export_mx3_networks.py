@@ -100,6 +100,16 @@ def save_ref(path, x, outs):
     np.savez(path + ".ref.npz", input=x.detach().cpu().numpy(), **{f"out{i}": o for i, o in enumerate(outs)})
 
 
+def export_with_reference(model, x, path, input_names, output_names):
+    """The model's outputs on ``x`` (saved beside the file for the onnxruntime check), then the export."""
+    import torch
+    model.eval()
+    with torch.no_grad():
+        outs = to_numpy_outputs(model(x))
+    torch_export(model, x, path, input_names, output_names)
+    save_ref(path, x, outs)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 1. YOLOv9s (ultralytics)
 # ----------------------------------------------------------------------------------------------------------
@@ -152,11 +162,8 @@ def export_yolox_s(out_dir):
     model = replace_module(model, nn.SiLU, SiLU)
     model.head.decode_in_inference = False
     x = torch.rand(1, 3, *exp.test_size)
-    with torch.no_grad():
-        outs = to_numpy_outputs(model(x))
     dst = os.path.join(out_dir, "yolox_s_640.onnx")
-    torch_export(model, x, dst, ["images"], ["output"])
-    save_ref(dst, x, outs)
+    export_with_reference(model, x, dst, ["images"], ["output"])
     return dst, dict(torch_params_unfused=n_params,
                      built_with="yolox 0.3.0: get_exp(None,'yolox-s').get_model(); replace_module(nn.SiLU->SiLU); "
                                 "head.decode_in_inference=False; torch.onnx.export(dynamo=False, opset 17)")
@@ -292,12 +299,8 @@ def export_yolo_nas_s(out_dir, imgsz):
                 y = y[0]
             return y[0], y[1]
 
-    w = Wrap(model).eval()
-    with torch.no_grad():
-        outs = to_numpy_outputs(w(x))
     dst = os.path.join(out_dir, f"yolo_nas_s_{imgsz}.onnx")
-    torch_export(w, x, dst, ["images"], ["pred_boxes", "pred_scores"])
-    save_ref(dst, x, outs)
+    export_with_reference(Wrap(model), x, dst, ["images"], ["pred_boxes", "pred_scores"])
     return dst, dict(torch_params_unfused=n_params, torch_params_after_prep=n_params_fused,
                      built_with="super-gradients 3.7.1: models.get('yolo_nas_s', num_classes=80, "
                                 "pretrained_weights=None).eval(); prep_model_for_conversion(input_size); "
@@ -351,11 +354,8 @@ def export_ssdlite(out_dir):
     n_params = torch_params(model)
     model.eval()
     x = torch.rand(1, 3, 320, 320)
-    with torch.no_grad():
-        outs = to_numpy_outputs(model(x))
     dst = os.path.join(out_dir, "ssdlite_mobilenetv2_320.onnx")
-    torch_export(model, x, dst, ["images"], ["bbox_regression", "cls_logits"])
-    save_ref(dst, x, outs)
+    export_with_reference(model, x, dst, ["images"], ["bbox_regression", "cls_logits"])
     return dst, dict(torch_params_unfused=n_params,
                      built_with="torchvision mobilenet_v2(width 1.0).features split at features[14].conv[0] "
                                 "(576ch expansion) + features[18] (1280ch), torchvision ssdlite._extra_block x4 "
@@ -375,11 +375,8 @@ def export_resnet50(out_dir):
     n_params = torch_params(model)
     model.eval()
     x = torch.rand(1, 3, 224, 224)
-    with torch.no_grad():
-        outs = to_numpy_outputs(model(x))
     dst = os.path.join(out_dir, "resnet50_224.onnx")
-    torch_export(model, x, dst, ["input"], ["logits"])
-    save_ref(dst, x, outs)
+    export_with_reference(model, x, dst, ["input"], ["logits"])
     return dst, dict(torch_params_unfused=n_params,
                      built_with="torchvision resnet50(weights=None); torch.onnx.export(dynamo=False, opset 17)")
 
