@@ -134,15 +134,11 @@ def channel_last(entry: dict[str, Any]) -> list[int]:
     input imported as-is that reads as an image in channel-first order ([N, C, H, W] with C of 1 to 4 and a
     wider W) is written channel-last too: input_shapes are always (H, W, C)."""
     shape = entry["shape"]
+    from accelbuild.frontends.input_shapes import looks_channel_first
+
     if entry["layout"] == "NCHW" or (entry["layout"] == "as-is" and looks_channel_first(shape)):
         return [shape[2], shape[3], shape[1]]
     return list(shape[1:])
-
-
-def looks_channel_first(shape: list[Any]) -> bool:
-    """[N, C, H, W] with a colour-like C (1 to 4) and larger H and W."""
-    return (len(shape) == 4 and all(isinstance(d, int) for d in shape) and 1 <= shape[1] <= 4
-            and shape[2] > 4 and shape[3] > 4)
 
 
 TARGETS = {  # what init writes under target: for each family (the platform added for npu)

@@ -208,11 +208,16 @@ def _empty_input_message(model: onnx.ModelProto, name: str, model_name: str, dim
     return message
 
 
+def looks_channel_first(shape: list[Dim]) -> bool:
+    """[N, C, H, W] with a colour-like C (1 to 4) and larger H and W (any batch N)."""
+    return (len(shape) == 4 and all(isinstance(d, int) for d in shape[1:]) and 1 <= shape[1] <= 4  # type: ignore[operator]
+            and shape[2] > 4 and shape[3] > 4)  # type: ignore[operator]
+
+
 def _channel_first_given(user: list[int], dims: list[Dim], model: onnx.ModelProto, name: str) -> bool:
-    """The user wrote the model's own [C, H, W] (C of 1 to 4, larger H and W) where (H, W, C) was asked, for an
-    input that no NHWC transpose reads: channel-first order given by mistake."""
-    return (all(isinstance(d, int) and d > 0 for d in dims[1:]) and user == list(dims[1:])
-            and 1 <= user[0] <= 4 and user[1] > 4 and user[2] > 4 and not _feeds_nhwc_transpose(model, name))
+    """The user wrote the model's own [C, H, W] where (H, W, C) was asked, for an input that reads as an image
+    in channel-first order and that no NHWC transpose reads: channel-first order given by mistake."""
+    return (user == list(dims[1:]) and looks_channel_first(dims) and not _feeds_nhwc_transpose(model, name))
 
 
 def _fits(shape: list[int], dims: list[Dim]) -> bool:
