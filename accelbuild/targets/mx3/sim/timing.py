@@ -114,7 +114,7 @@ class _Feed:
         self.finished: list[float] = []  # transfer done and its slot released (wire time + latency)
         self.start = self.transfer = 0.0
 
-    def send(self, f: int, members: list[_ModelState], stretches: list[float], spans: _Recorder | None) -> None:
+    def send(self, f: int, members: list[_ModelState], stretches: list[float], spans: _Recorder) -> None:
         nominal = self.link.duration(self.nbytes)
         # just in time: the first rows arrive when the first layers can take them
         target = max(s.input_target(f, nominal) for s in members) - self.link.latency
@@ -218,7 +218,7 @@ class _ModelState:
         return min((self._earliest(row, f) - float(row.get("start_fraction", 1.0)) * transfer
                     for row in self.first), default=0.0)
 
-    def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: _Recorder | None) -> None:
+    def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: _Recorder) -> None:
         self.sent.append(feed.start)
         self.in_time.append(feed.transfer)
         arrive = feed.start + feed.link.latency
@@ -236,7 +236,7 @@ class _ModelState:
                 self.model.output_bytes)
         self.done.append(done)
 
-    def _paced(self, row: dict, f: int, spans: _Recorder | None) -> None:
+    def _paced(self, row: dict, f: int, spans: _Recorder) -> None:
         """A layer cannot finish a frame before its consumers (and the links its output crosses) have taken
         in all but their buffer's share of it: its rows are paced by what comes after it."""
         name = row["name"]
@@ -248,7 +248,7 @@ class _ModelState:
         self.end[name][f] = end
         for core in self.cores[name]:
             self.core_free[core] = max(self.core_free.get(core, 0.0), end)
-        if spans is not None and spans.layers:
+        if spans.layers:
             _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
                     self.start[name][f], end)
         for boundary, _ in self.sends.get(name, ()):
@@ -300,8 +300,8 @@ class _Recorder:
     layers: bool
 
 
-def _record(spans: _Recorder | None, track: str, kind: str, start: float, end: float, nbytes: float = 0.0) -> None:
-    if spans is not None and end > start:
+def _record(spans: _Recorder, track: str, kind: str, start: float, end: float, nbytes: float = 0.0) -> None:
+    if end > start:
         spans.spans.append(Span(track, kind, start, end, nbytes, spans.frame))
 
 
