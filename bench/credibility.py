@@ -1,4 +1,6 @@
-"""How far to trust the npu profiles: fitted on published figures, cross-validated, written to the docs.
+"""How far to trust the modelled accelerators: npu profiles fitted on published figures and cross-validated,
+the mx3 profile checked against MemryX's and Frigate's figures (``bench/credibility_mx3.py``); written to the
+docs.
 
 Every point is a figure a vendor or its model zoo published for a network on a device (sources in
 ``POINTS``). The networks are rebuilt untrained at their published input sizes with torch + timm /
@@ -15,7 +17,7 @@ point's predicted / published ratio in-sample and left out, the median and worst
 parameters. ``--write`` rewrites the fitted values into the built-in profiles, docs/credibility.md and
 ``accelbuild/targets/credibility.json`` (the bands benchmark.json and the reports quote), all from this run.
 
-    python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm] [--write]
+    python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
 
 Needs scipy (``pip install scipy``) in accelbuild's venv; torch, timm and ultralytics only in the other.
 """

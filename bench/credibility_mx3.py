@@ -23,7 +23,6 @@ into the chips. docs/credibility.md says so and shows every comparison.
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +34,6 @@ from accelbuild.errors import AccelbuildError
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
-
-log = logging.getLogger(__name__)
 
 BUILTIN = Path(__file__).resolve().parent.parent / "accelbuild" / "targets" / "mx3" / "profiles" / "mx3.yaml"
 NUM_CHIPS = 4  # every published figure is of the 4-chip M.2 module
