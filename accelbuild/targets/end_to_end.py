@@ -59,7 +59,7 @@ def record(fps: float, latency_ms: float, accelerator: str, pre_ms: float | None
         "fps": round(stages[bound], 2),
         "latency_ms": round(latency_ms + (pre_ms or 0.0) + (post_ms or 0.0), 4),
         "accelerator": accelerator,
-        "host_measured_on": measured_on() if (pre_ms or post_ms) else None,
+        "host_measured_on": measured_on() if (pre_ms is not None or post_ms is not None) else None,
         "bound": bound,
         "host_pre_ms": pre_ms,
         "host_post_ms": post_ms,
