@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 a stage failed, 2 bad usage, config or input file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -209,24 +210,62 @@ def _state_dir(args: argparse.Namespace, root: Path | None = None) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from accelbuild.engine import api
-
     _refuse_model_files(args.pipelines, "run")
-    pipelines = _load(args.pipelines, args)
-    options = _options(args)
     if args.dry_run:
-        return _print_explanations(api.explain(pipelines, options, args.until), args.json, dry_run=True)
+        from accelbuild.engine import api
+
+        return _print_explanations(api.explain(_load(args.pipelines, args), _options(args), args.until),
+                                   args.json, dry_run=True)
+    if args.force or args.show_mapping or args.verbose:
+        return _run(args, None)
+    from accelbuild.engine import stamp
+
     started = time.monotonic()
-    summary = api.run(pipelines, options, args.until, quiet=args.quiet)
-    failures = summary.failures()
-    if failures:
-        sys.stderr.write(failures + "\n")
-    sys.stderr.write(summary.line(time.monotonic() - started) + "\n")
+    invocation = stamp.invocation(args.argv, _state_dir(args))
+    replayed = stamp.replay(invocation)  # nothing moved since the same command last ran: what it printed
+    if replayed is not None:
+        return replayed.print(sys.stdout, sys.stderr, time.monotonic() - started)
+    stamp.drop(invocation)
+    return _run(args, stamp.Watch(invocation))
+
+
+def _run(args: argparse.Namespace, watch) -> int:
+    """``run`` in full; with ``watch`` (a ``stamp.Watch``), loading and planning are watched and the
+    run's verdict is stamped for the no-op fast path."""
+    from accelbuild.engine import api, plan
+    from accelbuild.engine.doit_backend import DB_NAME
+
+    with watch or contextlib.nullcontext():
+        pipelines = _load(args.pipelines, args)
+        options = _options(args)
+        built = plan.build_plan(pipelines, args.until)
+        if watch is not None:
+            watch.planned(built.jobs)
+    started = time.monotonic()
+    summary = api.run(pipelines, options, args.until, quiet=args.quiet, built=built)
+    closing = [summary.failures()] if summary.failures() else []
+    sys.stderr.write("".join(f"{line}\n" for line in closing) + summary.line(time.monotonic() - started) + "\n")
     if args.show_mapping:
         _show_mappings(pipelines, sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
+    if watch is not None and summary.tasks_ok:
+        watch.record(_as_replayed(summary.as_noop(), built.jobs, watch.log_lines, args),
+                     options.state_dir / DB_NAME)
     return summary.exit_code
+
+
+def _as_replayed(noop, jobs, log_lines: list[str], args: argparse.Namespace):
+    """What ``run`` prints for ``noop`` (a RunSummary with every task up to date), as a ``stamp.Replay``."""
+    from accelbuild.engine.doit_backend import name_width, task_line
+    from accelbuild.engine.stamp import Replay
+
+    width = name_width(jobs)
+    tasks = [] if args.quiet else [task_line(r.name, width, r.status, r.seconds) for r in noop.results]
+    failures = noop.failures()
+    return Replay(stderr="".join([*log_lines, *tasks, *noop.notes, *([failures + "\n"] if failures else [])]),
+                  closing=noop.head(), stdout=json.dumps(noop.as_json(), indent=2) + "\n" if args.json else "",
+                  exit_code=noop.exit_code)
 
 
 def _show_mappings(pipelines, stream) -> None:
@@ -306,7 +345,7 @@ def _reasons(e) -> list[str]:
 
 def _refuse_model_files(paths: list[str], command: str) -> None:
     """``run model.onnx``: say a pipeline YAML was expected (and how to get one)."""
-    from accelbuild.config.load import MODEL_FORMATS
+    from accelbuild.config.spec import MODEL_FORMATS
 
     for path in paths:
         if Path(path).suffix.lower() in MODEL_FORMATS:
@@ -456,7 +495,7 @@ def _program_file(path: str) -> tuple[str, ProgramFile]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from accelbuild.config.load import MODEL_FORMATS
+    from accelbuild.config.spec import MODEL_FORMATS
     from accelbuild.families import handler, program_file
 
     if Path(args.dfp).suffix.lower() in MODEL_FORMATS and program_file(Path(args.dfp)) is None:
@@ -598,6 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest, verbose, quiet = _verbosity(list(sys.argv[1:] if argv is None else argv))
     args = _parser().parse_args(rest)
     args.verbose, args.quiet = verbose, quiet and not verbose
+    args.argv = [*rest, *(["-v"] if args.verbose else []), *(["-q"] if args.quiet else [])]
     _setup_logging(args.verbose, args.quiet)
     try:
         return COMMANDS[args.command](args)

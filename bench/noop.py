@@ -8,6 +8,11 @@ What is measured
     map -> assemble -> benchmark, chained through files that each stage copies). The project's goals
     (``GOALS``): 100 pipelines in at most half of DVC's time for one, 20 in at most a quarter.
 
+    The accelbuild command is timed two ways, on the same built folder: replayed from its no-op stamp
+    (``accelbuild/engine/stamp.py``; what a no-op run is once the files are settled, and checked to have
+    been a replay) and without it (the stamp removed before each run: configs loaded, jobs planned, doit
+    asked about each task, as after any change). The goal is judged on the replayed figure.
+
 Why ratios, measured in the same run
     Absolute seconds depend on the machine and on whatever else it is doing. The two commands are run
     alternately, round after round (after one warm-up each), and the medians are compared, so slow
@@ -76,12 +81,14 @@ class Command:
     cwd: Path
     env: dict[str, str]
     check: Callable[[subprocess.CompletedProcess[str]], object] = lambda proc: None
+    before: Callable[[], object] = lambda: None  # untimed, before each timed run
     samples: list[float] = field(default_factory=list)
 
     def run(self) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.argv, cwd=self.cwd, env=self.env, capture_output=True, text=True)
 
     def timed(self) -> float:
+        self.before()
         started = time.perf_counter()
         proc = self.run()
         seconds = time.perf_counter() - started
@@ -163,20 +170,44 @@ def check_accelbuild_noop(proc: subprocess.CompletedProcess[str]) -> int:
     return len(statuses)
 
 
-def prepare_accelbuild(folder: Path, env: dict[str, str], count: int) -> tuple[Command, int]:
-    """Build ``count`` pipelines once, confirm a second run is all ``up-to-date``; the no-op command and task count.
+def stamps(folder: Path) -> list[tuple[str, int, int]]:
+    """The no-op stamps in the state dir, as (name, inode, mtime): a replay leaves them as they are."""
+    found = sorted((folder / "state" / "noop").glob("*.json"))
+    return [(p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in found]
 
-    The timed command carries ``--json``: its summary is the stable contract for checking that every
-    timed run really was a no-op (the progress lines on stderr are for people and may change).
+
+def prepare_accelbuild(folder: Path, env: dict[str, str], count: int) -> tuple[Command, Command, int]:
+    """Build ``count`` pipelines once, wait until the files are settled, confirm a second run is all
+    ``up-to-date`` (it writes the no-op stamp). Returns the replayed no-op command, the full-check no-op
+    command (its stamp removed before each run) and the task count.
+
+    The timed commands carry ``--json``: its summary is the stable contract for checking that every
+    timed run really was a no-op (the progress lines on stderr are for people and may change). The
+    replayed command is also checked to have left the stamp as it was (a replay, not a full check).
     """
+    from accelbuild.engine.stamp import SETTLE_NS
+
     write_model(folder)
     pipelines = write_pipelines(folder, count)
     argv = [*accelbuild_argv(), "run", *pipelines, "--state-dir", str(folder / "state"), "--json"]
-    command = Command(argv, folder, env, check_accelbuild_noop)
-    first = command.run()
+    first = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True)
     if first.returncode != 0:
         raise BenchError(f"initial accelbuild build failed: {describe(first)}")
-    return command, check_accelbuild_noop(command.run())
+    time.sleep(SETTLE_NS / 1e9 + 0.5)  # a stamp is written only once every file is settled
+    tasks = check_accelbuild_noop(subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True))
+    if not stamps(folder):
+        raise BenchError("the no-op run after the build wrote no stamp")
+    seen: list[list[tuple[str, int, int]]] = []
+
+    def replayed(proc: subprocess.CompletedProcess[str]) -> None:
+        check_accelbuild_noop(proc)
+        if stamps(folder) != seen[-1] or not seen[-1]:
+            raise BenchError(f"accelbuild run checked in full instead of replaying its stamp\n{describe(proc)}")
+
+    replay = Command(argv, folder, env, replayed, before=lambda: seen.append(stamps(folder)))
+    full = Command(argv, folder, env, check_accelbuild_noop,
+                   before=lambda: shutil.rmtree(folder / "state" / "noop", ignore_errors=True))
+    return replay, full, tasks
 
 
 # --- the DVC side --------------------------------------------------------------------------------
@@ -266,7 +297,8 @@ class Figures:
     pipelines: int
     tasks: int
     dvc_stages: int
-    accelbuild_s: float
+    accelbuild_s: float  # replayed from its stamp (the usual no-op)
+    full_check_s: float  # without a stamp: load, plan and doit's checks (the no-op after any change)
     dvc_s: float
     python_s: float
     dvc_version: str
@@ -296,9 +328,11 @@ class Figures:
             "dvc_stages": self.dvc_stages,
             "dvc_version": self.dvc_version,
             "median_s": {
-                "accelbuild": _r(self.accelbuild_s), "dvc": _r(self.dvc_s), "python": _r(self.python_s),
+                "accelbuild": _r(self.accelbuild_s), "accelbuild_full_check": _r(self.full_check_s),
+                "dvc": _r(self.dvc_s), "python": _r(self.python_s),
             },
             "ratio": _r(self.ratio),
+            "ratio_full_check": _r(self.full_check_s / self.dvc_s),
             "ratio_to_python": _r(self.ratio_to_python),
             "goal": self.goal,
             "goal_met": self.goal_met,
@@ -306,13 +340,15 @@ class Figures:
         }
 
     def as_text(self) -> str:
-        accel = f"accelbuild run ({self.pipelines} pipelines, {self.tasks} tasks):"
+        accel = f"accelbuild run ({self.pipelines} pipelines, {self.tasks} tasks), replayed:"
+        full = "  the same without its stamp (full check):"
         dvc = f"dvc repro (1 pipeline, {self.dvc_stages} stages):"
         py = "python -c pass (interpreter start-up):"
-        width = max(map(len, (accel, dvc, py))) + 1
+        width = max(map(len, (accel, full, dvc, py))) + 1
         return "\n".join([
             f"no-op rebuild, medians of {self.rounds} alternating runs (dvc {self.dvc_version})",
             f"  {accel:<{width}}{self.accelbuild_s:.3f} s",
+            f"  {full:<{width}}{self.full_check_s:.3f} s (x{self.full_check_s / self.dvc_s:.2f} of dvc)",
             f"  {dvc:<{width}}{self.dvc_s:.3f} s",
             f"  {py:<{width}}{self.python_s:.3f} s",
             f"  ratio: {self.ratio:.2f}" + ("" if self.goal is None else
@@ -331,20 +367,21 @@ def benchmark(dvc: str, rounds: int, pipelines: int = PIPELINES) -> Figures:
         (root / "accelbuild").mkdir()
         (root / "dvc").mkdir()
         env = child_env(root)
-        accelbuild, tasks = prepare_accelbuild(root / "accelbuild", env, pipelines)
+        accelbuild, full_check, tasks = prepare_accelbuild(root / "accelbuild", env, pipelines)
         dvc_repro = prepare_dvc(root / "dvc", dvc, env)
         python = python_startup(root, env)
-        measure([accelbuild, dvc_repro, python], rounds)
+        measure([full_check, accelbuild, dvc_repro, python], rounds)  # the full check writes the stamp replayed
         return Figures(
             rounds=rounds,
             pipelines=pipelines,
             tasks=tasks,
             dvc_stages=len(DVC_STAGES),
             accelbuild_s=accelbuild.median,
+            full_check_s=full_check.median,
             dvc_s=dvc_repro.median,
             python_s=python.median,
             dvc_version=dvc_version(dvc, dvc_repro.env),
-            samples={"accelbuild": accelbuild.samples, "dvc": dvc_repro.samples, "python": python.samples},
+            samples={"accelbuild": accelbuild.samples, "accelbuild_full_check": full_check.samples, "dvc": dvc_repro.samples, "python": python.samples},
         )
 
 

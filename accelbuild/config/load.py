@@ -13,6 +13,8 @@ from typing import Any
 from accelbuild.config import compose, schema_check
 from accelbuild.config import validated as validated_module
 from accelbuild.config.spec import (
+    MODEL_FORMATS,
+    SAVED_MODEL,
     AutoPrecision,
     BenchmarkSpec,
     ClosedLoopSpec,
@@ -33,14 +35,6 @@ from accelbuild.families import family as registered_family
 
 SCHEMA = "pipeline.schema.json"
 
-SAVED_MODEL = "saved_model.pb"  # a folder holding this file is a TensorFlow SavedModel
-MODEL_FORMATS = {
-    ".onnx": "onnx",
-    ".tflite": "tflite",
-    ".h5": "keras",
-    ".keras": "keras",
-    ".pb": "tensorflow",
-}
 
 
 def load_pipelines(paths: Iterable[str], validated: ValidatedConfigs | None = None) -> list[PipelineSpec]:

@@ -15,6 +15,15 @@ from accelbuild.errors import Where
 Shape = tuple[int, ...] | Literal["auto"]
 ModelFormat = Literal["onnx", "tflite", "keras", "tensorflow", "savedmodel"]
 
+SAVED_MODEL = "saved_model.pb"  # a folder holding this file is a TensorFlow SavedModel
+MODEL_FORMATS = {
+    ".onnx": "onnx",
+    ".tflite": "tflite",
+    ".h5": "keras",
+    ".keras": "keras",
+    ".pb": "tensorflow",
+}
+
 
 @dataclass(frozen=True)
 class InputShapes:

@@ -48,11 +48,21 @@ class PipelineOutcome:
 class RunSummary:
     results: list[TaskResult]
     pipelines: list[PipelineOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # warnings and check tables printed after the task lines
+
+    @property
+    def tasks_ok(self) -> bool:
+        """Every task ran, was up to date or was restored (the same run again would have nothing to do)."""
+        return all(r.status in ("ran", "up-to-date", "cached") for r in self.results)
+
+    def as_noop(self) -> RunSummary:
+        """This run as the same command run again prints it: every task up to date."""
+        return replace(self, results=[replace(r, status="up-to-date", seconds=0.0, message="")
+                                      for r in self.results])
 
     @property
     def ok(self) -> bool:
-        return all(r.status in ("ran", "up-to-date", "cached") for r in self.results) and \
-            all(p.checks_ok for p in self.pipelines)
+        return self.tasks_ok and all(p.checks_ok for p in self.pipelines)
 
     @property
     def exit_code(self) -> int:
@@ -79,6 +89,10 @@ class RunSummary:
     def line(self, seconds: float) -> str:
         """The closing line: how many tasks did what, checks, and the time. "checks passed" only when every
         pipeline with checks was evaluated and passed."""
+        return f"{self.head()} in {seconds:.1f} s"
+
+    def head(self) -> str:
+        """The closing line without its time."""
         counts = {status: sum(r.status == status for r in self.results)
                   for status in ("ran", "cached", "up-to-date", "failed", "skipped")}
         parts = [f"{n} {status}" for status, n in counts.items() if n or status in ("ran", "failed")]
@@ -91,12 +105,13 @@ class RunSummary:
                 parts.append(f"{unchecked} pipeline(s) not checked")
             if not failed_checks and not unchecked:
                 parts.append("checks passed")
-        return f"accelbuild: {len(self.results)} tasks: {', '.join(parts)} in {seconds:.1f} s"
+        return f"accelbuild: {len(self.results)} tasks: {', '.join(parts)}"
 
 
 def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = None,
-        stream: TextIO | None = None, quiet: bool = False) -> RunSummary:
-    built = plan.build_plan(pipelines, until)
+        stream: TextIO | None = None, quiet: bool = False, built: plan.Plan | None = None) -> RunSummary:
+    """Build the pipelines (planned here unless ``built`` is their plan)."""
+    built = built or plan.build_plan(pipelines, until)
     with locked(options.state_dir), _remote(options) as options, _executor(options.executor):
         results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
     benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}
@@ -108,14 +123,13 @@ def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = 
             if machines:
                 out.write(f"accelbuild: {result.pipeline}: host timings restored from the cache were measured on "
                           f"{', '.join(machines)}\n")
-    for pipeline, item in zip(pipelines, outcomes):
-        for line in metrics_.accuracy_warnings(pipeline.name, item.metrics, pipeline.benchmark.warn_below,
-                                               item.artifacts):
-            out.write(f"accelbuild: warning: {line}\n")
-    for item in outcomes:
-        if item.checks and not item.checks_ok:
-            out.write(metrics_.check_table(item.name, item.checks) + "\n")
-    return RunSummary(results, outcomes)
+    notes = [f"accelbuild: warning: {line}\n" for pipeline, item in zip(pipelines, outcomes)
+             for line in metrics_.accuracy_warnings(pipeline.name, item.metrics, pipeline.benchmark.warn_below,
+                                                    item.artifacts)]
+    notes += [metrics_.check_table(item.name, item.checks) + "\n" for item in outcomes
+              if item.checks and not item.checks_ok]
+    out.writelines(notes)
+    return RunSummary(results, outcomes, notes)
 
 
 @contextlib.contextmanager

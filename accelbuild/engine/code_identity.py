@@ -19,6 +19,7 @@ import accelbuild
 
 _ROOT = Path(accelbuild.__file__).resolve().parent
 _SUFFIXES = (".py", ".yaml", ".json")
+_hashed: set[Path] = set()  # every file a digest of this process covers (the no-op stamp watches them)
 
 
 def _root_of(top: str) -> Path:
@@ -59,7 +60,14 @@ def _relative(path: Path) -> str:
 def code_digest(names: tuple[str, ...]) -> str:
     """SHA-256 over the relative names and contents of every file of ``names`` (sorted, deduplicated)."""
     digest = hashlib.sha256()
-    for path in sorted({p for name in names for p in _files(name)}):
+    files = sorted({p for name in names for p in _files(name)})
+    _hashed.update(files)
+    for path in files:
         digest.update(_relative(path).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def hashed_files() -> list[Path]:
+    """The files the code digests computed so far in this process cover (plug-in families' code too)."""
+    return sorted(_hashed)

@@ -126,7 +126,7 @@ class RunLog:
         self.started.pop(name, None)
         if self.quiet and status != "failed":
             return
-        text = f"{result.name:<{self.width}} {status:<10} {result.seconds:7.2f}s\n"
+        text = task_line(result.name, self.width, status, result.seconds)
         if message:
             text += message.rstrip("\n") + "\n"
         if self.progress is not None:
@@ -134,6 +134,16 @@ class RunLog:
         else:
             self.stream.write(text)
             self.stream.flush()
+
+
+def task_line(name: str, width: int, status: str, seconds: float) -> str:
+    """A finished task's line: name (in a column ``width`` wide), status, seconds."""
+    return f"{name:<{width}} {status:<10} {seconds:7.2f}s\n"
+
+
+def name_width(jobs: list[Job]) -> int:
+    """The task-name column of a run: its longest name, at least 32."""
+    return max([32, *(len(job.name) for job in jobs)])
 
 
 def _reporter_for(log: RunLog) -> type:
@@ -259,7 +269,7 @@ def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None,
         job.task_id: TaskResult(job.name, job.pipeline_name, job.model_name, job.stage) for job in jobs
     }
     out = stream or sys.stderr
-    log = RunLog(results, out, width=max([32, *(len(job.name) for job in jobs)]), quiet=quiet)
+    log = RunLog(results, out, width=name_width(jobs), quiet=quiet)
     if _is_terminal(out):
         log.progress = Progress(out, log.started, {job.task_id: job.name for job in jobs})
     options.state_dir.mkdir(parents=True, exist_ok=True)
