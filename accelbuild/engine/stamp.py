@@ -10,7 +10,8 @@ stamp, an unreadable one, another invocation's, any entry moved) the full run ha
 
 What a stamp covers
     - the invocation: current folder, the command line, every ``ACCELBUILD_*`` environment variable, the
-      interpreter and accelbuild's version (the key; a different ``-j`` is another stamp);
+      interpreter and its ``sys.path``, accelbuild's version and folder (the key; another ``-j`` is another
+      stamp);
     - every file that loading the configs and planning opened for reading (configs, ``extends`` bases,
       profile files, models read for their inputs): stat taken when it was opened, before the read, and the
       SHA-256 of its bytes when it is at most ``HASH_AT_MOST`` (the configs are compared by content);
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import accelbuild
 from accelbuild import __version__
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,11 @@ def stat_of(path: str) -> Stat | None:
     except (OSError, ValueError):
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ino, (st.st_mode & 0o170000) == 0o040000)
+
+
+def _absolute(path: os.PathLike[str] | str) -> str:
+    name = os.fspath(path)
+    return name if os.path.isabs(name) and "/." not in name else os.path.abspath(name)
 
 
 def _sha256(path: str) -> str | None:
@@ -98,8 +105,8 @@ def invocation(argv: Iterable[str], state_dir: Path) -> Invocation:
         "cwd": os.getcwd(),
         "argv": list(argv),
         "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("ACCELBUILD_")),
-        "python": [sys.executable, sys.version],
-        "accelbuild": __version__,
+        "python": [sys.executable, sys.version, sys.path],
+        "accelbuild": [__version__, os.path.dirname(os.path.abspath(accelbuild.__file__))],
     }
     key = hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
     return Invocation(key, Path(os.path.abspath(state_dir)))
@@ -194,8 +201,6 @@ class Watch:
         self.outputs: list[tuple[str, bool]] = []  # (path, is a folder output)
         self.log_lines: list[str] = []
         self.busy = False
-        import accelbuild
-
         package = os.path.dirname(os.path.abspath(accelbuild.__file__))
         self._skip = tuple(os.path.abspath(p) + os.sep for p in
                            {package, sys.prefix, sys.base_prefix, sys.exec_prefix, str(inv.state_dir)}) + \
@@ -250,14 +255,13 @@ class Watch:
         """The jobs' own files: stat the inputs no job produces now (before the run reads them); remember
         the outputs for ``record``."""
         jobs = list(jobs)
-        produced = {os.path.abspath(p) for job in jobs for p in job.outputs.values()}
+        produced = {_absolute(p) for job in jobs for p in job.outputs.values()}
         for job in jobs:
             for path in job.inputs.values():
-                name = os.path.abspath(path)
+                name = _absolute(path)
                 if name not in produced:
                     self._stat(name)
-        self.outputs = sorted({(os.path.abspath(p), name.endswith("/"))
-                               for job in jobs for name, p in job.outputs.items()})
+        self.outputs = sorted({(_absolute(p), name.endswith("/")) for job in jobs for name, p in job.outputs.items()})
 
     def record(self, replayed: Replay, db: Path) -> bool:
         """Write the stamp, if every entry is settled and the files read while loading are as they were
