@@ -73,7 +73,13 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
-    record = _shown([(graph_pass, _run_one(model, graph_pass)) for graph_pass in passes])
+    record = _shown([(graph_pass, _run_one(model, graph_pass, check=False)) for graph_pass in passes])
+    problem = _checker_problem(model)  # checked once (it serialises the whole model): the replay names the pass
+    if problem is not None:
+        model.CopyFrom(reference)
+        for graph_pass in passes:
+            _run_one(model, graph_pass)
+        raise StageError(f"graph passes produced an invalid graph: {problem}")
     if not verify:
         return record
     check = verify_mod.Reference(reference, inputs=inputs)
@@ -115,12 +121,22 @@ def _shown(entries: list[tuple[Pass, dict[str, Any]]]) -> list[dict[str, Any]]:
             if not graph_pass.quiet or entry["changes"] or entry.get("skipped")]
 
 
-def _run_one(model: onnx.ModelProto, graph_pass: Pass) -> dict[str, Any]:
-    notes = graph_pass.run(model)
+def _checker_problem(model: onnx.ModelProto) -> str | None:
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise StageError(f"graph pass {graph_pass.name} produced an invalid graph: {exc}") from exc
+        return str(exc)
+    return None
+
+
+def _run_one(model: onnx.ModelProto, graph_pass: Pass, check: bool = True) -> dict[str, Any]:
+    """Run one pass; with ``check``, a graph the ONNX checker refuses afterwards is the pass's error."""
+    notes = graph_pass.run(model)
+    if check:
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as exc:
+            raise StageError(f"graph pass {graph_pass.name} produced an invalid graph: {exc}") from exc
     return {
         "pass": graph_pass.name,
         "approximate": graph_pass.approximate,

@@ -128,6 +128,26 @@ class _Feed:
                     self.nbytes if i == 0 else 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    """One layer's constants, looked up once per simulation instead of once per frame."""
+
+    row: dict[str, Any]
+    name: str
+    fraction: float  # start_fraction
+    duration: float  # seconds per frame
+    first: bool  # fed by the host
+    inputs: tuple[tuple[str, list[float], list[float], tuple[int, ...]], ...]  # (producer, its per-frame
+    # start and end times, the chip boundaries its tensor crosses)
+    cores: tuple[tuple[int, str, int], ...]
+    readers: tuple[tuple[list[float], list[float], float], ...]  # (a consumer's per-frame start and end
+    # times, the frames its row buffer holds)
+    starts: list[float]  # this layer's, per frame
+    ends: list[float]
+    sends: tuple[tuple[int, float], ...]  # (chip boundary, the frames its sender holds)
+    port: float | None  # frames the output port holds, for a model output layer
+
+
 class _ModelState:
     def __init__(self, model: ProgramModel, hw: dict, clock: float, bandwidth: dict[str, float],
                  core_free: dict) -> None:
@@ -137,7 +157,6 @@ class _ModelState:
         for row in model.layers:
             for source in row.get("inputs", []):
                 self.consumers.setdefault(source, []).append(row["name"])
-        self.first = [row for row in model.layers if not row.get("inputs")]
         buffering = buffers.buffering(model, hw)
         self.edges, self.ports = buffering.edge_frames, buffering.port_frames
         self.sends: dict[str, list[tuple[int, float]]] = {}  # producer -> (chip boundary, frames its sender holds)
@@ -159,6 +178,18 @@ class _ModelState:
         self.out_time: list[float] = []
         self.busy: dict[str, float] = {name: 0.0 for name in self.rows}
         self.crossings: dict[tuple[str, int], list[tuple[float, float]]] = {}  # per frame: start, end
+        self.layers = [self._constants(row) for row in model.layers]
+
+    def _constants(self, row: dict[str, Any]) -> _Layer:
+        name = row["name"]
+        inputs = []
+        for source in row.get("inputs", []):
+            low, high = sorted((int(self.rows[source]["chip"]), int(row["chip"])))
+            inputs.append((source, self.start[source], self.end[source], tuple(range(low, high))))
+        return _Layer(row, name, float(row.get("start_fraction", 1.0)), float(row["cycles"]) / self.clock,
+                      not row.get("inputs"), tuple(inputs), tuple(self.cores[name]),
+                      tuple((self.start[r], self.end[r], self.edges[(name, r)]) for r in self.consumers[name]),
+                      self.start[name], self.end[name], tuple(self.sends.get(name, ())), self.ports.get(name))
 
     def _tensor_channels(self, hw: dict, bandwidth: dict[str, float]) -> dict[tuple[str, int], _Link]:
         """One channel per tensor and chip boundary it crosses: a link interleaves the tensors crossing it,
@@ -178,16 +209,27 @@ class _ModelState:
                 channels[(source, boundary)] = _Link(rate * nbytes / total if total > 0 else rate, latency)
         return channels
 
-    def _earliest(self, row: dict, f: int) -> float:
-        """When ``row`` could start frame f as far as its cores and its buffers downstream allow."""
-        name = row["name"]
-        when = max([self.core_free.get(c, 0.0) for c in self.cores[name]], default=0.0)
-        for reader in self.consumers[name]:
-            when = max(when, self._position(reader, f - self.edges[(name, reader)]))
-        for boundary, frames in self.sends.get(name, ()):
-            when = max(when, self._link_position(name, boundary, f - frames))
-        if name in self.ports:
-            when = max(when, self._out_position(f - self.ports[name]))
+    def _earliest(self, layer: _Layer, f: int) -> float:
+        """When ``layer`` could start frame f as far as its cores and its buffers downstream allow (the
+        hot loop of the simulation: ``_position`` inlined, times are never negative)."""
+        core_free = self.core_free
+        when = 0.0
+        for core in layer.cores:
+            free = core_free.get(core, 0.0)
+            if free > when:
+                when = free
+        for starts, ends, frames in layer.readers:
+            position = f - frames
+            frame = math.floor(position + 1e-9)
+            if frame >= 0:
+                start = starts[frame]
+                at = start + max(0.0, position - frame) * (ends[frame] - start)
+                if at > when:
+                    when = at
+        for boundary, frames in layer.sends:
+            when = max(when, self._link_position(layer.name, boundary, f - frames))
+        if layer.port is not None:
+            when = max(when, self._out_position(f - layer.port))
         return when
 
     def _out_position(self, position: float) -> float:
@@ -215,17 +257,17 @@ class _ModelState:
 
     def input_target(self, f: int, transfer: float) -> float:
         """The latest time this frame's input may start on the wire without delaying a first layer."""
-        return min((self._earliest(row, f) - float(row.get("start_fraction", 1.0)) * transfer
-                    for row in self.first), default=0.0)
+        return min((self._earliest(layer, f) - layer.fraction * transfer for layer in self.layers if layer.first),
+                   default=0.0)
 
     def run_frame(self, f: int, feed: _Feed, slots: int, stretch_out: float, spans: _Recorder) -> None:
         self.sent.append(feed.start)
         self.in_time.append(feed.transfer)
         arrive = feed.start + feed.link.latency
-        for row in self.model.layers:
-            self._layer(row, f, arrive, feed.transfer)
-        for row in reversed(self.model.layers):
-            self._paced(row, f, spans)
+        for layer in self.layers:
+            self._layer(layer, f, arrive, feed.transfer)
+        for layer in reversed(self.layers):
+            self._paced(layer, f, spans)
         last = max(self.end[name][f] for name, readers in self.consumers.items() if not readers)
         ready = max(last, self.out_finished[f - slots] if f >= slots else 0.0)
         out_start, done = self.host_out.send(ready, self.model.output_bytes, stretch_out)
@@ -236,48 +278,62 @@ class _ModelState:
                 self.model.output_bytes)
         self.done.append(done)
 
-    def _paced(self, row: dict, f: int, spans: _Recorder) -> None:
+    def _paced(self, layer: _Layer, f: int, spans: _Recorder) -> None:
         """A layer cannot finish a frame before its consumers (and the links its output crosses) have taken
         in all but their buffer's share of it: its rows are paced by what comes after it."""
-        name = row["name"]
-        end = self.end[name][f]
-        for reader in self.consumers[name]:
-            end = max(end, self._position(reader, f + 1 - self.edges[(name, reader)]))
-        for boundary, frames in self.sends.get(name, ()):
+        name = layer.name
+        end = layer.ends[f]
+        for starts, ends, frames in layer.readers:  # _position inlined
+            position = f + 1 - frames
+            frame = math.floor(position + 1e-9)
+            if frame >= 0:
+                start = starts[frame]
+                at = start + max(0.0, position - frame) * (ends[frame] - start)
+                if at > end:
+                    end = at
+        for boundary, frames in layer.sends:
             end = max(end, self._link_position(name, boundary, f + 1 - frames))
-        self.end[name][f] = end
-        for core in self.cores[name]:
-            self.core_free[core] = max(self.core_free.get(core, 0.0), end)
+        layer.ends[f] = end
+        core_free = self.core_free
+        for core in layer.cores:
+            if end > core_free.get(core, 0.0):
+                core_free[core] = end
         if spans.layers:
+            row = layer.row
             _record(spans, f"chip {row['chip']} · {row['kind'].upper()} · {self.model.name}/{name}", "layer",
-                    self.start[name][f], end)
-        for boundary, _ in self.sends.get(name, ()):
+                    layer.starts[f], end)
+        for boundary, _ in layer.sends:
             _record(spans, f"chip link {boundary}→{boundary + 1}", "chip_link", *self.crossings[(name, boundary)][f],
-                    float(row.get("out_bytes", 0)))
+                    float(layer.row.get("out_bytes", 0)))
 
-    def _layer(self, row: dict, f: int, in_start: float, in_transfer: float) -> None:
-        name, fraction = row["name"], float(row.get("start_fraction", 1.0))
-        duration = float(row["cycles"]) / self.clock
-        if row.get("inputs"):
-            first_ready = all_ready = 0.0
-        else:
+    def _layer(self, layer: _Layer, f: int, in_start: float, in_transfer: float) -> None:
+        fraction, duration = layer.fraction, layer.duration
+        if layer.first:
             first_ready, all_ready = in_start + fraction * in_transfer, in_start + in_transfer
-        for source in row.get("inputs", []):
-            s, e = self.start[source][f], self.end[source][f]
+        else:
+            first_ready = all_ready = 0.0
+        for source, starts, ends, boundaries in layer.inputs:
+            s, e = starts[f], ends[f]
             first, last = s + fraction * (e - s), e
-            low, high = sorted((int(self.rows[source]["chip"]), int(row["chip"])))
-            for boundary in range(low, high):  # rows cross as they are made, at the link's pace if slower
+            for boundary in boundaries:  # rows cross as they are made, at the link's pace if slower
                 link_start, link_end, latency = self._cross(source, f, boundary, s)
                 first = max(first, link_start + fraction * (link_end - link_start)) + latency
                 last = max(last, link_end) + latency
-            first_ready, all_ready = max(first_ready, first), max(all_ready, last)
-        start = max(first_ready, self._earliest(row, f))
-        end = max(start + duration, all_ready + fraction * duration)
-        for core in self.cores[name]:
-            self.core_free[core] = end
-        self.start[name].append(start)
-        self.end[name].append(end)
-        self.busy[name] += duration
+            if first > first_ready:  # max(), without the call: the simulation's hot loop
+                first_ready = first
+            if last > all_ready:
+                all_ready = last
+        earliest = self._earliest(layer, f)
+        start = earliest if earliest > first_ready else first_ready
+        end, filled = start + duration, all_ready + fraction * duration
+        if filled > end:
+            end = filled
+        core_free = self.core_free
+        for core in layer.cores:
+            core_free[core] = end
+        layer.starts.append(start)
+        layer.ends.append(end)
+        self.busy[layer.name] += duration
 
     def _cross(self, source: str, f: int, boundary: int, ready: float) -> tuple[float, float, float]:
         """(start, end, latency) of ``source``'s frame f on the link over chip boundary ``boundary``; a
