@@ -424,7 +424,8 @@ def cmd_cache_usage(args: argparse.Namespace) -> int:
     cache = ArtifactCache(options.cache_dir)
     if args.cache_command == "info":
         usage = cache.usage()
-        print(f"{options.cache_dir}: {usage.entries} entries, {usage.objects} objects, {_size_text(usage.bytes)}")
+        print(f"{options.cache_dir}: {usage.entries} entries, {usage.objects} objects, {_size_text(usage.bytes)} "
+              f"stored ({_size_text(usage.logical)} of files as restored)")
         return 0
     if args.max_size is None and args.older_than is None:
         raise InputFileError("cache gc", "give --max-size SIZE and/or --older-than DAYS")

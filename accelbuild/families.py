@@ -79,13 +79,16 @@ STANDARD_CHECKS = (
 class ProgramFile:
     """A file a family's builds ship that ``accelbuild inspect`` and ``bench`` read, chosen by its first bytes
     (``magic``) or else its name's ending (``suffixes``). Handlers are ``"module:function"``, imported on use:
-    ``inspect(path, shown) -> str``; ``bench(path, shown, frames) -> (report dict, text)``."""
+    ``inspect(path, shown) -> str``; ``bench(path, shown, frames) -> (report dict, text)``; ``parts(data) ->
+    [(start, end), ...]``, the byte ranges of its sections, which the artifact cache stores once each by
+    content (``engine/file_parts.py``; ranges that are wrong only cost sharing, never bytes)."""
 
     description: str  # "mx3 DFP program file"
     suffixes: tuple[str, ...]
     magic: tuple[bytes, ...]
     inspect: str
     bench: str | None = None
+    parts: str | None = None
 
 
 @dataclass(frozen=True)

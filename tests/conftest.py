@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from accelbuild.engine import read_guard
 from accelbuild.targets.mx3.dfp import Dfp, Header, ModelEntry, Port
 from accelbuild.targets.mx3.dfp.format import canonical_json
 from accelbuild.targets.mx3.dfp.weights import WeightsSection
+from accelbuild.testing import npu_graphs
 
 # Every stage in the suite runs under the read guard: opening an undeclared file under the pipeline's
 # folders fails the stage (accelbuild/engine/read_guard.py); CLI subprocesses and Dask workers inherit it.
@@ -82,6 +84,27 @@ def two_model_checkout(folder: Path) -> Path:
     for name in ("tinydet.onnx", "tinycls.onnx"):
         shutil.copy(EXAMPLE_MODELS / name, folder / "models" / name)
     write(folder / "p.yaml", TWO_MODEL_PIPELINE)
+    return folder
+
+
+BIG_PIPELINE = """\
+accelbuild: 1
+name: p
+target: {num_chips: 2, effort: hard}
+models:
+  - name: big
+    path: models/big.onnx
+closed_loop: {enabled: true, keep_splits: true}
+benchmark: {frames: 40, host: false, accuracy: {samples: 1}}
+"""
+
+
+def big_checkout(folder: Path) -> Path:
+    """A model whose float file and mx3 programs are above file_parts.MIN_FILE: parts are exercised."""
+    (folder / "models").mkdir(parents=True)
+    onnx.save(npu_graphs.chain(["conv", "relu", "conv", "relu", "conv"], channels=208, size=16),
+              folder / "models/big.onnx")
+    (folder / "p.yaml").write_text(BIG_PIPELINE)
     return folder
 
 

@@ -2,8 +2,15 @@
 
 Layout under the cache root::
 
-    objects/ab/abcdef...      file contents, named by their SHA-256
-    entries/12/1234ab....json one per build key: {"files": {name: {"sha256", "size"}}}
+    objects/ab/abcdef...      file contents (or parts of files), named by their SHA-256
+    entries/12/1234ab....json one per build key: {"files": {name: {"sha256", "size"[, "parts"]}}}
+
+A file of at least ``file_parts.MIN_FILE`` bytes whose format has shared regions (ONNX weight tensors, a
+family's program-file sections) is stored as ``parts``: each ``{"sha256", "size"}`` is an object, or
+``"data"`` (hex, a small part kept in the entry), or ``"input": role, "offset"`` (the same bytes lie in
+that input of the task: the key pins the input's content, so they are there whenever the entry is used).
+32 closed-loop splits then share one weights section, and an imported model shares its tensors with the
+user's file. ``usage`` tells the bytes stored from the logical size (every entry's files as restored).
 
 A key digests the stage, its parameter digest, the contents of its inputs and the tool version, never a
 path, so a cache copied to another checkout (CI) still hits. Objects are written before the entry that
@@ -17,6 +24,7 @@ is looked up there and copied in (verified), and every stored entry is written b
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,21 +34,89 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelbuild.util.files import copy_atomic, file_sha256, json_digest, write_json_atomic
+from accelbuild.engine import file_parts
+from accelbuild.util.files import (
+    atomic_writer,
+    copy_atomic,
+    file_sha256,
+    json_digest,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 
 if TYPE_CHECKING:
     from accelbuild.engine.remote_cache import RemoteStore
 
 log = logging.getLogger(__name__)
 
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2  # 2: files may be stored as parts
+INLINE_PART = 4096  # a part this small is kept in the entry itself (hex)
 
 
 @dataclass(frozen=True)
 class CacheUsage:
     entries: int
     objects: int
-    bytes: int
+    bytes: int  # stored: entries and objects on disk
+    logical: int = 0  # every entry's files at their full size (what a restore writes)
+
+
+class CacheDamaged(Exception):
+    """A cache object changed under a restore that had verified it (another process altered the cache)."""
+
+
+@dataclass(frozen=True)
+class CachedFile:
+    """One file of a verified cache entry: a whole object, or parts to concatenate."""
+
+    sha256: str
+    size: int
+    object: Path | None = None  # the whole file, when it is stored whole
+    parts: tuple[tuple[Path | bytes, int, int], ...] = ()  # (object file or bytes, offset, length)
+
+    def chunks(self) -> Iterator[bytes]:
+        if self.object is not None:
+            with open(self.object, "rb") as handle:
+                yield from iter(lambda: handle.read(1 << 20), b"")
+            return
+        for source, offset, length in self.parts:
+            if isinstance(source, bytes):
+                yield source
+            else:
+                with open(source, "rb") as handle:
+                    handle.seek(offset)
+                    yield handle.read(length)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    def copy_to(self, destination: Path) -> None:
+        """Write the file to ``destination`` atomically (parts: checked against the file's SHA-256)."""
+        if self.object is not None:
+            copy_atomic(self.object, destination)
+            return
+        digest = hashlib.sha256()
+        with atomic_writer(destination) as handle:
+            for chunk in self.chunks():
+                digest.update(chunk)
+                handle.write(chunk)
+            if digest.hexdigest() != self.sha256:
+                raise CacheDamaged(f"the parts of {destination.name} no longer give the file cached")
+
+
+def objects_in(entry: Mapping[str, Any]) -> dict[str, int]:
+    """The objects an entry names (SHA-256 -> size): whole files and stored parts."""
+    found = {}
+    for meta in entry["files"].values():
+        if "parts" not in meta:
+            found[meta["sha256"]] = meta["size"]
+        for part in meta.get("parts", ()):
+            if "data" not in part and "input" not in part:
+                found[part["sha256"]] = part["size"]
+    return found
 
 
 @dataclass(frozen=True)
@@ -93,46 +169,85 @@ class ArtifactCache:
     def _object_path(self, sha: str) -> Path:
         return self.root / "objects" / sha[:2] / sha
 
-    def store(self, key: str, files: Mapping[str, Path]) -> None:
-        """Record ``files`` (name -> produced file) under ``key``."""
+    def store(self, key: str, files: Mapping[str, Path], inputs: Mapping[str, Path] | None = None) -> None:
+        """Record ``files`` (name -> produced file) under ``key``; large ones as parts, of which those
+        found in ``inputs`` (role -> the task's input file) are recorded as references to them."""
+        shared = self._input_parts(inputs or {})
         listing = {}
         for name, path in sorted(files.items()):
-            sha = file_sha256(path)
-            obj = self._object_path(sha)
-            if not (obj.is_file() and file_sha256(obj) == sha):
-                copy_atomic(path, obj)
-            listing[name] = {"sha256": sha, "size": path.stat().st_size}
+            size = path.stat().st_size
+            data = path.read_bytes() if size >= file_parts.MIN_FILE else None
+            found = file_parts.regions(path, data) if data is not None else []
+            if data is None or not found:
+                sha = file_sha256(path)
+                self._put_object(sha, path)
+                listing[name] = {"sha256": sha, "size": size}
+            else:
+                listing[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                 "parts": [self._part(data[a:b], shared) for a, b in file_parts.cover(found, len(data))]}
         entry = {"format": ENTRY_FORMAT, "key": key, "files": listing}
         write_json_atomic(self._entry_path(key), entry)
         if self.remote is not None:
-            self.remote.publish(key, entry, {meta["sha256"]: self._object_path(meta["sha256"])
-                                             for meta in listing.values()})
+            self.remote.publish(key, entry, {sha: self._object_path(sha) for sha in objects_in(entry)})
+
+    def _put_object(self, sha: str, path: Path | None, data: bytes | None = None) -> None:
+        obj = self._object_path(sha)
+        if obj.is_file() and file_sha256(obj) == sha:
+            return
+        if data is not None:
+            write_bytes_atomic(obj, data)
+        elif path is not None:
+            copy_atomic(path, obj)
+
+    def _part(self, chunk: bytes, shared: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+        sha = hashlib.sha256(chunk).hexdigest()
+        if sha in shared:
+            role, offset = shared[sha]
+            return {"sha256": sha, "size": len(chunk), "input": role, "offset": offset}
+        if len(chunk) <= INLINE_PART:
+            return {"sha256": sha, "size": len(chunk), "data": chunk.hex()}
+        self._put_object(sha, None, chunk)
+        return {"sha256": sha, "size": len(chunk)}
+
+    @staticmethod
+    def _input_parts(inputs: Mapping[str, Path]) -> dict[str, tuple[str, int]]:
+        """SHA-256 of each shareable region of the inputs -> (role, offset)."""
+        shared: dict[str, tuple[str, int]] = {}
+        for role, path in sorted(inputs.items()):
+            try:
+                if path.stat().st_size < file_parts.MIN_FILE:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            for a, b in file_parts.regions(path, data):
+                shared.setdefault(hashlib.sha256(data[a:b]).hexdigest(), (role, a))
+        return shared
 
     def listing(self, key: str) -> dict[str, str] | None:
         """The SHA-256 of each file of ``key`` if its entry and objects are present (sizes checked, not
         contents: a cheap look for ``status``; a restore still verifies every byte)."""
         try:
             entry = json.loads(self._entry_path(key).read_text(encoding="utf-8"))
-            files = entry["files"]
-            listing = {}
-            for name, meta in files.items():
-                if self._object_path(meta["sha256"]).stat().st_size != meta["size"]:
+            for sha, size in objects_in(entry).items():
+                if self._object_path(sha).stat().st_size != size:
                     return None
-                listing[name] = meta["sha256"]
-            return listing
+            return {name: meta["sha256"] for name, meta in entry["files"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
-    def lookup(self, key: str) -> dict[str, Path] | None:
-        """The verified objects of ``key`` by file name, or None on a miss or a damaged entry; a local
-        miss is fetched from the remote store, if there is one."""
-        found = self.lookup_local(key)
+    def lookup(self, key: str, inputs: Mapping[str, Path] | None = None) -> dict[str, CachedFile] | None:
+        """The verified files of ``key`` by name, or None on a miss or a damaged entry; a local miss is
+        fetched from the remote store, if there is one. ``inputs`` (role -> file) are the task's inputs,
+        needed for files with parts taken from them."""
+        found = self.lookup_local(key, inputs)
         if found is None and self.remote is not None and self.remote.fetch(key, self):
-            found = self.lookup_local(key)
+            found = self.lookup_local(key, inputs)
         return found
 
-    def lookup_local(self, key: str) -> dict[str, Path] | None:
-        """As ``lookup``, in this cache only."""
+    def lookup_local(self, key: str, inputs: Mapping[str, Path] | None = None) -> dict[str, CachedFile] | None:
+        """As ``lookup``, in this cache only. Without ``inputs``, parts taken from inputs are not checked
+        (nor can such files be read)."""
         entry_path = self._entry_path(key)
         try:
             entry = json.loads(entry_path.read_text(encoding="utf-8"))
@@ -147,45 +262,88 @@ class ArtifactCache:
             return None
         found = {}
         for name, meta in files.items():
-            obj = self._object_path(str(meta.get("sha256", "")))
             try:
-                intact = obj.stat().st_size == meta["size"] and file_sha256(obj) == meta["sha256"]
-            except (OSError, KeyError, TypeError):
-                intact = False
-            if not intact:
+                found[name] = self._verified(meta, inputs)
+            except _Damaged as damaged:
                 log.warning("cache object for %s of entry %s is missing or altered; rebuilding", name, key[:12])
                 self._drop(entry_path)
-                self._drop(obj)
+                if damaged.object is not None:
+                    self._drop(damaged.object)
                 return None
-            found[name] = obj
+            except _InputMoved:
+                log.debug("cache entry %s: a part taken from an input no longer matches it", key[:12])
+                return None
         _touch(entry_path)  # last use, for `cache gc`'s least-recently-used order
         return found
 
-    def restore(self, key: str, targets: Mapping[str, Path]) -> bool:
+    def _verified(self, meta: dict[str, Any], inputs: Mapping[str, Path] | None) -> CachedFile:
+        """One file record, every byte checked (raises _Damaged, _InputMoved)."""
+        try:
+            sha, size, parts = str(meta["sha256"]), int(meta["size"]), meta.get("parts")
+        except (KeyError, TypeError, ValueError):
+            raise _Damaged(None) from None
+        if parts is None:
+            obj = self._object_path(sha)
+            if not _intact(obj, sha, size):
+                raise _Damaged(obj)
+            return CachedFile(sha, size, object=obj)
+        sources: list[tuple[Path | bytes, int, int]] = []
+        try:
+            for part in parts:
+                part_sha, length = str(part["sha256"]), int(part["size"])
+                if "data" in part:
+                    data = bytes.fromhex(part["data"])
+                    if len(data) != length or hashlib.sha256(data).hexdigest() != part_sha:
+                        raise _Damaged(None)
+                    sources.append((data, 0, length))
+                elif "input" in part:
+                    path = (inputs or {}).get(part["input"])
+                    if inputs is not None and (path is None or not _range_intact(path, int(part["offset"]),
+                                                                                  length, part_sha)):
+                        raise _InputMoved()
+                    sources.append((path or Path(), int(part["offset"]), length))
+                else:
+                    obj = self._object_path(part_sha)
+                    if not _intact(obj, part_sha, length):
+                        raise _Damaged(obj)
+                    sources.append((obj, 0, length))
+        except (KeyError, TypeError, ValueError):
+            raise _Damaged(None) from None
+        if sum(length for _, _, length in sources) != size:
+            raise _Damaged(None)
+        return CachedFile(sha, size, parts=tuple(sources))
+
+    def restore(self, key: str, targets: Mapping[str, Path], inputs: Mapping[str, Path] | None = None) -> bool:
         """Copy the entry's files to ``targets`` (name -> destination); False on a miss.
 
         Targets the entry does not hold are removed, so an optional output of an older build cannot
         linger beside a restored set.
         """
-        objects = self.lookup(key)
-        if objects is None:
+        files = self.lookup(key, inputs)
+        if files is None:
             return False
-        if not set(objects) <= set(targets):
+        if not set(files) <= set(targets):
             log.warning("cache entry %s holds unexpected files; rebuilding", key[:12])
             return False
         for name, destination in targets.items():
-            if name in objects:
-                copy_atomic(objects[name], destination)
+            if name in files:
+                files[name].copy_to(destination)
             elif destination.exists():
                 destination.unlink()
         return True
 
     def usage(self) -> CacheUsage:
-        """Entries, objects and bytes on disk."""
+        """Entries, objects and bytes on disk, and the logical size of every entry's files."""
         entries = list(self._entries())
         objects = [p for p in (self.root / "objects").glob("*/*") if p.is_file()]
         size = sum(_size(p) for p in entries) + sum(_size(p) for p in objects)
-        return CacheUsage(len(entries), len(objects), size)
+        logical = 0
+        for entry in entries:
+            try:
+                logical += sum(int(m["size"]) for m in json.loads(entry.read_text(encoding="utf-8"))["files"].values())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+        return CacheUsage(len(entries), len(objects), size, logical)
 
     def gc(self, max_size: int | None = None, older_than_seconds: float | None = None,
            now: float | None = None) -> GcResult:
@@ -223,8 +381,7 @@ class ArtifactCache:
 
     def _objects_of(self, entry: Path) -> set[Path]:
         try:
-            files = json.loads(entry.read_text(encoding="utf-8"))["files"]
-            return {self._object_path(str(meta["sha256"])) for meta in files.values()}
+            return {self._object_path(str(sha)) for sha in objects_in(json.loads(entry.read_text(encoding="utf-8")))}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return set()
 
@@ -255,3 +412,30 @@ class ArtifactCache:
             os.unlink(path)
         except OSError:
             pass
+
+
+class _Damaged(Exception):
+    def __init__(self, obj: Path | None) -> None:
+        super().__init__()
+        self.object = obj
+
+
+class _InputMoved(Exception):
+    """A part taken from an input does not match it (the input is not the one the key was made with)."""
+
+
+def _intact(obj: Path, sha: str, size: int) -> bool:
+    try:
+        return obj.stat().st_size == size and file_sha256(obj) == sha
+    except OSError:
+        return False
+
+
+def _range_intact(path: Path, offset: int, length: int, sha: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError:
+        return False
+    return len(data) == length and hashlib.sha256(data).hexdigest() == sha

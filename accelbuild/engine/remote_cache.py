@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelbuild.engine.cache import ENTRY_FORMAT
+from accelbuild.engine.cache import ENTRY_FORMAT, objects_in
 from accelbuild.errors import AccelbuildError, UserError
 from accelbuild.util.files import atomic_writer
 
@@ -204,12 +204,11 @@ class RemoteStore:
         entry = self._parse_entry(key, raw)
         if entry is None:
             return False
-        for name, meta in sorted(entry["files"].items()):
-            sha, size = meta["sha256"], meta["size"]
+        for sha, size in sorted(objects_in(entry).items()):
             target = local.object_path(sha)
             if target.is_file() and target.stat().st_size == size:
                 continue  # verified (with everything else) by the local lookup that follows
-            if not self._download(sha, size, target, f"{name} of entry {key[:12]}"):
+            if not self._download(sha, size, target, f"an object of entry {key[:12]}"):
                 return False
         local.add_entry(key, entry)  # last: the local entry names only objects already in place
         log.debug("remote cache: fetched entry %s", key[:12])
@@ -221,7 +220,7 @@ class RemoteStore:
             files = entry["files"]
             if entry.get("key") != key or entry.get("format") != ENTRY_FORMAT or not isinstance(files, dict):
                 raise ValueError("it does not describe this key")
-            for meta in files.values():
+            for meta in [*files.values(), *(p for m in files.values() for p in m.get("parts", ()))]:
                 if not (isinstance(meta["sha256"], str) and len(meta["sha256"]) == 64
                         and isinstance(meta["size"], int)):
                     raise ValueError("a file record is malformed")
@@ -343,7 +342,7 @@ class RemoteStore:
                 entry = local.entry(key)
                 if entry is None:
                     continue
-                objects = {m["sha256"]: local.object_path(m["sha256"]) for m in entry["files"].values()}
+                objects = {sha: local.object_path(sha) for sha in objects_in(entry)}
                 uploaded += self._publish(key, entry, objects)
                 entries += 1
         except Exception as exc:

@@ -31,7 +31,7 @@ from accelbuild.engine.plan import Job
 from accelbuild.engine.remote_cache import RemoteSpec, open_store
 from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
-from accelbuild.util.files import copy_atomic, file_sha256
+from accelbuild.util.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Exec
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
     try:
         staged = {name: staging / name.rstrip("/").replace("/", "_") for name in job.outputs}
-        if not force and _restore(cache, key, staged):
+        if not force and _restore(cache, key, staged, job.inputs):
             status = "cached"
         else:
             _run_stage(job, staged, None if force else cache, executor)
@@ -101,7 +101,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Exec
         if missing:
             raise RuntimeError(f"stage {job.stage} did not write {', '.join(missing)}")
         if status == "ran":
-            cache.store(key, _cache_files(produced))
+            cache.store(key, _cache_files(produced), job.inputs)
         for name, final in job.outputs.items():
             _publish(produced.get(name), final, staging)
     finally:
@@ -139,18 +139,18 @@ def _cache_files(produced: dict[str, Path]) -> dict[str, Path]:
     return files
 
 
-def _restore(cache: ArtifactCache, key: str, staged: dict[str, Path]) -> bool:
+def _restore(cache: ArtifactCache, key: str, staged: dict[str, Path], inputs: dict[str, Path]) -> bool:
     """Copy a cache entry into the staging paths (folder outputs file by file); False on a miss."""
-    objects = cache.lookup(key)
-    if objects is None:
+    files = cache.lookup(key, inputs)
+    if files is None:
         return False
     folders = [name for name in staged if name.endswith("/")]
-    for name, obj in objects.items():
+    for name, cached in files.items():
         folder = next((f for f in folders if name.startswith(f)), None)
         if folder is not None:
-            copy_atomic(obj, staged[folder] / name[len(folder):])
+            cached.copy_to(staged[folder] / name[len(folder):])
         elif name in staged:
-            copy_atomic(obj, staged[name])
+            cached.copy_to(staged[name])
         else:
             log.warning("cache entry %s holds unexpected files; rebuilding", key[:12])
             return False

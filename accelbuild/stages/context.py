@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,10 +18,14 @@ from typing import Any, Protocol
 from accelbuild.errors import Locator, Where  # noqa: F401  (ctx.locate is a Locator)
 
 
+class CachedBytes(Protocol):
+    def read_bytes(self) -> bytes: ...
+
+
 class SplitCache(Protocol):
     """The part of the artifact cache a stage may use for finer-grained units of its own."""
 
-    def lookup(self, key: str) -> dict[str, Path] | None: ...
+    def lookup(self, key: str) -> Mapping[str, CachedBytes] | None: ...
 
     def store(self, key: str, files: dict[str, Path]) -> None: ...
 

@@ -1,9 +1,11 @@
+import json
 import os
+import shutil
 from pathlib import Path
 
 from accelbuild.engine.cache import ArtifactCache, cache_key
 
-from conftest import run_cli
+from conftest import big_checkout, run_cli, tree_bytes
 
 
 def _files(folder: Path, **contents: bytes) -> dict[str, Path]:
@@ -105,8 +107,60 @@ def test_gc_keeps_objects_shared_with_a_kept_entry(tmp_path: Path) -> None:
 
 def test_gc_and_info_on_an_empty_cache(project: Path) -> None:
     info = run_cli("cache", "info", "--cache-dir", "nothing", cwd=project)
-    assert info.code == 0 and info.stdout.endswith("nothing: 0 entries, 0 objects, 0 bytes\n")
+    assert info.code == 0 and info.stdout.endswith("nothing: 0 entries, 0 objects, 0 bytes stored (0 bytes of files as restored)\n")
     gc = run_cli("cache", "gc", "--max-size", "1M", "--cache-dir", "nothing", cwd=project)
     assert gc.code == 0 and gc.stdout == "removed 0 entries and 0 objects; 0 entries, 0 bytes left\n"
     assert run_cli("cache", "gc", cwd=project).code == 2
     assert run_cli("cache", "gc", "--max-size", "lots", cwd=project).code == 2
+
+
+def _entries(cache: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(cache.glob("entries/*/*.json"))]
+
+
+def test_large_artifacts_are_stored_as_shared_parts_and_restored_byte_identically(tmp_path: Path) -> None:
+    project = big_checkout(tmp_path / "a")
+    assert run_cli("run", "p.yaml", cwd=project).code == 0
+    built = tree_bytes(project / "build")
+    records = {name: meta for entry in _entries(project / ".accelbuild/cache") for name, meta in entry["files"].items()}
+    dfps = [meta for name, meta in records.items() if name.endswith(".dfp")]
+    assert len(dfps) >= 4 and all("parts" in meta for meta in dfps)
+    weights = {max(meta["parts"], key=lambda p: p["size"])["sha256"] for meta in dfps}
+    assert len(weights) == 1  # every split's weights section is one object
+    imported = records["imported.onnx"]["parts"]
+    assert sum(p["size"] for p in imported if p.get("input") == "model") > 0.9 * records["imported.onnx"]["size"]
+    info = run_cli("cache", "info", cwd=project)
+    stored, logical = _sizes(info.stdout)
+    assert stored < logical / 3, info.stdout
+    # a fresh state restores every task from that cache: the same bytes
+    shutil.rmtree(project / "build")
+    again = run_cli("run", "p.yaml", "--json", "--state-dir", "third", "--cache-dir", ".accelbuild/cache", cwd=project)
+    assert again.code == 0 and set(again.statuses().values()) == {"cached"}, again.stderr
+    assert tree_bytes(project / "build") == built
+
+
+def test_a_damaged_part_is_a_miss_and_the_task_is_rebuilt(tmp_path: Path) -> None:
+    project = big_checkout(tmp_path / "a")
+    assert run_cli("run", "p.yaml", cwd=project).code == 0
+    built = tree_bytes(project / "build")
+    cache = project / ".accelbuild/cache"
+    part = next(p for entry in _entries(cache) for name, meta in entry["files"].items() if name == "best_split.dfp"
+                for p in meta["parts"] if "data" not in p and "input" not in p)
+    obj = cache / "objects" / part["sha256"][:2] / part["sha256"]
+    data = bytearray(obj.read_bytes())
+    data[100] ^= 0xFF
+    obj.write_bytes(bytes(data))
+    shutil.rmtree(project / "build")
+    again = run_cli("run", "p.yaml", "--json", "--state-dir", "other", "--cache-dir", ".accelbuild/cache", cwd=project)
+    assert again.code == 0 and again.statuses()["p:assemble"] == "ran", again.stderr
+    assert tree_bytes(project / "build") == built
+
+
+def _sizes(info: str) -> tuple[float, float]:
+    """(stored, logical) MiB from ``cache info``."""
+    import re
+
+    found = re.search(r"([\d.]+) (KiB|MiB) stored \(([\d.]+) (KiB|MiB) of files", info)
+    assert found, info
+    scale = {"KiB": 1 / 1024, "MiB": 1.0}
+    return float(found[1]) * scale[found[2]], float(found[3]) * scale[found[4]]

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliResult, clean_env, run_cli, tree_bytes, two_model_checkout
+from accelbuild.engine.cache import objects_in
+
+from conftest import CliResult, big_checkout, clean_env, run_cli, tree_bytes, two_model_checkout
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -78,9 +80,9 @@ def assert_remote_whole(fs: s3fs.S3FileSystem, prefix: str) -> None:
     assert entries
     for key, entry in entries.items():
         assert entry["key"] == key
-        for meta in entry["files"].values():
-            data = fs.cat_file(f"{BUCKET}/{prefix}/objects/{meta['sha256'][:2]}/{meta['sha256']}")
-            assert hashlib.sha256(data).hexdigest() == meta["sha256"] and len(data) == meta["size"]
+        for sha, size in objects_in(entry).items():
+            data = fs.cat_file(f"{BUCKET}/{prefix}/objects/{sha[:2]}/{sha}")
+            assert hashlib.sha256(data).hexdigest() == sha and len(data) == size
 
 
 def test_fresh_checkout_restores_every_task_from_the_remote_cache(s3_endpoint: str, tmp_path: Path,
@@ -92,6 +94,19 @@ def test_fresh_checkout_restores_every_task_from_the_remote_cache(s3_endpoint: s
     second = build(fresh, s3_endpoint, "fresh")
     assert second.code == 0 and set(second.statuses().values()) == {"cached"}, second.stdout
     assert tree_bytes(fresh / "build/p") == reference
+
+
+def test_artifacts_stored_as_parts_restore_byte_identically_from_the_remote(s3_endpoint: str,
+                                                                          tmp_path: Path) -> None:
+    first = big_checkout(tmp_path / "ci-1")
+    assert build(first, s3_endpoint, "parts").code == 0
+    fs = s3(s3_endpoint)
+    assert_remote_whole(fs, "parts")
+    assert any("parts" in meta for entry in remote_entries(fs, "parts").values() for meta in entry["files"].values())
+    fresh = big_checkout(tmp_path / "ci-2")
+    second = build(fresh, s3_endpoint, "parts")
+    assert second.code == 0 and set(second.statuses().values()) == {"cached"}, second.stdout
+    assert tree_bytes(fresh / "build") == tree_bytes(first / "build")
 
 
 def test_corrupted_remote_object_is_detected_dropped_and_rebuilt(s3_endpoint: str, tmp_path: Path,

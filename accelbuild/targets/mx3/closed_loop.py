@@ -197,7 +197,7 @@ def _cached(cache: SplitCache | None, key: str) -> tuple[bytes, dict[str, Any]] 
     found = cache.lookup(key)
     if found is None or set(found) != {"split.dfp", "split.json"}:
         return None
-    return found["split.dfp"].read_bytes(), json.loads(found["split.json"].read_text())
+    return found["split.dfp"].read_bytes(), json.loads(found["split.json"].read_bytes())
 
 
 def _store(cache: SplitCache | None, key: str, data: bytes, figures: dict[str, Any]) -> None:

@@ -13,6 +13,25 @@ def inspect(path: Path, shown: str) -> str:
     return describe(read_dfp(path, shown), path.stat().st_size)
 
 
+def parts(data: bytes) -> list[tuple[int, int]]:
+    """The DFP's section payloads, as (start, end) byte ranges: what the artifact cache stores once each
+    (the closed loop's splits share their weights and graphs sections). Nothing for bytes that are not a
+    readable DFP layout (the cache then stores the file whole)."""
+    from accelbuild.targets.mx3.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY
+
+    if len(data) < PREAMBLE.size or not data.startswith(MAGIC):
+        return []
+    _, _, _, header_length, count = PREAMBLE.unpack_from(data)
+    table = PREAMBLE.size + header_length
+    if table + TABLE_ENTRY.size * count > len(data):
+        return []
+    spans = []
+    for i in range(count):
+        _, offset, length, _ = TABLE_ENTRY.unpack_from(data, table + i * TABLE_ENTRY.size)
+        spans.append((offset, offset + length))
+    return sorted(spans)
+
+
 def bench(path: Path, shown: str, frames: int | None) -> tuple[dict[str, Any], str]:
     """The timing simulation of a DFP: (report, text)."""
     from accelbuild.targets.mx3.sim import timing

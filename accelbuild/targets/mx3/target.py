@@ -138,7 +138,7 @@ class Mx3Target:
     family = "mx3"
     code = _CODE
     files = (ProgramFile("mx3 DFP program file", (".dfp",), (b"ACCELDFP",), "accelbuild.targets.mx3.files:inspect",
-                         "accelbuild.targets.mx3.files:bench"),)
+                         "accelbuild.targets.mx3.files:bench", "accelbuild.targets.mx3.files:parts"),)
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,

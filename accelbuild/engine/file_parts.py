@@ -1,0 +1,127 @@
+"""Where a large artifact splits into parts that other artifacts share, so the cache stores each once.
+
+A closed-loop build keeps 32 programs whose weights sections are byte for byte the same; the imported
+model, the cropped one and the user's model hold the same weight tensors. The artifact cache
+(``engine/cache.py``) stores a file of at least ``MIN_FILE`` bytes as a list of parts: the *regions* its
+format says are worth sharing, and the gaps between them. Each part is stored once by its SHA-256 (or
+taken from an input of the task, or kept inline when small), and a restore concatenates them back into
+the same bytes, checked against the whole file's SHA-256.
+
+Regions come from the format:
+- an ONNX model (``.onnx``): the ``raw_data`` of each initializer tensor of at least ``MIN_REGION``
+  bytes, found by walking the protobuf wire format (ModelProto.graph -> GraphProto.initializer ->
+  TensorProto.raw_data); the ``onnx`` package parses messages but does not say where their bytes lie;
+- a family's program file: its ``ProgramFile.parts`` handler (an mx3 DFP: its section payloads).
+
+Regions only decide what is shared: wrong ones cost space, never bytes (a part is whatever bytes lie
+between the cuts, and the restore is verified).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MIN_FILE = 1 << 20  # smaller files are stored whole
+MIN_REGION = 64 << 10  # smaller tensors stay in the part around them
+
+_GRAPH, _INITIALIZER, _RAW_DATA = 7, 5, 9  # field numbers: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
+_LEN = 2  # wire type of length-delimited fields
+
+
+def regions(path: Path, data: bytes) -> list[tuple[int, int]]:
+    """The sorted, non-overlapping (start, end) ranges of ``data`` (the file at ``path``) worth sharing."""
+    if len(data) < MIN_FILE:
+        return []
+    try:
+        if path.suffix.lower() == ".onnx":
+            found = onnx_tensor_regions(data)
+        else:
+            found = _program_file_regions(path, data)
+    except Exception as exc:  # a splitter that trips on odd bytes costs sharing only
+        log.debug("no parts for %s: %s", path.name, exc)
+        return []
+    return _clean(found, len(data))
+
+
+def cover(found: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """The regions and the gaps between them: consecutive (start, end) ranges covering [0, size)."""
+    parts, position = [], 0
+    for start, end in found:
+        if start > position:
+            parts.append((position, start))
+        parts.append((start, end))
+        position = end
+    if position < size:
+        parts.append((position, size))
+    return parts
+
+
+def _clean(found: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    kept, position = [], 0
+    for start, end in sorted(found):
+        if start >= position and end <= size and end - start >= MIN_REGION:
+            kept.append((start, end))
+            position = end
+    return kept
+
+
+def _program_file_regions(path: Path, data: bytes) -> list[tuple[int, int]]:
+    from accelbuild import families
+
+    found = families.program_file(path)
+    if found is None or found[1].parts is None:
+        return []
+    return list(families.handler(found[1].parts)(data))
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _fields(data: bytes, start: int, end: int):  # -> Iterator[(field, wire type, payload start, payload end)]
+    position = start
+    while position < end:
+        key, position = _varint(data, position)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, position = _varint(data, position)
+            yield field, wire, position, position
+        elif wire == 1:
+            position += 8
+        elif wire == 5:
+            position += 4
+        elif wire == _LEN:
+            length, position = _varint(data, position)
+            if position + length > end:
+                raise ValueError("a field runs past its message")
+            yield field, wire, position, position + length
+            position += length
+        else:
+            raise ValueError(f"wire type {wire}")
+    if position != end:
+        raise ValueError("a field runs past its message")
+
+
+def onnx_tensor_regions(data: bytes) -> list[tuple[int, int]]:
+    """Where the raw_data of the model graph's initializers lies in ``data`` (a serialised ModelProto)."""
+    found = []
+    for field, wire, start, end in _fields(data, 0, len(data)):
+        if field != _GRAPH or wire != _LEN:
+            continue
+        for g_field, g_wire, t_start, t_end in _fields(data, start, end):
+            if g_field != _INITIALIZER or g_wire != _LEN or t_end - t_start < MIN_REGION:
+                continue
+            found += [(s, e) for f, w, s, e in _fields(data, t_start, t_end) if f == _RAW_DATA and w == _LEN]
+    return found
