@@ -211,12 +211,17 @@ def program_file(path: Path) -> tuple[str, ProgramFile] | None:
             head = handle.read(64)
     except OSError:
         head = b""
+    return program_file_of(path.name, head)
+
+
+def program_file_of(filename: str, head: bytes) -> tuple[str, ProgramFile] | None:
+    """As ``program_file``, for a file named ``filename`` that starts with ``head``."""
     kinds = [(name, kind) for name, fam in registered().items() for kind in getattr(fam.target, "files", ())]
     for name, kind in kinds:
         if head and any(head.startswith(m) for m in kind.magic):
             return name, kind
     for name, kind in kinds:
-        if any(path.name.lower().endswith(s) for s in kind.suffixes):
+        if any(filename.lower().endswith(s) for s in kind.suffixes):
             return name, kind
     return None
 

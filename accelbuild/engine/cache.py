@@ -169,35 +169,39 @@ class ArtifactCache:
     def _object_path(self, sha: str) -> Path:
         return self.root / "objects" / sha[:2] / sha
 
-    def store(self, key: str, files: Mapping[str, Path], inputs: Mapping[str, Path] | None = None) -> None:
-        """Record ``files`` (name -> produced file) under ``key``; large ones as parts, of which those
-        found in ``inputs`` (role -> the task's input file) are recorded as references to them."""
+    def store(self, key: str, files: Mapping[str, Path | bytes], inputs: Mapping[str, Path] | None = None) -> None:
+        """Record ``files`` (name -> produced file, or its bytes) under ``key``; large ones as parts, of
+        which those found in ``inputs`` (role -> the task's input file) are recorded as references to them."""
         shared = self._input_parts(inputs or {})
         listing = {}
-        for name, path in sorted(files.items()):
-            size = path.stat().st_size
-            data = path.read_bytes() if size >= file_parts.MIN_FILE else None
-            found = file_parts.regions(path, data) if data is not None else []
-            if data is None or not found:
-                sha = file_sha256(path)
-                self._put_object(sha, path)
+        for name, source in sorted(files.items()):
+            path = source if isinstance(source, Path) else None
+            size = path.stat().st_size if path is not None else len(source)
+            data = source if isinstance(source, bytes) else path.read_bytes() if size >= file_parts.MIN_FILE else None
+            found = file_parts.regions(path or name, data) if data is not None else []
+            if not found:
+                sha = file_sha256(path) if data is None else hashlib.sha256(data).hexdigest()
+                self._put_object(sha, path, data)
                 listing[name] = {"sha256": sha, "size": size}
             else:
                 listing[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
                                  "parts": [self._part(data[a:b], shared) for a, b in file_parts.cover(found, len(data))]}
         entry = {"format": ENTRY_FORMAT, "key": key, "files": listing}
-        write_json_atomic(self._entry_path(key), entry)
+        write_json_atomic(self._entry_path(key), entry, durable=False)  # an unreadable entry is a miss
         if self.remote is not None:
             self.remote.publish(key, entry, {sha: self._object_path(sha) for sha in objects_in(entry)})
 
     def _put_object(self, sha: str, path: Path | None, data: bytes | None = None) -> None:
+        """Write an object unless one of that size is there: its bytes are checked on every restore (a
+        damaged one is dropped then, never served), and here too when it is about to go to a remote store."""
         obj = self._object_path(sha)
-        if obj.is_file() and file_sha256(obj) == sha:
+        size = len(data) if data is not None else _size(path) if path is not None else -1
+        if _size(obj) == size and obj.is_file() and (self.remote is None or file_sha256(obj) == sha):
             return
         if data is not None:
-            write_bytes_atomic(obj, data)
+            write_bytes_atomic(obj, data, durable=False)  # not fsync'ed: every restore checks the bytes
         elif path is not None:
-            copy_atomic(path, obj)
+            copy_atomic(path, obj, durable=False)
 
     def _part(self, chunk: bytes, shared: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
         sha = hashlib.sha256(chunk).hexdigest()

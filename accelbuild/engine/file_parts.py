@@ -31,17 +31,18 @@ _GRAPH, _INITIALIZER, _RAW_DATA = 7, 5, 9  # field numbers: ModelProto.graph, Gr
 _LEN = 2  # wire type of length-delimited fields
 
 
-def regions(path: Path, data: bytes) -> list[tuple[int, int]]:
-    """The sorted, non-overlapping (start, end) ranges of ``data`` (the file at ``path``) worth sharing."""
+def regions(name: str | Path, data: bytes) -> list[tuple[int, int]]:
+    """The sorted, non-overlapping (start, end) ranges of ``data`` (a file named ``name``) worth sharing."""
+    name = Path(name).name
     if len(data) < MIN_FILE:
         return []
     try:
-        if path.suffix.lower() == ".onnx":
+        if name.lower().endswith(".onnx"):
             found = onnx_tensor_regions(data)
         else:
-            found = _program_file_regions(path, data)
+            found = _program_file_regions(name, data)
     except Exception as exc:  # a splitter that trips on odd bytes costs sharing only
-        log.debug("no parts for %s: %s", path.name, exc)
+        log.debug("no parts for %s: %s", name, exc)
         return []
     return _clean(found, len(data))
 
@@ -68,10 +69,10 @@ def _clean(found: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
     return kept
 
 
-def _program_file_regions(path: Path, data: bytes) -> list[tuple[int, int]]:
+def _program_file_regions(name: str, data: bytes) -> list[tuple[int, int]]:
     from accelbuild import families
 
-    found = families.program_file(path)
+    found = families.program_file_of(name, data[:64])
     if found is None or found[1].parts is None:
         return []
     return list(families.handler(found[1].parts)(data))

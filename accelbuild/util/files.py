@@ -29,8 +29,10 @@ _FILE_MODE = 0o666 & ~_current_umask()  # what open() would give; mkstemp alone 
 
 
 @contextlib.contextmanager
-def atomic_writer(path: Path) -> Iterator[BinaryIO]:
-    """Open a temp file next to ``path``; on success it replaces ``path`` (fsync'ed), else it vanishes."""
+def atomic_writer(path: Path, durable: bool = True) -> Iterator[BinaryIO]:
+    """Open a temp file next to ``path``; on success it replaces ``path``, else it vanishes. ``durable``:
+    fsync'ed before the rename (a power cut cannot leave it empty); the artifact cache, which checks every
+    byte it reads back, does without."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -39,7 +41,8 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -47,19 +50,23 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
         raise
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    with atomic_writer(path) as handle:
+def write_bytes_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+    with atomic_writer(path, durable) as handle:
         handle.write(data)
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON with sorted keys and a trailing newline: the same value gives the same bytes."""
-    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
+def json_bytes(value: Any) -> bytes:
+    """JSON with sorted keys and a trailing newline: the same value gives the same bytes."""
+    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-def copy_atomic(source: Path, target: Path) -> None:
-    with open(source, "rb") as src, atomic_writer(target) as dst:
+def write_json_atomic(path: Path, value: Any, durable: bool = True) -> None:
+    """Write ``json_bytes(value)`` atomically."""
+    write_bytes_atomic(path, json_bytes(value), durable)
+
+
+def copy_atomic(source: Path, target: Path, durable: bool = True) -> None:
+    with open(source, "rb") as src, atomic_writer(target, durable) as dst:
         shutil.copyfileobj(src, dst, _CHUNK)
 
 

@@ -19,6 +19,7 @@ Deterministic: sorted keys, no timestamps, fixed packing, models in pipeline ord
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +46,47 @@ class ModelSource:
     quantized: Path
 
 
-def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwareProfile, input_format: str,
-              output_format: str, sim: dict[str, Any] | None, *, share_input: bool) -> Dfp:
+@dataclass(frozen=True)
+class _Packed:
+    """The models' weights and graphs sections, and per model its graph's place, weight records and graph."""
+
+    weights: bytes
+    graphs: bytes
+    models: tuple[tuple[dict[str, int], dict[str, dict[str, Any]], onnx.ModelProto], ...]
+
+
+@lru_cache(maxsize=4)
+def _packed(models: tuple[tuple[str, str, int, int, int], ...],
+            planned: tuple[tuple[tuple[str, int | None], ...], ...]) -> _Packed:
+    """Pack the models' weights and graphs: the same for every split of a closed loop, so a worker process
+    packs them once (keyed by each file's identity and the precision each layer was mapped with)."""
     weights = WeightsSection()
     graphs = bytearray()
+    packed = []
+    for (name, path, _, _, _), bits in zip(models, planned):
+        model = onnx.load(path)
+        refs = _take_weights(model, weights, dict(bits), name)
+        blob = serialize(model)
+        packed.append(({"offset": len(graphs), "length": len(blob)}, refs, model))
+        graphs += blob
+    return _Packed(weights.to_bytes(), bytes(graphs), tuple(packed))
+
+
+def _identity(source: ModelSource) -> tuple[str, str, int, int, int]:
+    st = Path(source.quantized).stat()
+    return (source.name, str(source.quantized), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwareProfile, input_format: str,
+              output_format: str, sim: dict[str, Any] | None, *, share_input: bool) -> Dfp:
     program_models, entries = [], []
     layers_by_model: dict[str, list[dict[str, Any]]] = {}
     for row in mapping["layers"]:
         layers_by_model.setdefault(row["model"], []).append(row)
-    for source in models:
-        model = onnx.load(str(source.quantized))
-        planned = {row["name"]: row.get("bits") for row in layers_by_model.get(source.name, [])}
-        refs = _take_weights(model, weights, planned, source.name)
-        blob = serialize(model)
-        graph_ref = {"offset": len(graphs), "length": len(blob)}
-        graphs += blob
-        program_models.append({"name": source.name, "graph": graph_ref, "weights": refs,
+    planned = tuple(tuple((row["name"], row.get("bits")) for row in layers_by_model.get(s.name, [])) for s in models)
+    packed = _packed(tuple(_identity(s) for s in models), planned)
+    for source, (graph_ref, refs, model) in zip(models, packed.models):
+        program_models.append({"name": source.name, "graph": dict(graph_ref), "weights": refs,
                                "layers": layers_by_model.get(source.name, [])})
         entries.append(_ports(source.name, model, layers_by_model.get(source.name, []), input_format, output_format))
     program = {
@@ -75,8 +101,8 @@ def build_dfp(models: list[ModelSource], mapping: dict[str, Any], hw: HardwarePr
         "packets": {"input_format": input_format, "output_format": output_format, "share_input": share_input},
     }
     sections = {
-        "weights": weights.to_bytes(),
-        "graphs": bytes(graphs),
+        "weights": packed.weights,
+        "graphs": packed.graphs,
         "program": canonical_json(program),
         "cores": canonical_json(_cores(mapping)),
     }

@@ -20,7 +20,7 @@ from accelbuild.targets.mx3.dfp.weights import read_tensor
 @dataclass
 class ProgramModel:
     name: str
-    graph: onnx.ModelProto          # quantized graph, integer weights restored
+    graph: onnx.ModelProto | None   # quantized graph, integer weights restored (None: read for timing only)
     layers: list[dict[str, Any]]    # placement rows (chip, first_core, cores, cycles, ...)
     input_bytes: int                # host-link bytes per frame (packet format applied)
     output_bytes: int
@@ -38,13 +38,17 @@ class Program:
 
 
 def load_program(path: Path, shown: str | None = None) -> Program:
-    dfp = read_dfp(path, shown)
-    shown = shown or str(path)
+    return program_of(read_dfp(path, shown), shown or str(path))
+
+
+def program_of(dfp: Dfp, shown: str, graphs: bool = True) -> Program:
+    """The program of ``dfp``; without ``graphs``, what the timing simulation needs only (no model graphs:
+    the closed loop times 32 splits)."""
     try:
         program = json.loads(dfp.sections["program"])
-        graphs = dfp.sections.get("graphs", b"")
+        blobs = dfp.sections.get("graphs", b"")
         weights = dfp.sections["weights"]
-        models = [_model(entry, graphs, weights, program, dfp) for entry in program["models"]]
+        models = [_model(entry, blobs, weights, program, dfp, graphs) for entry in program["models"]]
         simcfg = json.loads(dfp.sections["simcfg"]) if "simcfg" in dfp.sections else None
         int(program["hardware"]["host_link"]["frames_in_flight"])  # the timing model's buffers are in the program
         return Program(dfp, models, program["hardware"], program["boundaries"], program["predicted"], simcfg,
@@ -53,19 +57,23 @@ def load_program(path: Path, shown: str | None = None) -> Program:
         raise InputFileError(shown, f"the DFP's program cannot be simulated: {exc.__class__.__name__}: {exc}") from None
 
 
-def _model(entry: dict[str, Any], graphs: bytes, weights: bytes, program: dict[str, Any], dfp: Dfp) -> ProgramModel:
+def _model(entry: dict[str, Any], graphs: bytes, weights: bytes, program: dict[str, Any], dfp: Dfp,
+           with_graph: bool = True) -> ProgramModel:
     ref = entry["graph"]
     start, length = int(ref["offset"]), int(ref["length"])
     if start < 0 or start + length > len(graphs):
         raise ValueError(f"graph of model {entry['name']!r} lies outside the graphs section")
-    graph = onnx.ModelProto()
-    graph.ParseFromString(graphs[start:start + length])
-    for name, weight_ref in entry["weights"].items():
-        codes = read_tensor(weights, weight_ref)
-        graph.graph.initializer.append(numpy_helper.from_array(codes.astype(storage_dtype(int(weight_ref["bits"]))), name))
-        for value in list(graph.graph.input):
-            if value.name == name:
-                graph.graph.input.remove(value)
+    graph = None
+    if with_graph:
+        graph = onnx.ModelProto()
+        graph.ParseFromString(graphs[start:start + length])
+        for name, weight_ref in entry["weights"].items():
+            codes = read_tensor(weights, weight_ref)
+            graph.graph.initializer.append(numpy_helper.from_array(codes.astype(storage_dtype(int(weight_ref["bits"]))),
+                                                                   name))
+            for value in list(graph.graph.input):
+                if value.name == name:
+                    graph.graph.input.remove(value)
     header = next(m for m in dfp.header.models if m.name == entry["name"])
     formats = program["packets"]
     return ProgramModel(entry["name"], graph, entry["layers"],
