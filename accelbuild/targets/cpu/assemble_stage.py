@@ -9,6 +9,7 @@ import logging
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -18,7 +19,7 @@ from accelbuild.frontends.onnx_model import serialize
 from accelbuild.quantize import measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.cpu import ort_format, session
-from accelbuild.targets.cpu.spec import OrtParams
+from accelbuild.targets.cpu.spec import OrtParams, TvmParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 from accelbuild.util.machine import onnxruntime_version
 
@@ -30,6 +31,11 @@ NCHWC_ORDER = ("onnxruntime's NCHWc transformer creates its ReorderOutput nodes 
 
 
 def run(ctx: StageContext) -> None:
+    if isinstance(ctx.params, TvmParams):  # backend tvm
+        from accelbuild.targets.cpu import tvm_stage
+
+        tvm_stage.run(ctx)
+        return
     p: OrtParams = ctx.params
     installed = onnxruntime_version()
     if installed != p.onnxruntime:  # the build digested another onnxruntime than the one that would run
@@ -101,12 +107,16 @@ def _integer(op: str) -> bool:
 
 def _check(model: onnx.ModelProto, data: bytes, config: dict, feeds: list[measure.Feeds]) -> dict[str, float]:
     """model.ort against quantized.onnx as written (onnxruntime with every optimization off)."""
+    compiled = session.load(data, config, threads=1)
+    return measure.compare(measure.run_all(reference_session(model), feeds), measure.run_all(compiled, feeds))
+
+
+def reference_session(model: onnx.ModelProto) -> Any:
+    """quantized.onnx as written: onnxruntime's CPU provider with every optimization off, 1 thread."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    reference = ort.InferenceSession(serialize(model), so, providers=list(config["providers"]))
-    compiled = session.load(data, config, threads=1)
-    return measure.compare(measure.run_all(reference, feeds), measure.run_all(compiled, feeds))
+    return ort.InferenceSession(serialize(model), so, providers=list(session.PROVIDERS))

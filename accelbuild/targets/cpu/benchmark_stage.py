@@ -15,8 +15,8 @@ from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import end_to_end
-from accelbuild.targets.cpu import report, session
-from accelbuild.targets.cpu.spec import CpuBenchmarkParams
+from accelbuild.targets.cpu import report, session, tvm_backend
+from accelbuild.targets.cpu.spec import CpuBenchmarkParams, program_files
 from accelbuild.targets.cpu.timing import time_frames
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 from accelbuild.util.machine import onnxruntime_version, this_machine
@@ -30,12 +30,17 @@ def run(ctx: StageContext) -> None:
     measured_on = machine.describe(onnxruntime_version())
     models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
     configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
+    record = program_files(p.backend)[1]
+    records = {name: json.loads(ctx.inputs[f"{name}/{record}"].read_text()) for name in p.models}
     first = configs[p.models[0]]
     combined = end_to_end.combined_fps([m["fps"] for m in models], "in_turn")
     summary = {
         "measured": True,
         "measured_on": measured_on,
         "machine": machine.record(),
+        "backend": p.backend,
+        **({"tvm": records[p.models[0]]["tvm"], "tvm_target": records[p.models[0]]["target"]}
+           if p.backend == "tvm" else {}),
         "onnxruntime": onnxruntime_version(),
         "precision": first["precision"],
         "graph_optimization": first["graph_optimization"],
@@ -47,8 +52,7 @@ def run(ctx: StageContext) -> None:
         "models": models,
     }
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
-    ort_records = {name: json.loads(ctx.inputs[f"{name}/ort.json"].read_text()) for name in p.models}
-    write_bytes_atomic(ctx.outputs["report.html"], report.render(p.pipeline, summary, configs, ort_records).encode())
+    write_bytes_atomic(ctx.outputs["report.html"], report.render(p.pipeline, summary, configs, records).encode())
     for m in models:
         log.info("%s: %s: %.1f FPS, latency %.3f ms median, %.3f ms p90 (measured on %s); cosine %.5f vs float "
                  "(%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], measured_on,
@@ -57,9 +61,10 @@ def run(ctx: StageContext) -> None:
 
 def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measured_on: str) -> dict[str, Any]:
     config = json.loads(ctx.inputs[f"{name}/session.json"].read_text())
-    compiled = session.load(ctx.inputs[f"{name}/model.ort"].read_bytes(), config)
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
+    compiled = tvm_backend.load(ctx.inputs[f"{name}/model.so"].read_bytes(), ai) if p.backend == "tvm" else \
+        session.load(ctx.inputs[f"{name}/model.ort"].read_bytes(), config)
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], p.accuracy,
                                             data, ai)
     wanted = [i.name for i in compiled.get_inputs()]
@@ -72,7 +77,8 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
         "name": name,
         **figures,
         "accuracy": {**frames_record(reference, measured, names, p, name, data),
-                     "runtime": f"onnxruntime, model.ort ({config['precision']})",
+                     "runtime": (f"TVM, model.so ({config['precision']})" if p.backend == "tvm" else
+                                 f"onnxruntime, model.ort ({config['precision']})"),
                      "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "end_to_end": _end_to_end(ctx, p, name, data, config, compiled, figures, measured_on),
     }
@@ -113,7 +119,7 @@ def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, 
 
     timing = time_frames(frame, p.frames).record()
     record.update(fps=timing["fps"], latency_ms=timing["latency_ms"], latency_p90_ms=timing["latency_p90_ms"],
-                  sections=" + ".join(s for s, path in zip(("pre.onnx", "model.ort", "post.onnx"),
+                  sections=" + ".join(s for s, path in zip(("pre.onnx", program_files(p.backend)[0], "post.onnx"),
                                                              (sections[0], True, sections[1])) if path))
     return record
 

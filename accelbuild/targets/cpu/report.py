@@ -14,8 +14,10 @@ TABS = (("summary", "Summary"), ("session", "Session"), ("operators", "Operators
 def render(pipeline: str, bench: dict[str, Any], configs: dict[str, dict[str, Any]],
            ort_records: dict[str, dict[str, Any]]) -> str:
     label = f"measured on {bench['measured_on']}"
-    facts = [f"onnxruntime {html.esc(bench['onnxruntime'])}", html.esc(bench["precision"]),
-             f"graph optimization {html.esc(bench['graph_optimization'])}", html.esc(label)]
+    runtime = [f"TVM {html.esc(bench['tvm'])} ({html.esc(bench['tvm_target'].get('mcpu', ''))})"] \
+        if bench.get("backend") == "tvm" else [f"onnxruntime {html.esc(bench['onnxruntime'])}",
+                                               f"graph optimization {html.esc(bench['graph_optimization'])}"]
+    facts = [*runtime, html.esc(bench["precision"]), html.esc(label)]
     body = (html.section("summary", "Summary", _summary(bench, label))
             + html.section("session", "Session", _session(configs))
             + html.section("operators", "Operators", _operators(ort_records)))
@@ -33,7 +35,8 @@ def _summary(bench: dict[str, Any], label: str) -> str:
             "cosine vs float", "SQNR dB", "inputs"]
     note = (f"Every figure is {html.esc(label)}: wall-clock time of one frame at a time over "
             f"{bench['models'][0]['frames']} frames after {bench['models'][0]['warmup_frames']} warm-up frames. "
-            "Accuracy compares model.ort with the float model on the same inputs.")
+            f"Accuracy compares {'model.so' if bench.get('backend') == 'tvm' else 'model.ort'} with the float "
+            "model on the same inputs.")
     machine = bench["machine"]
     facts = [["CPU", html.esc(machine["cpu"])], ["logical cores", str(machine["logical_cores"])],
              ["instruction sets", html.esc(", ".join(machine["isa"]) or "—")],
@@ -54,11 +57,14 @@ def _operators(records: dict[str, dict[str, Any]]) -> str:
     for name, r in records.items():
         rows = [[html.esc(op), str(n)] for op, n in r["operators"].items()]
         check = r["check"]
-        note = (f"model.ort: {r['bytes']:,} bytes, {r['integer_operators']} integer operators; against "
+        program = r.get("program", "model.ort")
+        note = (f"{program}: {r['bytes']:,} bytes, {r['integer_operators']} integer operators; against "
                 f"quantized.onnx: cosine {check['cosine']:.6f}, max abs err {check['max_abs_err']:.3g}.")
+        if program == "model.so":
+            note += f" Compiled by TVM {html.esc(r['tvm'])} for {html.esc(r['target'])}; ABI: {html.esc(r['abi'])}."
         if r.get("hardware_specific"):
             note += (f" Holds {r['hardware_specific']['nchwc_operators']} NCHWc operators laid out for "
                      f"{html.esc(r['hardware_specific']['vector_isa'])}: it suits CPUs of that vector width.")
-        cards.append(html.card(f"{html.esc(name)}: operators after optimization", html.table(["operator", "count"], rows),
-                               note))
+        title = "operators compiled by TVM" if r.get("program") == "model.so" else "operators after optimization"
+        cards.append(html.card(f"{html.esc(name)}: {title}", html.table(["operator", "count"], rows), note))
     return "".join(cards)

@@ -7,9 +7,15 @@ from dataclasses import dataclass
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 
+def program_files(backend: str) -> tuple[str, str]:
+    """(the program, its record) a model's assemble writes: onnxruntime's or TVM's."""
+    return ("model.so", "tvm.json") if backend == "tvm" else ("model.ort", "ort.json")
+
+
 @dataclass(frozen=True)
 class CpuTargetSpec:
     family: str  # "cpu"
+    backend: str  # onnxruntime | tvm
     threads: int | None  # intra-op threads; None: onnxruntime's default (one per physical core)
     precision: str  # float | int8
     graph_optimization: str  # basic | extended | all
@@ -45,6 +51,17 @@ class OrtParams:
 
 
 @dataclass(frozen=True)
+class TvmParams:
+    """assemble, backend tvm: compile quantized.onnx for this CPU into ``model.so`` and check it."""
+
+    model: str
+    accuracy: AccuracyInputs
+    data: DataParams | None
+    tvm: str  # apache-tvm's version (a new TVM re-runs the stage)
+    cpu: str  # the CPU compiled for (LLVM's -mcpu of this machine): another CPU compiles its own
+
+
+@dataclass(frozen=True)
 class CpuBenchmarkParams:
     """benchmark: time every model.ort on this machine and measure its accuracy against float."""
 
@@ -56,3 +73,4 @@ class CpuBenchmarkParams:
     host: bool  # time the cropped pre/post sections too (end-to-end figures)
     machine: str  # where the figures are measured: another machine re-measures rather than reusing them
     calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it
+    backend: str = "onnxruntime"  # what runs each model: onnxruntime (model.ort) or tvm (model.so)

@@ -7,7 +7,9 @@ Stages (per model, then one benchmark for the pipeline):
   onnxruntime fuses into its integer kernels);
 - map: ``<model>/session.json``, the session options (threads, graph optimization level, execution mode);
 - assemble: ``<model>/model.ort``, quantized.onnx optimized by onnxruntime and saved in its ORT format
-  (canonical bytes), and ``<model>/ort.json`` (its operators; the check against quantized.onnx);
+  (canonical bytes), and ``<model>/ort.json`` (its operators; the check against quantized.onnx); with
+  ``backend: tvm``, ``<model>/model.so`` (the model compiled by TVM for this CPU, ``tvm_backend.py``) and
+  ``<model>/tvm.json``;
 - benchmark: ``benchmark.json`` and ``report.html``, every figure measured on this machine and labelled so.
 
 Everything cpu-specific lives in this package: its ``target`` keys (``target.schema.json``, assembled into
@@ -33,12 +35,15 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.cpu import tvm_backend
 from accelbuild.targets.cpu.spec import (
     CpuBenchmarkParams,
     CpuTargetSpec,
     NoQuantizeParams,
     OrtParams,
     SessionParams,
+    TvmParams,
+    program_files,
 )
 from accelbuild.util.machine import onnxruntime_version, this_machine
 
@@ -75,17 +80,22 @@ def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
 
 def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     folder = model_dir(pipeline, _model(model))
-    return {"model.ort": folder / "model.ort", "ort.json": folder / "ort.json"}
+    return {name: folder / name for name in program_files(pipeline.target.backend)}
 
 
-def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtParams:
+def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtParams | TvmParams:
     m = _model(model)
+    if pipeline.target.backend == "tvm":
+        machine = this_machine()
+        return TvmParams(m.name, accuracy_inputs(pipeline), data_params(m), tvm_backend.version() or "",
+                         f"{machine.cpu} ({machine.arch}: {', '.join(machine.flags)})")
     isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" else None
     return OrtParams(m.name, accuracy_inputs(pipeline), data_params(m), onnxruntime_version(), isa)
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return {**model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx", "session.json", "model.ort", "ort.json")), **models_data(pipeline)}
+    names = ("ai.onnx", "pre.onnx", "post.onnx", "session.json", *program_files(pipeline.target.backend))
+    return {**model_files(pipeline, names), **models_data(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -97,7 +107,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
                               pipeline.benchmark.host, this_machine().describe(onnxruntime_version()),
                               tuple(calibration_frames(m) if pipeline.target.precision == "int8" else None
-                                    for m in pipeline.models))
+                                    for m in pipeline.models), pipeline.target.backend)
 
 
 class CpuTarget:
@@ -113,7 +123,9 @@ class CpuTarget:
     )
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
-        return CpuTargetSpec("cpu", t.get("threads"), t["precision"], t["graph_optimization"])
+        if t["backend"] == "tvm" and not tvm_backend.available():
+            checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_backend.EXTRA}")
+        return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.closed_loop.enabled:
