@@ -243,12 +243,10 @@ def _run(args: argparse.Namespace, watch) -> int:
             watch.planned(built.jobs)
     started = time.monotonic()
     summary = api.run(pipelines, options, args.until, quiet=args.quiet, built=built)
-    closing = [summary.failures()] if summary.failures() else []
-    sys.stderr.write("".join(f"{line}\n" for line in closing) + summary.line(time.monotonic() - started) + "\n")
+    sys.stderr.write(_failures_text(summary) + summary.line(time.monotonic() - started) + "\n")
     if args.show_mapping:
         _show_mappings(pipelines, sys.stderr if args.json else sys.stdout)
-    if args.json:
-        print(json.dumps(summary.as_json(), indent=2))
+    sys.stdout.write(_json_text(summary) if args.json else "")
     if watch is not None and summary.tasks_ok:
         watch.record(_as_replayed(summary.as_noop(), built.jobs, watch.log_lines, args),
                      options.state_dir / DB_NAME)
@@ -262,10 +260,19 @@ def _as_replayed(noop, jobs, log_lines: list[str], args: argparse.Namespace):
 
     width = name_width(jobs)
     tasks = [] if args.quiet else [task_line(r.name, width, r.status, r.seconds) for r in noop.results]
-    failures = noop.failures()
-    return Replay(stderr="".join([*log_lines, *tasks, *noop.notes, *([failures + "\n"] if failures else [])]),
-                  closing=noop.head(), stdout=json.dumps(noop.as_json(), indent=2) + "\n" if args.json else "",
-                  exit_code=noop.exit_code)
+    return Replay(stderr="".join([*log_lines, *tasks, *noop.notes, _failures_text(noop)]), closing=noop.head(),
+                  stdout=_json_text(noop) if args.json else "", exit_code=noop.exit_code)
+
+
+def _failures_text(summary) -> str:
+    """The line naming every failure of a run (empty when none failed)."""
+    failures = summary.failures()
+    return f"{failures}\n" if failures else ""
+
+
+def _json_text(summary) -> str:
+    """``run --json``'s output."""
+    return json.dumps(summary.as_json(), indent=2) + "\n"
 
 
 def _show_mappings(pipelines, stream) -> None:

@@ -5,7 +5,7 @@ What is measured
     (one whole CLI process, interpreter start-up included), against onnxruntime loading the same float
     YOLOv8n and running 100 frames at 1x3x320x320 (also one whole process: ``import onnxruntime``, the
     session, the frames). The two alternate, round after round, after one warm-up of each (bytecode into a
-    temporary pycache: ``env``); medians are compared, so a slow moment of the shared machine hits both. The project's goal (``GOAL``): the YOLOv8n build in at most 5x the
+    temporary pycache: ``noop.child_env``); medians are compared, so a slow moment of the shared machine hits both. The project's goal (``GOAL``): the YOLOv8n build in at most 5x the
     onnxruntime time. The shipped pipelines (``pipelines/tinydet.yaml``, its six-variant ``sweep.yaml``)
     are built cold once per round too and shown against the same reference.
 
@@ -36,6 +36,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from noop import child_env  # noqa: E402  (the same bytecode footing as the no-op bench)
+from scale import find_model  # noqa: E402  (nudenet's YOLOv8n, as scale.py finds it)
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL = 5.0  # the YOLOv8n cold build / onnxruntime session + 100 frames
@@ -71,26 +75,9 @@ CATEGORIES = (
 )
 
 
-PYCACHE: Path | None = None  # set by ``measure``: bytecode of every timed process goes there
-
-
-def env() -> dict[str, str]:
-    """This environment without accelbuild settings, with bytecode caching on (into the temporary folder).
-
-    Installed packages run from bytecode pip compiled at install time; an editable checkout under
-    ``PYTHONDONTWRITEBYTECODE`` would recompile its sources on every run. A pycache prefix that the
-    warm-up runs fill puts both sides on the usual footing, without writing into the checkout.
-    """
-    found = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
-    found.pop("PYTHONDONTWRITEBYTECODE", None)
-    if PYCACHE is not None:
-        found["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
-    return found
-
-
-def timed(argv: list[str], cwd: Path) -> tuple[float, str]:
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
     started = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"cold.py: {' '.join(argv[-3:])} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -113,9 +100,9 @@ def shipped_folder(root: Path) -> Path:
     return folder
 
 
-def build(folder: Path, *pipelines: str) -> tuple[float, dict[str, float]]:
+def build(folder: Path, env: dict[str, str], *pipelines: str) -> tuple[float, dict[str, float]]:
     """A cold ``accelbuild run``: wall seconds and seconds per stage (summed over the build's tasks)."""
-    seconds, out = timed([sys.executable, "-m", "accelbuild.cli", "run", *pipelines, "--json"], folder)
+    seconds, out = timed([sys.executable, "-m", "accelbuild.cli", "run", *pipelines, "--json"], folder, env)
     stages: dict[str, float] = {}
     for task in json.loads(out)["tasks"]:
         if task["status"] not in ("ran", "cached"):  # cached: another task of this run built it (empty cache)
@@ -156,20 +143,19 @@ def profile(model: Path, root: Path) -> dict[str, float]:
 def measure(model: Path, rounds: int) -> dict:
     samples: dict[str, list[float]] = {"yolo": [], "onnxruntime": [], "shipped": []}
     stage_samples: dict[str, list[float]] = {}
-    global PYCACHE
     with tempfile.TemporaryDirectory(prefix="accelbuild-cold-") as tmp:
         root = Path(tmp)
-        PYCACHE = root / "pycache"
-        timed([sys.executable, "-c", REFERENCE, str(model)], root)  # warm-ups: file cache, bytecode
-        build(yolo_folder(root, model), "yolo.yaml")
+        env = child_env(root)  # bytecode cached into root/pycache, as noop.py does (its docstring says why)
+        timed([sys.executable, "-c", REFERENCE, str(model)], root, env)  # warm-ups: file cache, bytecode
+        build(yolo_folder(root, model), env, "yolo.yaml")
         for _ in range(rounds):
-            seconds, stages = build(yolo_folder(root, model), "yolo.yaml")
+            seconds, stages = build(yolo_folder(root, model), env, "yolo.yaml")
             samples["yolo"].append(seconds)
             for stage, s in stages.items():
                 stage_samples.setdefault(stage, []).append(s)
-            samples["onnxruntime"].append(timed([sys.executable, "-c", REFERENCE, str(model)], root)[0])
+            samples["onnxruntime"].append(timed([sys.executable, "-c", REFERENCE, str(model)], root, env)[0])
             shipped = shipped_folder(root)
-            samples["shipped"].append(build(shipped / "pipelines", "tinydet.yaml", "sweep.yaml")[0])
+            samples["shipped"].append(build(shipped / "pipelines", env, "tinydet.yaml", "sweep.yaml")[0])
     medians = {name: statistics.median(values) for name, values in samples.items()}
     ratio = medians["yolo"] / medians["onnxruntime"]
     return {
@@ -201,17 +187,6 @@ def as_text(figures: dict) -> str:
         lines.append(f"  YOLOv8n build profiled serially in-process ({total:.1f} s under cProfile), by part:")
         lines += [f"    {name:<32} {s:6.2f} s  {100 * s / total:4.1f}%" for name, s in figures["profile_s"].items()]
     return "\n".join(lines)
-
-
-def find_model(given: str | None) -> Path:
-    if given:
-        return Path(given)
-    import importlib.util
-
-    spec = importlib.util.find_spec("nudenet")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0]) / "320n.onnx"
-    raise SystemExit("cold.py: no YOLOv8n: give --model PATH/320n.onnx (see the docstring for where to get it)")
 
 
 def main() -> int:

@@ -90,9 +90,6 @@ class CachedFile:
     def read_bytes(self) -> bytes:
         return b"".join(self.chunks())
 
-    def read_text(self, encoding: str = "utf-8") -> str:
-        return self.read_bytes().decode(encoding)
-
     def copy_to(self, destination: Path) -> None:
         """Write the file to ``destination`` atomically (parts: checked against the file's SHA-256)."""
         if self.object is not None:
@@ -171,8 +168,9 @@ class ArtifactCache:
 
     def store(self, key: str, files: Mapping[str, Path | bytes], inputs: Mapping[str, Path] | None = None) -> None:
         """Record ``files`` (name -> produced file, or its bytes) under ``key``; large ones as parts, of
-        which those found in ``inputs`` (role -> the task's input file) are recorded as references to them."""
-        shared = self._input_parts(inputs or {})
+        which those found in ``inputs`` (role -> the task's input file) are recorded as references to them
+        (the inputs are read for that only when an output has parts)."""
+        shared: dict[str, tuple[str, int]] | None = None
         listing = {}
         for name, source in sorted(files.items()):
             path = source if isinstance(source, Path) else None
@@ -184,6 +182,8 @@ class ArtifactCache:
                 self._put_object(sha, path, data)
                 listing[name] = {"sha256": sha, "size": size}
             else:
+                if shared is None:
+                    shared = self._input_parts(inputs or {})
                 listing[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
                                  "parts": [self._part(data[a:b], shared) for a, b in file_parts.cover(found, len(data))]}
         entry = {"format": ENTRY_FORMAT, "key": key, "files": listing}

@@ -200,7 +200,6 @@ class Watch:
         self.small: set[str] = set()  # files opened while loading, compared by content
         self.outputs: list[tuple[str, bool]] = []  # (path, is a folder output)
         self.log_lines: list[str] = []
-        self.busy = False
         package = os.path.dirname(os.path.abspath(accelbuild.__file__))
         self._skip = tuple(os.path.abspath(p) + os.sep for p in
                            {package, sys.prefix, sys.base_prefix, sys.exec_prefix, str(inv.state_dir)}) + \
@@ -234,21 +233,15 @@ class Watch:
         _active = None
         logging.getLogger().removeHandler(self._capture)
 
-    def opened(self, path: Any) -> None:
+    def opened(self, path: Any) -> None:  # (os.stat raises no audit event: nothing here re-enters the hook)
         name = os.path.abspath(os.fsdecode(path))
-        if self.busy or name.endswith((".py", ".pyc")) or name.startswith(self._skip):
-            return
-        self.busy = True
-        try:
-            if name not in self.stats:
-                self.stats[name] = stat_of(name)
-                self.small.add(name)
-        finally:
-            self.busy = False
+        if not name.endswith((".py", ".pyc")) and not name.startswith(self._skip) and name not in self.stats:
+            self.stats[name] = stat_of(name)
+            self.small.add(name)
 
     def listed(self, path: Any) -> None:
         name = os.path.abspath(os.fsdecode(path))
-        if not self.busy and not name.startswith(self._skip) and "__pycache__" not in name:
+        if not name.startswith(self._skip) and "__pycache__" not in name:
             self._stat(name)
 
     def planned(self, jobs: Iterable[Any]) -> None:
@@ -280,8 +273,8 @@ class Watch:
                     subfolders.sort()
                     stats[parent] = stat_of(parent)
                     stats.update((os.path.join(parent, f), stat_of(os.path.join(parent, f))) for f in files)
-        for path in [*map(str, hashed_files()), str(db)]:
-            stats.setdefault(os.path.abspath(path), stat_of(os.path.abspath(path)))
+        for path in map(_absolute, [*hashed_files(), db]):
+            stats.setdefault(path, stat_of(path))
         unsettled = [p for p, s in stats.items() if s is not None and s[1] > self.started_ns - SETTLE_NS]
         if unsettled:
             log.debug("no-op fast path: %d file(s) changed too recently to stamp (%s)", len(unsettled),
@@ -291,8 +284,6 @@ class Watch:
         for path in sorted(self.small):
             if stats[path] is not None and stats[path][0] <= HASH_AT_MOST:
                 hashes[path] = _sha256(path)
-        if stat_of(str(db)) != stats[os.path.abspath(db)]:  # another run wrote the state meanwhile
-            return False
         data = {"format": FORMAT, "key": self.inv.key, "stats": stats, "hashes": hashes,
                 "replay": replayed.__dict__}
         try:

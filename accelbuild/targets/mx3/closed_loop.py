@@ -184,9 +184,10 @@ def record(figures: list[dict[str, Any]], records: list[dict[str, Any]], best: i
 
 
 def write_splits(folder: Path, results: list[tuple[bytes, dict[str, Any]]]) -> None:
-    """Every split's program and figures, one folder each (``splits/NN/``)."""
-    for index, (data, figures) in enumerate(results):  # not fsync'ed one by one: the build checks its outputs
-        write_bytes_atomic(folder / f"{index:02d}" / "split.dfp", data, durable=False)  # by hash (doit values)
+    """Every split's program and figures, one folder each (``splits/NN/``); not fsync'ed one by one: the build
+    checks its outputs by hash (doit's values) and rebuilds any that a crash left damaged."""
+    for index, (data, figures) in enumerate(results):
+        write_bytes_atomic(folder / f"{index:02d}" / "split.dfp", data, durable=False)
         write_json_atomic(folder / f"{index:02d}" / "split.json", figures, durable=False)
 
 

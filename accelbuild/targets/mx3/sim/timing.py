@@ -211,21 +211,14 @@ class _ModelState:
 
     def _earliest(self, layer: _Layer, f: int) -> float:
         """When ``layer`` could start frame f as far as its cores and its buffers downstream allow (the
-        hot loop of the simulation: ``_position`` inlined, times are never negative)."""
+        hot loop of the simulation: times are never negative, so max() starts from 0)."""
         core_free = self.core_free
         when = 0.0
         for core in layer.cores:
             free = core_free.get(core, 0.0)
             if free > when:
                 when = free
-        for starts, ends, frames in layer.readers:
-            position = f - frames
-            frame = math.floor(position + 1e-9)
-            if frame >= 0:
-                start = starts[frame]
-                at = start + max(0.0, position - frame) * (ends[frame] - start)
-                if at > when:
-                    when = at
+        when = _readers_reached(layer.readers, f, when)
         for boundary, frames in layer.sends:
             when = max(when, self._link_position(layer.name, boundary, f - frames))
         if layer.port is not None:
@@ -238,14 +231,6 @@ class _ModelState:
         if frame < 0:
             return 0.0
         return self.out_start[frame] + max(0.0, position - frame) * self.out_time[frame]
-
-    def _position(self, name: str, position: float) -> float:
-        """The time layer ``name`` reached stream position ``position`` (frame + fraction consumed)."""
-        frame = math.floor(position + 1e-9)
-        if frame < 0:
-            return 0.0
-        start, end = self.start[name][frame], self.end[name][frame]
-        return start + max(0.0, position - frame) * (end - start)
 
     def _link_position(self, source: str, boundary: int, position: float) -> float:
         """The time the link over ``boundary`` reached stream position ``position`` of ``source``'s tensor."""
@@ -282,15 +267,7 @@ class _ModelState:
         """A layer cannot finish a frame before its consumers (and the links its output crosses) have taken
         in all but their buffer's share of it: its rows are paced by what comes after it."""
         name = layer.name
-        end = layer.ends[f]
-        for starts, ends, frames in layer.readers:  # _position inlined
-            position = f + 1 - frames
-            frame = math.floor(position + 1e-9)
-            if frame >= 0:
-                start = starts[frame]
-                at = start + max(0.0, position - frame) * (ends[frame] - start)
-                if at > end:
-                    end = at
+        end = _readers_reached(layer.readers, f + 1, layer.ends[f])
         for boundary, frames in layer.sends:
             end = max(end, self._link_position(name, boundary, f + 1 - frames))
         layer.ends[f] = end
@@ -345,6 +322,20 @@ class _ModelState:
             times.append((start, link.free))
         start, end = times[f]
         return start, end, link.latency
+
+
+def _readers_reached(readers: tuple[tuple[list[float], list[float], float], ...], f: int, when: float) -> float:
+    """The latest of ``when`` and the times each reader reached stream position ``f`` less the frames its row
+    buffer holds (frame + fraction consumed; before its first frame: never later than ``when``)."""
+    for starts, ends, frames in readers:
+        position = f - frames
+        frame = math.floor(position + 1e-9)
+        if frame >= 0:
+            start = starts[frame]
+            at = start + max(0.0, position - frame) * (ends[frame] - start)
+            if at > when:
+                when = at
+    return when
 
 
 @dataclass
