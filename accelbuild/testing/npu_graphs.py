@@ -2,7 +2,8 @@
 
 ``chain(["conv", "sin", "conv"])`` builds a static ``[1, C, S, S]`` chain where each word is one layer
 (node and output tensor ``l<i>.<word>``): ``conv`` (3x3, C->C), ``conv1x1``, ``dwconv`` (depthwise 3x3),
-``relu``, ``sigmoid``, ``sin`` (an ai.onnx op no NPU profile runs; onnxruntime does),
+``relu``, ``sigmoid``, ``sin`` (an ai.onnx op no NPU profile runs; onnxruntime does), ``celu`` (the same,
+and one Apache TVM's ONNX frontend does not import),
 ``pool5`` (MaxPool 5x5, stride 1), ``pool2`` (MaxPool 2x2 stride 2 followed by a nearest 2x Resize back),
 ``resize`` (nearest 2x Resize followed by a 2x2 MaxPool back), ``transpose`` (a 0,1,3,2 Transpose),
 ``custom`` (a node of domain ``com.example``, which nothing runs; its output shape is declared). ``residual_net(blocks)`` builds
@@ -49,7 +50,7 @@ class _Chain:
             w = self.weight(f"{name}.weight", (c, c // group, k, k), c // group * k * k)
             b = self.const(f"{name}.bias", [0.01] * c)
             return self.node("Conv", name, [x, w, b], kernel_shape=[k, k], pads=[k // 2] * 4, group=group)
-        if word in ("relu", "sigmoid", "sin"):
+        if word in ("relu", "sigmoid", "sin", "celu"):
             return self.node(word.capitalize(), name, [x])
         if word == "pool5":
             return self.node("MaxPool", name, [x], kernel_shape=[5, 5], pads=[2, 2, 2, 2])

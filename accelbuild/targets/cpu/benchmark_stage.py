@@ -14,8 +14,8 @@ from accelbuild import accuracy
 from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
-from accelbuild.targets import end_to_end
-from accelbuild.targets.cpu import report, session, tvm_backend
+from accelbuild.targets import end_to_end, tvm_compiler
+from accelbuild.targets.cpu import report, session
 from accelbuild.targets.cpu.spec import CpuBenchmarkParams, program_files
 from accelbuild.targets.cpu.timing import time_frames
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
@@ -63,7 +63,7 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     config = json.loads(ctx.inputs[f"{name}/session.json"].read_text())
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
-    compiled = tvm_backend.load(ctx.inputs[f"{name}/model.so"].read_bytes(), ai) if p.backend == "tvm" else \
+    compiled = tvm_compiler.load(ctx.inputs[f"{name}/model.so"].read_bytes(), ai) if p.backend == "tvm" else \
         session.load(ctx.inputs[f"{name}/model.ort"].read_bytes(), config)
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], p.accuracy,
                                             data, ai)

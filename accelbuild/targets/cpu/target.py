@@ -8,7 +8,7 @@ Stages (per model, then one benchmark for the pipeline):
 - map: ``<model>/session.json``, the session options (threads, graph optimization level, execution mode);
 - assemble: ``<model>/model.ort``, quantized.onnx optimized by onnxruntime and saved in its ORT format
   (canonical bytes), and ``<model>/ort.json`` (its operators; the check against quantized.onnx); with
-  ``backend: tvm``, ``<model>/model.so`` (the model compiled by TVM for this CPU, ``tvm_backend.py``) and
+  ``backend: tvm``, ``<model>/model.so`` (the model compiled by TVM for this CPU, ``targets/tvm_compiler.py``) and
   ``<model>/tvm.json``;
 - benchmark: ``benchmark.json`` and ``report.html``, every figure measured on this machine and labelled so.
 
@@ -35,7 +35,7 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
-from accelbuild.targets.cpu import tvm_backend
+from accelbuild.targets import tvm_compiler
 from accelbuild.targets.cpu.spec import (
     CpuBenchmarkParams,
     CpuTargetSpec,
@@ -87,7 +87,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtPara
     m = _model(model)
     if pipeline.target.backend == "tvm":
         machine = this_machine()
-        return TvmParams(m.name, accuracy_inputs(pipeline), data_params(m), tvm_backend.version() or "",
+        return TvmParams(m.name, accuracy_inputs(pipeline), data_params(m), tvm_compiler.version() or "",
                          f"{machine.cpu} ({machine.arch}: {', '.join(machine.flags)})")
     isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" else None
     return OrtParams(m.name, accuracy_inputs(pipeline), data_params(m), onnxruntime_version(), isa)
@@ -112,7 +112,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
 
 class CpuTarget:
     family = "cpu"
-    code = ("accelbuild.targets.cpu", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
+    code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
     stages = (
         Stage("map", True, "accelbuild.targets.cpu.map_stage", (), _map_inputs, _map_outputs, _map_params),
@@ -123,8 +123,8 @@ class CpuTarget:
     )
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
-        if t["backend"] == "tvm" and not tvm_backend.available():
-            checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_backend.EXTRA}")
+        if t["backend"] == "tvm" and not tvm_compiler.available():
+            checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_compiler.EXTRA}")
         return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:

@@ -15,7 +15,7 @@ from accelbuild import accuracy
 from accelbuild.errors import StageError
 from accelbuild.quantize import measure
 from accelbuild.stages.context import StageContext
-from accelbuild.targets.cpu import tvm_backend
+from accelbuild.targets import tvm_compiler
 from accelbuild.targets.cpu.assemble_stage import MIN_FLOAT_COSINE, reference_session
 from accelbuild.targets.cpu.spec import TvmParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
@@ -25,18 +25,18 @@ log = logging.getLogger(__name__)
 
 def run(ctx: StageContext) -> None:
     p: TvmParams = ctx.params
-    installed = tvm_backend.version()
+    installed = tvm_compiler.version()
     if installed != p.tvm:
         raise StageError(f"apache-tvm {installed or '(not installed)'} is here, but the build was planned with "
-                         f"{p.tvm} ({tvm_backend.EXTRA})")
+                         f"{p.tvm} ({tvm_compiler.EXTRA})")
     model = onnx.load(str(ctx.inputs["quantized.onnx"]))
-    target = tvm_backend.host_target()
+    target = tvm_compiler.host_target()
     with tempfile.TemporaryDirectory(prefix="accelbuild-tvm-") as tmp:
         library = Path(tmp) / "model.so"
-        tvm_backend.compile_model(model, target, library)
+        tvm_compiler.compile_model(model, target, library)
         data = library.read_bytes()
     feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"], p.accuracy, p.data)
-    compiled = tvm_backend.load(data, model)
+    compiled = tvm_compiler.load(data, model)
     check = measure.compare(measure.run_all(reference_session(model), feeds), measure.run_all(compiled, feeds))
     float_model = not any(n.op_type == "QuantizeLinear" for n in model.graph.node)
     if float_model and check["cosine"] < MIN_FLOAT_COSINE:

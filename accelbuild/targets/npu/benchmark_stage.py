@@ -4,6 +4,7 @@ data: the unit-timeline simulation of each model) and ``report.html`` out."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -13,11 +14,13 @@ from accelbuild import accuracy
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import credibility, end_to_end
-from accelbuild.targets.npu import numerics, package
+from accelbuild.targets.npu import host_timing, numerics, package
+from accelbuild.targets.npu.hardware import Processor
 from accelbuild.targets.npu.report import render_npu_report
 from accelbuild.targets.npu.simulation import PackageRun, offload_record, simulate_package
 from accelbuild.targets.npu.spec import NpuBenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+from accelbuild.util.machine import this_machine
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +31,14 @@ def run(ctx: StageContext) -> None:
     members = package.read_package(ctx.inputs["package"], shown)
     runs = simulate_package(members, shown)
     by_name = {r.name: r for r in runs.models}
+    builds = _host_builds(ctx)
+    timed: dict[str, host_timing.TimedSession] = {}
     models = []
     for index, name in enumerate(b.models):
         r = by_name[name]
         t = r.timeline
         record, feeds = _accuracy(ctx, members, name, b.data[index] if b.data else None,
-                                  b.calibration_frames[index] if b.calibration_frames else None)
+                                  b.calibration_frames[index] if b.calibration_frames else None, builds, timed)
         fps = round(runs.model_fps(r), 2)
         models.append({"name": name, "fps": fps, "latency_ms": round(t.latency_ms, 4),
                        "fps_alone": round(t.fps, 2), "batch_size": t.batch_size, "frames_in_flight": t.frames_in_flight,
@@ -42,6 +47,7 @@ def run(ctx: StageContext) -> None:
                        "end_to_end": end_to_end.model_record(ctx.inputs, name, fps, t.latency_ms, "simulated",
                                                              b.host, feeds[0])})
     summary = _summary(runs, models)
+    summary["offload"]["host_code"] = _host_code_record(ctx, members, runs, timed)
     write_json_atomic(ctx.outputs["benchmark.json"], summary)
     perf = {"simulated": True, "platform": runs.hw.name, "clock_mhz": runs.hw.clock_mhz,
             "models": [{"name": r.name, **r.timeline.record()} for r in runs.models]}
@@ -49,6 +55,25 @@ def run(ctx: StageContext) -> None:
     write_bytes_atomic(ctx.outputs["report.html"], render_npu_report(_report_data(b, runs, summary)).encode("utf-8"))
     for m in models:
         log.info("%s: %s", b.pipeline, _console_line(m, len(models), host_share(by_name[m["name"]].partition)))
+    if summary["offload"]["host_layers"] and summary["offload"]["host"] == "arm":
+        log.info("%s: %s", b.pipeline, host_code_line(summary["offload"]["host_code"]))
+
+
+def host_code_line(code: dict[str, Any]) -> str:
+    """The host code in one line: what compiled it, its check and its time, or why it is not compiled."""
+    if code["compiler"] == "none":
+        return f"host subgraphs not compiled (float ONNX): {code['reason']}"
+    rows = code["subgraphs"]
+    compiled = [r for r in rows if r["compiled"]]
+    text = f"host code: {code['compiler']}, {len(compiled)} of {len(rows)} host subgraph(s) compiled ({code['format']})"
+    if compiled:
+        text += f"; worst cosine vs onnxruntime {min(r['check']['cosine'] for r in compiled):.6f}"
+        measured = [r["measured_ms"] for r in compiled if r.get("measured_ms") is not None]
+        scaled = [r["scaled_ms"] for r in compiled if r.get("scaled_ms") is not None]
+        if measured and scaled:
+            text += (f"; {sum(measured):.3f} ms per frame measured here, {sum(scaled):.3f} ms estimated on "
+                     f"{code['board_cpu']} (scaled)")
+    return text
 
 
 def _console_line(m: dict[str, Any], count: int, share: str) -> str:
@@ -77,20 +102,61 @@ def host_share(part: Any) -> str:
     return f"; runs {how} on the host ({host} of {host + npu} layers)"
 
 
-def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any,
-              calibrated: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any, calibrated: int | None,
+              builds: dict[str, bytes], timed: dict[str, host_timing.TimedSession]) -> tuple[dict[str, Any],
+                                                                                          list[dict[str, Any]]]:
     """The package's subgraphs in sequence against the float model, on the model's accuracy inputs (the
-    first ``calibrated`` of them calibrated the activations: labelled so, the headline is the rest)."""
+    first ``calibrated`` of them calibrated the activations: labelled so, the headline is the rest). The
+    host subgraphs TVM compiled run as built for this machine (``builds``), each call timed into ``timed``."""
     b: NpuBenchmarkParams = ctx.params
     ai_path = ctx.inputs[f"{name}/ai.onnx"]
     ai = onnx.load(str(ai_path))
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ai_path, ctx.inputs[f"{name}/pre.onnx"], b.accuracy,
                                             data, ai)
     reference = measure.run_all(measure.session(ai), feeds)
-    measured = numerics.run_sequence(numerics.steps_of(members, name), feeds, [o.name for o in ai.graph.output])
+    steps = numerics.steps_of(members, name, builds)
+    timed.update({s.name: host_timing.TimedSession(s.session()) for s in steps if s.build is not None})
+    measured = numerics.run_sequence(steps, feeds, [o.name for o in ai.graph.output], timed)
     labels = frames.labelled(names, calibrated, accuracy.is_random(b.accuracy, data))
     return ({**frames.record(reference, measured, labels), **accuracy.describe_inputs(b.accuracy, data, len(feeds))},
             feeds)
+
+
+def _host_builds(ctx: StageContext) -> dict[str, bytes]:
+    """host_build.tar.gz's builds for this machine, by subgraph name (none without host_compiler tvm)."""
+    b: NpuBenchmarkParams = ctx.params
+    if b.host_compiler != "tvm":
+        return {}
+    found = package.read_archive(ctx.inputs["host_build.tar.gz"], "host_build.tar.gz")
+    return {name.removesuffix(".so"): data for name, data in found.items()}
+
+
+def _host_code_record(ctx: StageContext, members: dict[str, bytes], runs: PackageRun,
+                      timed: dict[str, host_timing.TimedSession]) -> dict[str, Any]:
+    """benchmark.json's ``offload.host_code``: what compiled the host subgraphs, each one's check against
+    onnxruntime (host_code.json), and its time measured here, modelled for the board and scaled from the
+    measurement (host_timing.py)."""
+    b: NpuBenchmarkParams = ctx.params
+    compiler, _, reason = b.host_compiler.partition(": ")
+    if compiler != "tvm":
+        return {"compiler": "none", "reason": reason}
+    record = json.loads(ctx.inputs["host_code.json"].read_text())
+    board = runs.hw.arm
+    here: Processor | None = None
+    sources = {c["name"]: package.source_of(c) for c in package.configs(members)}
+    rows = []
+    for row in record["subgraphs"]:
+        if row["compiled"] and row["name"] in timed:
+            here = here or host_timing.reference_core()
+            model = onnx.load_from_string(members[sources[row["name"]]])
+            row = {**row, **host_timing.subgraph_record(model, timed[row["name"]].median_seconds(), board, here)}
+        rows.append(row)
+    machine = this_machine()
+    return {"compiler": record["compiler"], "format": record["format"], "board_target": record["board_target"],
+            "board_cpu": board.name, "measured_on": f"{machine.cpu} ({machine.arch}), one core; TVM's build for "
+                                                    f"{record['build_target'].get('mcpu', machine.arch)}",
+            "this_core": host_timing.reference_record(here) if here else None, "tolerance": record["tolerance"],
+            "subgraphs": rows}
 
 
 def _summary(runs: PackageRun, models: list[dict[str, Any]]) -> dict[str, Any]:

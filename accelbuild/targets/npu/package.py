@@ -5,8 +5,11 @@ The archive is deterministic: members in sequence order, mtime 0, owner 0/0 with
 
     <model>_<id>.npu     one program per NPU subgraph (header + QDQ ONNX subgraph)
     <model>_<id>.onnx    one float ONNX model per host subgraph (arm or dsp)
+    <model>_<id>.so      a host subgraph compiled by TVM for the board's Arm cores (offload.host_compiler: tvm;
+                         ``.tar`` of its object files without a cross linker); its ``.onnx`` stays as the source
     <model>_<id>.json    one config per subgraph: {"name", "sequence", "processor", "model", "file",
-                         "inputs", "outputs", "config_params": {"desired_batch_size", "actual_batch_size", ...}}
+                         "inputs", "outputs", "config_params": {"desired_batch_size", "actual_batch_size", ...}};
+                         a compiled host subgraph adds "source", "compiler", "target" and "abi"
     layer_stats.yaml     per layer of every NPU subgraph: name, unit, start_cycle, end_cycle
     profile.json         the platform's merged hardware profile (``accelbuild bench`` simulates from it)
 
@@ -83,6 +86,14 @@ def package_bytes(members: Sequence[tuple[str, bytes]]) -> bytes:
 def read_package(path: Path, shown: str | None = None) -> dict[str, bytes]:
     """The members of a package, by name, in archive order."""
     shown = shown or str(path)
+    members = read_archive(path, shown)
+    if not any(name.endswith(".json") for name in members):
+        raise InputFileError(shown, "not an accelbuild npu package (no subgraph configs)")
+    return members
+
+
+def read_archive(path: Path, shown: str) -> dict[str, bytes]:
+    """The files of a .tar.gz, by name, in archive order."""
     try:
         with tarfile.open(path, mode="r:gz") as tar:
             members = {}
@@ -94,9 +105,13 @@ def read_package(path: Path, shown: str | None = None) -> dict[str, bytes]:
                 members[info.name] = handle.read()
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise InputFileError(shown, f"not a readable .tar.gz package: {exc}") from None
-    if not any(name.endswith(".json") for name in members):
-        raise InputFileError(shown, "not an accelbuild npu package (no subgraph configs)")
     return members
+
+
+def source_of(config: dict[str, Any]) -> str:
+    """The member holding a subgraph's model: its program (NPU), its float ONNX (host), or for a host
+    subgraph compiled by TVM, the ONNX its ``.so`` was compiled from."""
+    return config.get("source", config["file"])
 
 
 def configs(members: dict[str, bytes]) -> list[dict[str, Any]]:
@@ -114,7 +129,9 @@ def describe(members: dict[str, bytes], shown: str, size: int) -> str:
     for c in subgraphs:
         params = c.get("config_params", {})
         detail = (f"batch {params['actual_batch_size']} of {params['desired_batch_size']} desired, "
-                  f"{params['cycles']:,} cycles" if c["processor"] == "npu" else "float ONNX")
+                  f"{params['cycles']:,} cycles" if c["processor"] == "npu" else
+                  f"{c['compiler']} for {c['target'].get('mcpu', c['target']['mtriple'])}, from {c['source']}"
+                  if "compiler" in c else "float ONNX")
         lines.append(f"    {c['sequence']:>2}  {c['name']:<24} {c['processor']:<4} {c['file']:<28} {detail}")
         lines.append(f"        inputs: {', '.join(c['inputs'])}")
         lines.append(f"        outputs: {', '.join(c['outputs'])}")

@@ -20,7 +20,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import onnx
@@ -34,6 +34,7 @@ from accelbuild.targets.npu.support import is_supported
 from accelbuild.util import onnx_graph as g
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")  # a subgraph as run_sequence takes it: a model, or a step that makes its session
 
 Unit = Literal["npu", "arm", "dsp"]
 _FLOAT_BYTES = 4  # what crosses to the host is converted to float there
@@ -313,10 +314,10 @@ def _subgraph(info: GraphInfo, index: int, unit: Unit, run: list[str]) -> Subgra
 
 
 # ----------------------------------------------------------------------------------------- checking
-def run_sequence(models: Sequence[onnx.ModelProto], feeds: Iterable[Mapping[str, np.ndarray]],
-                 outputs: Sequence[str], session: Callable[[onnx.ModelProto], Any]) -> list[list[np.ndarray]]:
+def run_sequence(models: Sequence[T], feeds: Iterable[Mapping[str, np.ndarray]],
+                 outputs: Sequence[str], session: Callable[[T], Any]) -> list[list[np.ndarray]]:
     """Each sample through the subgraph ``models`` in order (each reads the inputs and what earlier ones
-    produced), in sessions made by ``session``; ``outputs`` per sample."""
+    produced), in sessions made by ``session`` of each; ``outputs`` per sample."""
     sessions = [session(model) for model in models]
     results = []
     for feed in feeds:

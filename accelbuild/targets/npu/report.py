@@ -56,8 +56,9 @@ def _summary(data: dict[str, Any]) -> str:
         rows.append([h.esc(m.get("name")), h.num(m.get("fps")), h.num(m.get("latency_ms"), 3),
                      h.num(acc.get("cosine"), 5), h.num(acc.get("sqnr_db"), 2), h.esc(frames.cell(acc))])
     models = h.card(f"Models {sim}", h.table(["model", "FPS", "latency ms", "cosine", "SQNR dB", "inputs"], rows),
-                    "Accuracy: the package's subgraphs run in sequence in onnxruntime (NPU programs as their "
-                    "integer QDQ arithmetic) against the float model on the same inputs.")
+                    "Accuracy: the package's subgraphs run in sequence (NPU programs as their integer QDQ "
+                    "arithmetic in onnxruntime, host subgraphs as compiled, below) against the float model on the "
+                    "same inputs.")
     agreement = bench.get("agreement", {})
     note = h.card("Cost model and simulator",
                   h.table(["figure", "cost model", "simulated", "ratio"],
@@ -66,7 +67,28 @@ def _summary(data: dict[str, Any]) -> str:
                   h.esc(agreement.get("explanation", "")))
     trust = bench.get("credibility") or {}
     band = h.card("How far to trust these figures", f"<p>{h.esc(trust.get('text', 'not recorded'))}</p>")
-    return f'<div class="figures">{"".join(cards)}</div>' + band + models + note
+    return f'<div class="figures">{"".join(cards)}</div>' + band + models + _host_code(offload) + note
+
+
+def _host_code(offload: dict[str, Any]) -> str:
+    """What compiled the host subgraphs, each one's check against onnxruntime and its time."""
+    code = offload.get("host_code") or {}
+    if code.get("compiler", "none") == "none":
+        return h.card("Host code", f"<p>The host subgraphs ship as float ONNX models, not compiled: "
+                                   f"{h.esc(code.get('reason', 'not recorded'))}.</p>")
+    rows = []
+    for s in code.get("subgraphs", []):
+        check = s.get("check", {})
+        rows.append([h.esc(s["name"]), h.esc(s["file"]),
+                     h.esc("compiled" if s["compiled"] else f"float ONNX: {s.get('reason', '')}"),
+                     h.num(check.get("cosine"), 6), h.esc(check.get("max_abs_err", "")),
+                     h.num(s.get("measured_ms"), 3), h.num(s.get("modelled_ms"), 3), h.num(s.get("scaled_ms"), 3)])
+    head = ["subgraph", "file", "", "cosine vs onnxruntime", "max abs err", "measured here, ms",
+            f"modelled, {code.get('board_cpu', 'board')}, ms", f"scaled estimate, {code.get('board_cpu', 'board')}, ms"]
+    return h.card(f"Host code: {h.esc(code.get('compiler'))}, {h.esc(code.get('format', ''))}", h.table(head, rows),
+                  f"Measured on {h.esc(code.get('measured_on', '?'))} in TVM's VM. The scaled estimate multiplies "
+                  "that time by the profile's host model of the board's core over the same model of this core "
+                  "(its rates measured here): an estimate, not a measurement on the board.")
 
 
 def _temporal(data: dict[str, Any]) -> str:

@@ -59,7 +59,7 @@ def simulate_package(members: dict[str, bytes], shown: str) -> PackageRun:
     for name in dict.fromkeys(c["model"] for c in configs):
         subgraphs, schedules = [], {}
         for index, config in enumerate(c for c in configs if c["model"] == name):
-            data = members[config["file"]]
+            data = members[package.source_of(config)]
             if config["processor"] == "npu":
                 program = package.read_program(data, config["file"])
                 model = onnx.load_from_string(program.model)

@@ -33,6 +33,7 @@ class NpuTargetSpec:
     effort: str
     compile_mode: str
     offload: OffloadSettings
+    host_compiler: str = "onnx"  # offload.host_compiler, resolved: tvm | onnx
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,19 @@ class NpuMapParams:
 
 
 @dataclass(frozen=True)
+class HostCompileParams:
+    """``offload.host_compiler: tvm``: compile each Arm host subgraph with TVM, for the board and for this kind
+    of machine (the check against onnxruntime, the host time measured here)."""
+
+    tvm: str  # apache-tvm's version
+    board: dict[str, Any]  # LLVM target of the platform's Arm cores
+    linker: str | None  # "aarch64-linux-gnu-gcc <version>": a shared object; None: an object archive (.tar)
+    build: dict[str, Any]  # LLVM target of the programs run here (x86-64)
+    accuracy: AccuracyInputs  # the inputs every host subgraph is checked on
+    data: tuple[DataParams | None, ...]
+
+
+@dataclass(frozen=True)
 class NpuAssembleParams:
     """Write the package: one program per NPU subgraph, host subgraphs, configs, layer_stats.yaml."""
 
@@ -66,6 +80,7 @@ class NpuAssembleParams:
     models: tuple[str, ...]
     package: str  # the package's file name, <name>.tar.gz
     profile: dict[str, Any]  # shipped in the package, so that ``accelbuild bench`` can simulate it alone
+    host: HostCompileParams | None = None  # None: host subgraphs ship as float ONNX
 
 
 @dataclass(frozen=True)
@@ -78,3 +93,4 @@ class NpuBenchmarkParams:
     data: tuple[DataParams | None, ...]
     calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
     host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
+    host_compiler: str = "onnx"  # tvm: the host subgraphs run and are timed as TVM built them (host_code.json)

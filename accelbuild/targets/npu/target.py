@@ -18,9 +18,11 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import SupportSection
 from accelbuild.targets.npu.hardware import NPU_PROFILES
 from accelbuild.targets.npu.spec import (
+    HostCompileParams,
     NpuAssembleParams,
     NpuBenchmarkParams,
     NpuMapParams,
@@ -29,9 +31,11 @@ from accelbuild.targets.npu.spec import (
     OffloadSettings,
 )
 from accelbuild.targets.profile_files import load_profile, resolve_profile
+from accelbuild.util.machine import this_machine
 
 OUTPUTS_OF_MAP = ("partition.json", "schedule.json")
 OUTPUTS_OF_BENCHMARK = ("benchmark.json", "perf.json", "report.html")
+OUTPUTS_OF_HOST_CODE = ("host_code.json", "host_build.tar.gz")  # offload.host_compiler: tvm
 
 
 def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
@@ -58,26 +62,47 @@ def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuMapParams
                         tuple(data_params(m) for m in pipeline.models))
 
 
+def compiles_host(pipeline: PipelineSpec) -> bool:
+    """Whether TVM compiles the host subgraphs (``offload.host_compiler`` resolved, on the Arm cores)."""
+    return pipeline.target.host_compiler == "tvm" and pipeline.target.offload.host == "arm"
+
+
+def _host_code_outputs(pipeline: PipelineSpec) -> dict[str, Path]:
+    return {name: pipeline.output.dir / name for name in OUTPUTS_OF_HOST_CODE} if compiles_host(pipeline) else {}
+
+
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
+    checked = {**model_files(pipeline, ("ai.onnx", "pre.onnx")), **models_data(pipeline)} \
+        if compiles_host(pipeline) else {}
     return {**model_files(pipeline, ("quantized.onnx",)),
-            **{name: out / name for name in OUTPUTS_OF_MAP}}
+            **{name: out / name for name in OUTPUTS_OF_MAP}, **checked}
 
 
 def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
-    return {"package": out / package_name(pipeline), "layer_stats.yaml": out / "layer_stats.yaml"}
+    return {"package": out / package_name(pipeline), "layer_stats.yaml": out / "layer_stats.yaml",
+            **_host_code_outputs(pipeline)}
 
 
 def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuAssembleParams:
+    host = None
+    if compiles_host(pipeline):
+        here = this_machine()
+        board = tvm_compiler.arm_target(_profile(pipeline)["host"]["arm"]["name"])
+        host = HostCompileParams(tvm_compiler.version() or "", board, tvm_compiler.cross_linker(),
+                                 tvm_compiler.portable_target(here.arch, here.flags),
+                                 accuracy_inputs(pipeline),
+                                 tuple(data_params(m) for m in pipeline.models))
     return NpuAssembleParams(pipeline.name, tuple(m.name for m in pipeline.models), package_name(pipeline),
-                             _profile(pipeline))
+                             _profile(pipeline), host)
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output.dir
     return {"package": out / package_name(pipeline), **{name: out / name for name in OUTPUTS_OF_MAP},
-            **model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx")), **models_data(pipeline)}
+            **model_files(pipeline, ("ai.onnx", "pre.onnx", "post.onnx")), **models_data(pipeline),
+            **_host_code_outputs(pipeline)}
 
 
 def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -87,11 +112,24 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
     return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models),
-                              tuple(calibration_frames(m) for m in pipeline.models), pipeline.benchmark.host)
+                              tuple(calibration_frames(m) for m in pipeline.models), pipeline.benchmark.host,
+                              host_compiler_said(pipeline))
 
 
-_CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
-         "accelbuild.report")
+def host_compiler_said(pipeline: PipelineSpec) -> str:
+    """benchmark.json's word on the host code: ``tvm``, or why the host subgraphs ship as float ONNX."""
+    t = pipeline.target
+    if compiles_host(pipeline):
+        return "tvm"
+    if t.offload.host == "dsp":
+        return "onnx: offload.host is dsp (TVM compiles for the Arm cores only)"
+    if not tvm_compiler.available():
+        return f"onnx: Apache TVM is not installed ({tvm_compiler.EXTRA})"
+    return "onnx: offload.host_compiler is onnx"
+
+
+_CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.targets.tvm_compiler",
+         "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
 
 
 class NpuTarget:
@@ -120,7 +158,8 @@ class NpuTarget:
                                                     f"{profile['npu']['max_batch']}, not {t['batch_size']}")
         offload = OffloadSettings(o["host"], tuple(o["deny_ops"]), tuple(o["deny_layers"]), o["max_subgraphs"],
                                   o["fail_on_fallback"])
-        return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload)
+        return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload,
+                             _host_compiler(o, checker))
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.closed_loop.enabled:
@@ -168,6 +207,19 @@ class NpuTarget:
             hw = load_npu_hardware(name)
             sections.append((f"Family npu: {name} ({hw.description})", intro.format(name=name), support.rows(hw)))
         return sections
+
+
+def _host_compiler(o: dict[str, Any], checker: Any) -> str:
+    """``offload.host_compiler``; its default is tvm when the ``tvm`` extra is installed, else onnx."""
+    asked = o.get("host_compiler")
+    if asked is None:
+        return "tvm" if tvm_compiler.available() else "onnx"
+    if asked == "tvm" and not tvm_compiler.available():
+        checker.error(("target", "offload", "host_compiler"), f"host_compiler tvm needs Apache TVM: {tvm_compiler.EXTRA}")
+    elif asked == "tvm" and o["host"] == "dsp":
+        checker.error(("target", "offload", "host_compiler"), "host_compiler tvm compiles for the Arm cores, but "
+                                                              "offload.host is dsp (use host_compiler: onnx)")
+    return asked
 
 
 def offload(settings: OffloadSettings) -> Any:

@@ -1,4 +1,4 @@
-"""Family cpu, backend tvm (accelbuild/targets/cpu/tvm_backend.py, tvm_stage.py): the example detector (cropped,
+"""Family cpu, backend tvm (accelbuild/targets/tvm_compiler.py, tvm_stage.py): the example detector (cropped,
 its box decoding on the host) and classifier compiled by TVM for this CPU, checked against onnxruntime,
 measured, byte-identical across clean builds, loadable as the docs say, and compared with onnxruntime."""
 
@@ -89,9 +89,9 @@ def test_compare_sets_onnxruntime_and_tvm_side_by_side(project: Path) -> None:
 def test_without_the_extra_backend_tvm_is_a_positioned_error(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from accelbuild.config.load import load_pipelines
     from accelbuild.errors import ConfigErrors
-    from accelbuild.targets.cpu import tvm_backend
+    from accelbuild.targets import tvm_compiler
 
-    monkeypatch.setattr(tvm_backend, "available", lambda: False)
+    monkeypatch.setattr(tvm_compiler, "available", lambda: False)
     path = write(project / "p.yaml", PIPELINE.format(name="p", backend="tvm", precision="float"))
     with pytest.raises(ConfigErrors) as raised:
         load_pipelines([str(path)])
