@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,19 @@ def section_ms(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     feeds = {k: v for k, v in feeds.items() if k in wanted}
-    for _ in range(2):
-        session.run(None, feeds)
-    runs = []
-    for _ in range(HOST_RUNS):
+    return round(1000 * median_seconds(lambda: session.run(None, feeds), HOST_RUNS, warmup=2), 4)
+
+
+def median_seconds(call: Callable[[], object], runs: int, warmup: int) -> float:
+    """Median wall-clock seconds of ``call()`` over ``runs`` calls, after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        call()
+    seconds = []
+    for _ in range(runs):
         started = time.perf_counter()
-        session.run(None, feeds)
-        runs.append(time.perf_counter() - started)
-    return round(1000 * statistics.median(runs), 4)
+        call()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
 
 
 def record(fps: float, latency_ms: float, accelerator: str, pre_ms: float | None = None,

@@ -51,6 +51,15 @@ def version() -> str | None:
         return None
 
 
+def require_version(planned: str) -> None:
+    """StageError unless the installed apache-tvm is the one the build was planned with (a stage parameter:
+    a worker with another TVM, or none, must not build)."""
+    installed = version()
+    if installed != planned:
+        raise StageError(f"apache-tvm {installed or '(not installed)'} is here, but the build was planned with "
+                         f"{planned} ({EXTRA})")
+
+
 def host_target() -> dict[str, Any]:
     """LLVM's target for this machine's CPU, as ``tvm.target.Target`` takes it."""
     import tvm

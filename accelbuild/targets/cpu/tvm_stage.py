@@ -25,10 +25,7 @@ log = logging.getLogger(__name__)
 
 def run(ctx: StageContext) -> None:
     p: TvmParams = ctx.params
-    installed = tvm_compiler.version()
-    if installed != p.tvm:
-        raise StageError(f"apache-tvm {installed or '(not installed)'} is here, but the build was planned with "
-                         f"{p.tvm} ({tvm_compiler.EXTRA})")
+    tvm_compiler.require_version(p.tvm)
     model = onnx.load(str(ctx.inputs["quantized.onnx"]))
     target = tvm_compiler.host_target()
     with tempfile.TemporaryDirectory(prefix="accelbuild-tvm-") as tmp:

@@ -32,7 +32,7 @@ def run(ctx: StageContext) -> None:
     runs = simulate_package(members, shown)
     by_name = {r.name: r for r in runs.models}
     builds = _host_builds(ctx)
-    timed: dict[str, host_timing.TimedSession] = {}
+    timed: dict[str, numerics.Recorded] = {}
     models = []
     for index, name in enumerate(b.models):
         r = by_name[name]
@@ -103,7 +103,7 @@ def host_share(part: Any) -> str:
 
 
 def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any, calibrated: int | None,
-              builds: dict[str, bytes], timed: dict[str, host_timing.TimedSession]) -> tuple[dict[str, Any],
+              builds: dict[str, bytes], timed: dict[str, numerics.Recorded]) -> tuple[dict[str, Any],
                                                                                           list[dict[str, Any]]]:
     """The package's subgraphs in sequence against the float model, on the model's accuracy inputs (the
     first ``calibrated`` of them calibrated the activations: labelled so, the headline is the rest). The
@@ -115,7 +115,7 @@ def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any
                                             data, ai)
     reference = measure.run_all(measure.session(ai), feeds)
     steps = numerics.steps_of(members, name, builds)
-    timed.update({s.name: host_timing.TimedSession(s.session()) for s in steps if s.build is not None})
+    timed.update({s.name: numerics.Recorded(s.session()) for s in steps if s.build is not None})
     measured = numerics.run_sequence(steps, feeds, [o.name for o in ai.graph.output], timed)
     labels = frames.labelled(names, calibrated, accuracy.is_random(b.accuracy, data))
     return ({**frames.record(reference, measured, labels), **accuracy.describe_inputs(b.accuracy, data, len(feeds))},
@@ -132,7 +132,7 @@ def _host_builds(ctx: StageContext) -> dict[str, bytes]:
 
 
 def _host_code_record(ctx: StageContext, members: dict[str, bytes], runs: PackageRun,
-                      timed: dict[str, host_timing.TimedSession]) -> dict[str, Any]:
+                      timed: dict[str, numerics.Recorded]) -> dict[str, Any]:
     """benchmark.json's ``offload.host_code``: what compiled the host subgraphs, each one's check against
     onnxruntime (host_code.json), and its time measured here, modelled for the board and scaled from the
     measurement (host_timing.py)."""

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 
 from accelbuild.errors import StageError
 from accelbuild.quantize import measure
 from accelbuild.targets import tvm_compiler
+from accelbuild.targets.npu import numerics, partition
 from accelbuild.targets.npu.spec import HostCompileParams
 
 log = logging.getLogger(__name__)
@@ -57,10 +57,7 @@ def compile_host_subgraphs(entries: Sequence[Mapping[str, Any]], models: Mapping
                            feeds: Mapping[str, list[measure.Feeds]], params: HostCompileParams) -> HostCode:
     """Compile and check the Arm host subgraphs among ``entries`` (partition.json's, in sequence order;
     ``models`` by subgraph name; ``feeds``: each model's accuracy inputs)."""
-    installed = tvm_compiler.version()
-    if installed != params.tvm:
-        raise StageError(f"apache-tvm {installed or '(not installed)'} is here, but the build was planned with "
-                         f"{params.tvm} ({tvm_compiler.EXTRA})")
+    tvm_compiler.require_version(params.tvm)
     inputs = _subgraph_inputs(entries, models, feeds)
     code = HostCode(record=_header(params))
     linker = params.linker.split()[0] if params.linker else None
@@ -134,14 +131,10 @@ def _subgraph_inputs(entries: Sequence[Mapping[str, Any]], models: Mapping[str, 
                      feeds: Mapping[str, list[measure.Feeds]]) -> dict[str, list[measure.Feeds]]:
     """Per subgraph, the values it reads on each sample when its model's subgraphs run in sequence in
     onnxruntime (NPU subgraphs as their QDQ arithmetic)."""
-    found: dict[str, list[measure.Feeds]] = {e["name"]: [] for e in entries}
+    recorders = {e["name"]: numerics.Recorded(measure.session(models[e["name"]]), keep_feeds=True)
+                 for e in entries if e["model"] in feeds}
     for model_name, samples in feeds.items():
-        steps = [(e["name"], measure.session(models[e["name"]])) for e in entries if e["model"] == model_name]
-        for sample in samples:
-            values: dict[str, np.ndarray] = dict(sample)
-            for name, session in steps:
-                reads = {i.name: values[i.name] for i in session.get_inputs()}
-                found[name].append(reads)
-                names = [o.name for o in session.get_outputs()]
-                values.update(zip(names, session.run(names, reads)))
-    return found
+        names = [e["name"] for e in entries if e["model"] == model_name]
+        partition.run_sequence(names, samples, [], recorders.__getitem__)
+    return {name: recorder.feeds for name, recorder in recorders.items()}
+

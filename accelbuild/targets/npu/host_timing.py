@@ -17,15 +17,13 @@ time carries what the model leaves out (TVM's untuned code, memory layout, the V
 from __future__ import annotations
 
 import functools
-import statistics
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from accelbuild.targets import end_to_end
 from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import Processor
 from accelbuild.targets.npu.schedule import host_seconds
@@ -34,30 +32,6 @@ from accelbuild.util.onnx_runtime import session
 _MATMUL = (64, 256, 256)  # M, K, N: 4.2 M MACs
 _ELEMENTS = 1 << 20  # one Add over 1 Mi floats
 _REPEATS = 30
-
-
-@dataclass
-class TimedSession:
-    """A session whose ``run`` calls are timed (seconds per call, in order)."""
-
-    inner: Any
-    seconds: list[float] = field(default_factory=list)
-
-    def get_inputs(self) -> Any:
-        return self.inner.get_inputs()
-
-    def get_outputs(self) -> Any:
-        return self.inner.get_outputs()
-
-    def run(self, names: Any, feeds: Any) -> Any:
-        start = time.perf_counter()
-        result = self.inner.run(names, feeds)
-        self.seconds.append(time.perf_counter() - start)
-        return result
-
-    def median_seconds(self) -> float | None:
-        timed = self.seconds[1:] or self.seconds  # the first call warms caches up
-        return statistics.median(timed) if timed else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,10 +80,4 @@ def _median(model: onnx.ModelProto) -> float:
     feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
              for i in model.graph.input}
     sess = session(model)
-    sess.run(None, feeds)
-    seconds = []
-    for _ in range(_REPEATS):
-        start = time.perf_counter()
-        sess.run(None, feeds)
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+    return end_to_end.median_seconds(lambda: sess.run(None, feeds), _REPEATS, warmup=1)

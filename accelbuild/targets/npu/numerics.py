@@ -5,8 +5,10 @@ inputs."""
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,36 @@ class Step:
 
     def session(self) -> Any:
         return tvm_compiler.load(self.build, self.model) if self.build is not None else measure.session(self.model)
+
+
+@dataclass
+class Recorded:
+    """A session that records its ``run`` calls: each one's wall-clock seconds, and with ``keep_feeds`` what
+    it was fed (the values a subgraph reads in sequence)."""
+
+    inner: Any
+    keep_feeds: bool = False
+    seconds: list[float] = field(default_factory=list)
+    feeds: list[measure.Feeds] = field(default_factory=list)
+
+    def get_inputs(self) -> Any:
+        return self.inner.get_inputs()
+
+    def get_outputs(self) -> Any:
+        return self.inner.get_outputs()
+
+    def run(self, names: Any, feeds: measure.Feeds) -> Any:
+        if self.keep_feeds:
+            self.feeds.append(feeds)
+        start = time.perf_counter()
+        result = self.inner.run(names, feeds)
+        self.seconds.append(time.perf_counter() - start)
+        return result
+
+    def median_seconds(self) -> float | None:
+        """The median call, the first one (it warms caches up) left out when there are others."""
+        timed = self.seconds[1:] or self.seconds
+        return statistics.median(timed) if timed else None
 
 
 def steps_of(members: dict[str, bytes], model: str | None = None,
