@@ -182,3 +182,17 @@ def test_explicit_tvm_without_the_extra_is_a_config_error(tmp_path: Path, monkey
     assert said == "onnx: Apache TVM is not installed (pip install 'accelbuild[tvm]')"
     html = report._host_code({"host_code": {"compiler": "none", "reason": said.partition(": ")[2]}})
     assert "not compiled: Apache TVM is not installed (pip install &#x27;accelbuild[tvm]&#x27;)" in html
+
+
+def test_tvm_for_a_dsp_host_is_a_config_error(tmp_path: Path) -> None:
+    from accelbuild.config.load import load_pipelines
+    from accelbuild.errors import ConfigErrors
+
+    onnx.save(npu_graphs.chain(["conv"]), str(tmp_path / "m.onnx"))
+    path = write(tmp_path / "p.yaml", PIPELINE.format(offload="{host: dsp, host_compiler: tvm}"))
+    with pytest.raises(ConfigErrors) as raised:
+        load_pipelines([str(path)])
+    assert "p.yaml:6:" in str(raised.value) and "offload.host is dsp (use host_compiler: onnx)" in str(raised.value)
+    write(tmp_path / "p.yaml", PIPELINE.format(offload="{host: dsp}"))
+    spec = load_pipelines([str(path)])[0]
+    assert host_compiler_said(spec) == "onnx: offload.host is dsp (TVM compiles for the Arm cores only)"
