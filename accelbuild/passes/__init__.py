@@ -26,6 +26,7 @@ from accelbuild.passes.fold_constants import fold_constants
 from accelbuild.passes.hard_swish import fuse_hard_swish
 from accelbuild.passes.if_branches import specialize_if
 from accelbuild.passes.opset import OpsetUpgradeError, convert_opset
+from accelbuild.passes.spatial_mean import spatial_mean_to_global_pool
 from accelbuild.passes.stable_forms import clip_from_bound, fuse_leaky_relu, stable_variance
 
 MAX_NOTES = 50
@@ -51,6 +52,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("clip_from_bound", clip_from_bound, quiet=True),
     Pass("stable_variance", stable_variance, quiet=True),
     Pass("fuse_hard_swish", fuse_hard_swish, quiet=True),
+    Pass("spatial_mean", spatial_mean_to_global_pool, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("fold_scale_shift", fold_scale_shift, quiet=True),
     Pass("decompose", decompose),

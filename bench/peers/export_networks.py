@@ -10,7 +10,12 @@ input size, in the form the published figure was measured on:
 - ultralytics YOLOv8 detectors cut where the RDK model zoo cuts them for the BPU: the six raw head
   convolutions (box and class per stride), no DFL / decode;
 - YOLOv5 v7.0 (anchor-based): ultralytics' YOLOv5 backbone and neck with the v7.0 head (one 1x1
-  convolution of 3 x (5 + 80) channels per stride), as the RDK zoo exports it.
+  convolution of 3 x (5 + 80) channels per stride), as the RDK zoo exports it;
+- TI's YOLOX "lite" detectors (edgeai-mmdetection ``configs_edgeailite/yolox``): MMDetection's YOLOX
+  (CSPDarknet, PAFPN, decoupled head) with its model surgery: ReLU for SiLU, a stride-2 convolution for the
+  Focus slicing and 3x3 max-pool cascades for SPP's 5/9/13 pools (TIDL pools 3x3 at most); nano uses
+  regular convolutions. Exported up to the per-stride (box, objectness, classes) maps TIDL's detection layer
+  decodes.
 
     python bench/peers/export_networks.py OUT_DIR NAME [NAME ...]
 
@@ -75,6 +80,88 @@ class _V5Head(nn.Module):
         return [conv(level) for conv, level in zip(self.m, x)]
 
 
+def _conv(c_in: int, c_out: int, k: int = 1, s: int = 1) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(c_in, c_out, k, s, k // 2, bias=False), nn.BatchNorm2d(c_out), nn.ReLU())
+
+
+class _Csp(nn.Module):
+    """YOLOX's CSP layer: two 1x1 halves, ``n`` bottlenecks (1x1, 3x3) on one, a 1x1 over both."""
+
+    def __init__(self, c_in: int, c_out: int, n: int, shortcut: bool = True) -> None:
+        super().__init__()
+        hidden = c_out // 2
+        self.main, self.short, self.final = _conv(c_in, hidden), _conv(c_in, hidden), _conv(2 * hidden, c_out)
+        self.blocks = nn.ModuleList(nn.Sequential(_conv(hidden, hidden), _conv(hidden, hidden, 3)) for _ in range(n))
+        self.shortcut = shortcut
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.main(x)
+        for block in self.blocks:
+            y = y + block(y) if self.shortcut else block(y)
+        return self.final(torch.cat([y, self.short(x)], 1))
+
+
+class _Spp(nn.Module):
+    """SPP with TI's 3x3 cascades: pools of 5, 9 and 13 as 2, 4 and 6 chained 3x3 max-pools."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.reduce, self.expand = _conv(c_in, c_in // 2), _conv(c_in // 2 * 4, c_out)
+        self.pool = nn.MaxPool2d(3, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.reduce(x)
+        outs = [x]
+        for _ in range(3):  # each stage is two more 3x3 pools: 5, 9, 13
+            outs.append(self.pool(self.pool(outs[-1])))
+        return self.expand(torch.cat(outs, 1))
+
+
+class YoloxLite(nn.Module):
+    """MMDetection's YOLOX (CSPDarknet-P5, YOLOXPAFPN, YOLOXHead) after TI's lite surgery."""
+
+    def __init__(self, deepen: float, widen: float, classes: int = 80) -> None:
+        super().__init__()
+        c = [int(v * widen) for v in (64, 128, 256, 512, 1024)]
+        n = [max(round(v * deepen), 1) for v in (3, 9, 9, 3)]
+        self.stem = _conv(3, c[0], 3, 2)  # TI: a stride-2 convolution for Focus
+        self.dark2 = nn.Sequential(_conv(c[0], c[1], 3, 2), _Csp(c[1], c[1], n[0]))
+        self.dark3 = nn.Sequential(_conv(c[1], c[2], 3, 2), _Csp(c[2], c[2], n[1]))
+        self.dark4 = nn.Sequential(_conv(c[2], c[3], 3, 2), _Csp(c[3], c[3], n[2]))
+        self.dark5 = nn.Sequential(_conv(c[3], c[4], 3, 2), _Spp(c[4], c[4]), _Csp(c[4], c[4], n[3], False))
+        blocks = n[3]
+        self.reduce5, self.reduce4 = _conv(c[4], c[3]), _conv(c[3], c[2])
+        self.top_down4, self.top_down3 = _Csp(2 * c[3], c[3], blocks, False), _Csp(2 * c[2], c[2], blocks, False)
+        self.down3, self.down4 = _conv(c[2], c[2], 3, 2), _conv(c[3], c[3], 3, 2)
+        self.bottom_up4, self.bottom_up5 = _Csp(2 * c[2], c[3], blocks, False), _Csp(2 * c[3], c[4], blocks, False)
+        self.upsample = nn.Upsample(scale_factor=2, mode="nearest")
+        feat = c[2]  # the head's width: the neck's out_channels
+        self.outs = nn.ModuleList(_conv(ch, feat) for ch in (c[2], c[3], c[4]))
+        self.cls = nn.ModuleList(nn.Sequential(_conv(feat, feat, 3), _conv(feat, feat, 3)) for _ in range(3))
+        self.reg = nn.ModuleList(nn.Sequential(_conv(feat, feat, 3), _conv(feat, feat, 3)) for _ in range(3))
+        self.cls_pred = nn.ModuleList(nn.Conv2d(feat, classes, 1) for _ in range(3))
+        self.reg_pred = nn.ModuleList(nn.Conv2d(feat, 4, 1) for _ in range(3))
+        self.obj_pred = nn.ModuleList(nn.Conv2d(feat, 1, 1) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        x3 = self.dark3(self.dark2(self.stem(x)))
+        x4 = self.dark4(x3)
+        x5 = self.dark5(x4)
+        top5 = self.reduce5(x5)
+        p4 = self.top_down4(torch.cat([self.upsample(top5), x4], 1))
+        top4 = self.reduce4(p4)
+        p3 = self.top_down3(torch.cat([self.upsample(top4), x3], 1))
+        n4 = self.bottom_up4(torch.cat([self.down3(p3), top4], 1))
+        n5 = self.bottom_up5(torch.cat([self.down4(n4), top5], 1))
+        results = []
+        for level, feature in enumerate((p3, n4, n5)):
+            f = self.outs[level](feature)
+            cls_feat, reg_feat = self.cls[level](f), self.reg[level](f)
+            results.append(torch.cat([self.reg_pred[level](reg_feat), self.obj_pred[level](reg_feat).sigmoid(),
+                                      self.cls_pred[level](cls_feat).sigmoid()], 1))
+        return results
+
+
 def yolo_cls(config: str) -> nn.Module:
     from ultralytics.nn.tasks import ClassificationModel
 
@@ -119,6 +206,10 @@ NETWORKS = {
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},
     **{f"yolov8{s}_640": ((lambda s=s: yolo(f"yolov8{s}.yaml")), 640) for s in "nsmlx"},
     **{f"yolov5{s}_640": ((lambda s=s: yolo(f"yolov5{s}.yaml", v5_head=True)), 640) for s in "nsmlx"},
+    # edgeai-mmdetection configs_edgeailite/yolox: (deepen_factor, widen_factor) and the published input size
+    "yolox_nano_lite_416": (lambda: YoloxLite(0.33, 0.25), 416),
+    "yolox_tiny_lite_416": (lambda: YoloxLite(0.33, 0.375), 416),
+    "yolox_s_lite_640": (lambda: YoloxLite(0.33, 0.5), 640),
 }
 
 

@@ -164,7 +164,8 @@ def test_unknown_deny_layer_is_positioned(project: Path) -> None:
 
 
 def test_checks_apply(project: Path) -> None:
-    text = PIPELINE.format(platform="am62a", offload="{deny_ops: [Resize]}") + "checks: {max_host_layers: 1}\n"
+    text = PIPELINE.format(platform="am62a", offload="{deny_ops: [Resize], host_compiler: onnx}") + \
+        "checks: {max_host_layers: 1}\n"
     write(project / "p.yaml", text)
     result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project, timeout=300)
     assert result.code == 1 and "max_host_layers" in result.stdout + result.stderr
@@ -183,8 +184,9 @@ def test_quantized_model_runs_as_it_is(built: Path) -> None:
 def test_mixed_precision_per_layer_costs_what_the_profile_says(project: Path) -> None:
     """{weights, activations} per layer from the YAML: recorded in quantize.json, and the simulated 16-bit
     layer is charged the profile's bits16_factor (tda4vm's MMA: 4x), so the NPU takes longer."""
-    eight = _build(project, "tda4vm", "{}", folder="eight")
-    text = PIPELINE.format(platform="tda4vm", offload="{}").replace(
+    # (host code is tests/targets/npu/test_host_code.py's: these builds keep their host subgraphs ONNX)
+    eight = _build(project, "tda4vm", "{host_compiler: onnx}", folder="eight")
+    text = PIPELINE.format(platform="tda4vm", offload="{host_compiler: onnx}").replace(
         "quantize: {calibration: minmax, calibration_frames: 4}",
         "quantize: {calibration: minmax, calibration_frames: 4, bits: {stem.conv: {weights: 16, activations: 16},"
         " stage1.down.conv: {activations: 16}}}")
