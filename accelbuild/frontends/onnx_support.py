@@ -85,5 +85,6 @@ def rows() -> list[tuple[str, str]]:
     return [(check.subject, check.condition) for check in CHECKS] + [
         ("any ai.onnx operator", ("accepted at import when onnx's checker and shape inference accept it; "
                                   "graph passes fold constants and BatchNorm, remove Identity/Dropout, split n-ary "
-                                  "Sum/Max/Min and standalone BatchNorm into binary ops")),
+                                  "Sum/Max/Min and standalone BatchNorm into binary ops, and turn a ReduceMean over H "
+                                  "and W kept 4-D (squeeze-and-excitation pooling) into GlobalAveragePool")),
     ]
