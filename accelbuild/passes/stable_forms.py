@@ -161,7 +161,7 @@ def _mean_of(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
     if node is None:
         return None
     if node.op_type == "ReduceMean":
-        axes, keep = _reduction(model.graph, node)
+        axes, keep = g.reduction(model.graph, node)
         return node.input[0], axes, keep, node
     if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
         return None
@@ -172,7 +172,7 @@ def _mean_of(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
             continue
         if node.op_type == "Div" and summed != node.input[0]:
             continue
-        axes, keep = _reduction(model.graph, reduce)
+        axes, keep = g.reduction(model.graph, reduce)
         shape = g.static_shape(model, reduce.input[0])
         if axes is None or shape is None:
             return None
@@ -196,12 +196,3 @@ def _square_of(graph: onnx.GraphProto, node: onnx.NodeProto | None) -> str | Non
         if exponent is not None and exponent.size == 1 and float(exponent.reshape(-1)[0]) == 2.0:
             return node.input[0]
     return None
-
-
-def _reduction(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[tuple[int, ...] | None, bool]:
-    """A ReduceMean's axes (None: all) and whether it keeps dimensions."""
-    axes = g.attribute(node, "axes")
-    if len(node.input) > 1 and node.input[1]:
-        value = g.constant(graph, node.input[1])
-        axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    return (tuple(axes) if axes is not None else None), bool(g.attribute(node, "keepdims", 1))

@@ -106,6 +106,22 @@ def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object
     return default
 
 
+def reduction(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[tuple[int, ...] | None, bool]:
+    """A Reduce* node's axes (the attribute before opset 18, else the constant second input; None: all axes,
+    or a second input that is not constant) and whether it keeps dimensions."""
+    axes = attribute(node, "axes")
+    if len(node.input) > 1 and node.input[1]:
+        value = constant(graph, node.input[1])
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    return (tuple(axes) if axes is not None else None), bool(attribute(node, "keepdims", 1))  # type: ignore[arg-type]
+
+
+def rank(graph: onnx.GraphProto, name: str) -> int | None:
+    """The rank of a graph input, output or inferred tensor, when its shape is known."""
+    value = next((v for v in [*graph.input, *graph.value_info, *graph.output] if v.name == name), None)
+    return len(value.type.tensor_type.shape.dim) if value and value.type.tensor_type.HasField("shape") else None
+
+
 def sole_consumer(graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
     """The only node reading ``tensor``, if exactly one does and it is not a graph output."""
     if tensor in graph_output_names(graph):

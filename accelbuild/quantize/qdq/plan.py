@@ -160,7 +160,7 @@ def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], name
         layer = layers.get(node.name)
         reader = sole_reader(tensor)
         if node.op_type == "MatMul" and layer is not None and reader is not None and len(layer.shape) == 2 \
-                and _rank(graph, node.input[0]) == 2:
+                and g.rank(graph, node.input[0]) == 2:
             index = rules.bias_add(graph, reader, tensor, layer.shape[layer.axis])
             if index is not None:
                 fused[tensor] = reader.name
@@ -169,11 +169,6 @@ def _fused_outputs(graph: onnx.GraphProto, quantized: list[onnx.NodeProto], name
         if reader is not None and rules.fusible_activation(graph, reader) and reader.input[0] == tensor:
             fused[tensor] = reader.name
     return fused, biases
-
-
-def _rank(graph: onnx.GraphProto, tensor: str) -> int | None:
-    value = next((v for v in [*graph.input, *graph.value_info, *graph.output] if v.name == tensor), None)
-    return len(value.type.tensor_type.shape.dim) if value and value.type.tensor_type.HasField("shape") else None
 
 
 def _linked_tensors(graph: onnx.GraphProto, node: onnx.NodeProto, share_concat: bool,
