@@ -614,8 +614,24 @@ LIMITS = """\
   time. The model's latency is one frame alone with the host hand-overs; its FPS the steady state with
   frames in flight. Where a source's definition differs, the crossing parameters absorb it.
 - **Clocks and SDK versions.** Each profile models one clock and one toolchain generation (its sources say
-  which); a figure from another SDK release can differ by 50% (TDA4VM MobileNetV1: 1.04 to 1.90 ms).
+  which); a figure from another SDK release can differ by 50% (TDA4VM MobileNetV1: 1.90 ms in SDK 08_01,
+  1.04 in 08_02, 1.06 in 08_04, 1.51 in the newest datasheet). Where a source gives several releases, the
+  newest one that lists the model is the point, chosen by release before any fit.
+- **TI's frame rates are one frame at a time.** TI's model zoo writes FPS as 1000 / inference time, so a
+  TI FPS figure (SPRADA8's AM68A MobileNetV2) is compared as a latency.
 """
+
+
+def _earlier_runs(results: list[dict[str, Any]], earlier: list[str]) -> list[str]:
+    """Which earlier run (its commit) each merged platform comes from."""
+    by_commit: dict[str, list[str]] = {}
+    for r in results:
+        if r["platform"] in earlier:
+            by_commit.setdefault(r.get("commit", ""), []).append(r["platform"])
+    return [f"Platforms {', '.join(names)} are from the earlier run "
+            + (f"at commit {commit} " if commit else "")
+            + "given to `--merge`" + ("" if commit else " (the page's previous version in git says which commit)")
+            + "; their profiles have not changed since." for commit, names in sorted(by_commit.items())]
 
 
 def credibility_page(results: list[dict[str, Any]], commit: str, command: str, earlier: list[str]) -> str:
@@ -627,8 +643,7 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
            "networks, and the band each benchmark.json and report.html quote comes from the numbers below",
            f"(`accelbuild/targets/credibility.json`, written in the same run). Generated at commit {commit} with:",
            "", f"    {command}", "",
-           *([f"Platforms {', '.join(earlier)} are from the earlier run given to `--merge` (the page's previous "
-              f"version in git says which commit); their profiles have not changed since.", ""] if earlier else []),
+           *([*_earlier_runs(results, earlier), ""] if earlier else []),
            "How it is measured:", "",
            "- Each network is rebuilt untrained at its published input size with torch + timm / ultralytics",
            "  (`bench/peers/export_networks.py`), imported by accelbuild, partitioned and scheduled for the",
@@ -769,6 +784,8 @@ def main() -> int:
     jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         by_name = {r["platform"]: r for r in pool.map(platform_job, jobs)}
+    for r in by_name.values():
+        r["commit"] = git_commit()  # a later --merge names the run
     results = [by_name[name] for name in platforms]
     if args.write:
         earlier = json.loads(args.merge.read_text()) if args.merge else []
