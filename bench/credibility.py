@@ -784,8 +784,9 @@ def main() -> int:
     jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         by_name = {r["platform"]: r for r in pool.map(platform_job, jobs)}
+    commit = git_commit()
     for r in by_name.values():
-        r["commit"] = git_commit()  # a later --merge names the run
+        r["commit"] = commit  # a later --merge names the run
     results = [by_name[name] for name in platforms]
     if args.write:
         earlier = json.loads(args.merge.read_text()) if args.merge else []
