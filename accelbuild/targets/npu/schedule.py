@@ -11,6 +11,13 @@ A subgraph runs layer by layer (fused groups as one layer), each over the whole 
                                                   data; only weights, in their own buffer, stream meanwhile)
     overhead = layer_overhead_cycles + tiles x tile_overhead_cycles
 
+The DMA runs ahead for weights: a layer's first weight chunk loads while earlier layers' DMA is idle
+(each layer's cycles minus its own DDR time, earliest first, not taken by an earlier prefetch), up to
+``AHEAD_LAYERS`` layers back and as far as the weight buffer has room beside those layers' chunks. The
+bytes (``prefetch_bytes``) still cross the DDR, but their time (``prefetch_cycles``) is spent in the
+earlier layers' slack (``prefetch_depth`` layers back) and leaves the layer's own DDR term. Feature maps
+never load ahead: a layer's input is usually written by the layer just before it.
+
 ``util`` is the share of the MAC array the layer's shape fills (reduction and output channels rounded up
 to the array's alignment; depthwise convolutions at the profile's depthwise efficiency over the input
 alignment); ``f16`` the unit's bits16_factor for a 16-bit layer. Loaded bytes are the layer's weights (once
@@ -55,6 +62,7 @@ Effort = Literal["lazy", "normal", "hard"]
 CompileMode = Literal["latency", "bandwidth", "balance"]
 EFFORTS = ("lazy", "normal", "hard")
 COMPILE_MODES = ("latency", "bandwidth", "balance")
+AHEAD_LAYERS = 16  # how far back a layer's weights may start loading (the DMA's queue of layers)
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,9 @@ class LayerPlan:
     stored bytes at the effective bandwidth), ``overhead_cycles``, ``load_bytes``, ``store_bytes``,
     ``weight_bytes`` (the layer's), ``weight_load_bytes`` (weights among the loaded bytes), ``tiles``, ``order`` (weights | features: what stays in SRAM while the other streams),
     ``double_buffered``, ``bound`` (compute | ddr | overhead: what sets its time), ``ops`` and ``fused``
-    (the member nodes, head first), ``bits`` (8 or 16).
+    (the member nodes, head first), ``bits`` (8 or 16), ``prefetch_bytes`` / ``prefetch_cycles`` (weights
+    among the loaded bytes that load during earlier layers, and their DDR time: not in this layer's),
+    ``prefetch_depth`` (how many layers back the first of them loads; 0: none).
     """
 
     layer: Layer
@@ -83,10 +93,18 @@ class LayerPlan:
     order: Literal["weights", "features"]
     double_buffered: bool
     weight_load_bytes: int = 0  # the part of load_bytes that is weights
+    prefetch_bytes: int = 0     # the part of weight_load_bytes loaded during earlier layers
+    prefetch_cycles: int = 0
+    prefetch_depth: int = 0     # layers back where that load starts
 
     @property
     def cycles(self) -> int:
         return self.end_cycle - self.start_cycle
+
+    @property
+    def own_ddr_cycles(self) -> int:
+        """DDR time spent within this layer's cycles (the prefetched weights loaded earlier)."""
+        return max(0, self.load_cycles + self.store_cycles - self.prefetch_cycles)
 
     @property
     def ddr_bytes(self) -> int:
@@ -94,7 +112,7 @@ class LayerPlan:
 
     @property
     def bound(self) -> str:
-        ddr = self.load_cycles + self.store_cycles
+        ddr = self.own_ddr_cycles
         if self.overhead_cycles >= max(self.compute_cycles, ddr):
             return "overhead"
         return "compute" if self.compute_cycles >= ddr else "ddr"
@@ -105,7 +123,9 @@ class LayerPlan:
                 "load_cycles": self.load_cycles, "store_cycles": self.store_cycles,
                 "overhead_cycles": self.overhead_cycles, "load_bytes": self.load_bytes,
                 "store_bytes": self.store_bytes, "weight_bytes": self.layer.weight_bytes,
-                "weight_load_bytes": self.weight_load_bytes, "tiles": self.tiles,
+                "weight_load_bytes": self.weight_load_bytes, "prefetch_bytes": self.prefetch_bytes,
+                "prefetch_cycles": self.prefetch_cycles, "prefetch_depth": self.prefetch_depth,
+                "tiles": self.tiles,
                 "order": self.order, "double_buffered": self.double_buffered, "bound": self.bound,
                 "ops": list(self.layer.ops), "fused": list(self.layer.members), "bits": self.layer.bits}
 
@@ -205,16 +225,65 @@ def _lay_out(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort, c
     bytes_per_cycle = hw.memory.effective_ddr_bytes_per_second / hw.clock_hz
     plans: list[LayerPlan] = []
     start = 0
+    idle: list[_Idle] = []  # the earlier layers, newest last, for loading weights ahead
     for layer, buffered in zip(layers, double):
         in_ddr = sum(nbytes for src, nbytes in layer.sources if src not in resident)
         out_ddr = 0 if layer.name in resident else layer.out_bytes
-        candidates = _candidates(layer, hw, batch, in_ddr, out_ddr, effort, bytes_per_cycle, buffered)
+        chunk = first_chunk(layer, hw, buffered)
+        depth, prefetch = _ahead(idle, chunk, hw.memory.weight_buffer_bytes, bytes_per_cycle)
+        candidates = _candidates(layer, hw, batch, in_ddr, out_ddr, effort, bytes_per_cycle, buffered, prefetch)
         cycles, load, store, compute, tiles, order, dbl, overhead, weight_load = _choose(candidates, compile_mode)
-        plans.append(LayerPlan(layer, start, start + cycles, compute, load, store,
-                               math.ceil(load / bytes_per_cycle), math.ceil(store / bytes_per_cycle), overhead,
-                               tiles, order, dbl, weight_load))
+        prefetch_cycles = math.ceil(prefetch / bytes_per_cycle)
+        plans.append(LayerPlan(layer, start, start + cycles, compute, load, store, math.ceil(load / bytes_per_cycle),
+                               math.ceil(store / bytes_per_cycle), overhead, tiles, order, dbl, weight_load, prefetch,
+                               prefetch_cycles, depth if prefetch else 0))
         start += cycles
+        if layer.free:
+            continue
+        _take(idle[len(idle) - depth:], prefetch_cycles)
+        idle.append(_Idle(max(0, cycles - math.ceil((load + store - prefetch) / bytes_per_cycle)), chunk))
+        del idle[:-AHEAD_LAYERS]
     return plans
+
+
+def first_chunk(layer: Layer, hw: NpuHardware, double: bool) -> int:
+    """The weight-buffer bytes a layer's first weight chunk takes (half the buffer at most, double-buffered)."""
+    return min(layer.weight_bytes, hw.memory.weight_buffer_bytes // (2 if double else 1))
+
+
+@dataclass
+class _Idle:
+    """An earlier layer's DMA idle cycles not yet taken by a load ahead, and the weight-buffer bytes it holds."""
+
+    cycles: int
+    held: int
+
+
+def _ahead(idle: list[_Idle], chunk: int, buffer: int, bytes_per_cycle: float) -> tuple[int, int]:
+    """(layers back, bytes) of a first chunk that can load ahead: the most over any depth, where the chunk
+    must share the buffer with the chunks of the layers it loads during and after."""
+    best = (0, 0)
+    held = 0
+    cycles = 0
+    for depth, entry in enumerate(reversed(idle), start=1):
+        held += entry.held
+        if held >= buffer:
+            break
+        cycles += entry.cycles
+        nbytes = int(min(chunk, buffer - held, cycles * bytes_per_cycle))
+        if nbytes > best[1]:
+            best = (depth, nbytes)
+        if nbytes >= chunk:
+            break
+    return best
+
+
+def _take(window: list[_Idle], cycles: int) -> None:
+    """Mark ``cycles`` of the window's idle DMA time used, earliest first."""
+    for entry in window:
+        used = min(entry.cycles, cycles)
+        entry.cycles -= used
+        cycles -= used
 
 
 # cycles, load bytes, store bytes, compute cycles, tiles, order, double-buffered, overhead cycles, weight bytes loaded
@@ -222,7 +291,8 @@ _Candidate = tuple[int, int, int, int, int, Literal["weights", "features"], bool
 
 
 def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr: int, effort: Effort,
-                bytes_per_cycle: float, double: bool) -> list[_Candidate]:
+                bytes_per_cycle: float, double: bool, prefetch: int = 0) -> list[_Candidate]:
+    """Each tile order's plan; ``prefetch``: bytes of the first weight chunk already loaded ahead."""
     if layer.free:
         return [(0, 0, 0, 0, 0, "weights", True, 0, 0)]
     unit = hw.unit(layer.unit)
@@ -243,11 +313,11 @@ def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr:
             load = weight_load + in_ddr * batch
         tiles = max(hw.min_tiles, weight_chunks, feature_tiles)
         overhead = hw.layer_overhead_cycles + tiles * hw.tile_overhead_cycles
-        ddr = math.ceil((load + store) / bytes_per_cycle)
+        ddr = math.ceil((load + store - prefetch) / bytes_per_cycle)
         if double:
             body = max(compute, ddr)
         else:  # weights still stream into their own buffer during compute; feature transfers do not overlap
-            weight_ddr = math.ceil(weight_load / bytes_per_cycle)
+            weight_ddr = math.ceil((weight_load - prefetch) / bytes_per_cycle)
             body = max(compute, weight_ddr) + ddr - weight_ddr
         result.append((body + overhead, load, store, compute, tiles, order, double, overhead, weight_load))
     return result

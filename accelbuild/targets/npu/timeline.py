@@ -2,7 +2,9 @@
 
 Inside an NPU subgraph each layer's tiles go LOAD -> compute -> STORE through one shared DDR channel (loads
 and stores queue behind each other: contention), double-buffered plans prefetch the next tile while the
-current one computes, single-buffered ones do not; the layer overhead opens each layer on its unit. This
+current one computes, single-buffered ones do not; the layer overhead opens each layer on its unit; a
+layer's weights loaded ahead (``LayerPlan.prefetch_bytes``) take the DDR channel's idle gaps from the
+opening of the layer ``prefetch_depth`` back, and what does not fit those gaps loads with the first tile. This
 adds what the cost model (``schedule.py``) leaves out: pipeline fill and drain of each layer's tiles and
 load/store contention. Around the subgraphs, frames flow through stages: NPU subgraphs on the NPU cores
 (a batch of ``actual_batch_size`` frames per job; concurrent jobs on several cores share the DDR), host
@@ -27,7 +29,7 @@ import onnx
 from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import NpuHardware
 from accelbuild.targets.npu.partition import Partition, Subgraph
-from accelbuild.targets.npu.schedule import LayerPlan, Schedule, host_seconds
+from accelbuild.targets.npu.schedule import AHEAD_LAYERS, LayerPlan, Schedule, host_seconds
 
 AGREEMENT_TOLERANCE = 0.10
 _FLOAT_BYTES = 4
@@ -123,21 +125,52 @@ def run_subgraph(sched: Schedule, hw: NpuHardware) -> _SubgraphRun:
     compute = 0.0   # the NPU (one layer at a time) is free from here
     intervals: list[tuple[str, float, float, str, int]] = []
     transfers: list[tuple[float, float, float]] = []
+    busy: _Spans = []      # DDR channel spans since the earliest layer a prefetch may start in
+    openings: list[float] = []  # when each earlier layer opened, newest last
     for plan in sched.layers:
         if plan.tiles == 0:
             continue
         first = compute
-        loads, stores, dma, compute = _layer_tiles(plan, hw, dma, compute)
+        ahead: _Spans = []
+        if plan.prefetch_depth:
+            ahead = _fill_gaps(sorted(busy), openings[-plan.prefetch_depth], first, plan.prefetch_cycles)
+        ahead_cycles = sum(end - start for start, end in ahead)
+        ahead_bytes = round(plan.prefetch_bytes * ahead_cycles / plan.prefetch_cycles) if ahead else 0
+        loads, stores, dma, compute = _layer_tiles(plan, hw, dma, compute, ahead_cycles)
         name = plan.layer.name
         intervals.append((plan.layer.unit, first, compute, name, 0))
-        if plan.load_bytes:
-            intervals.append((load_unit, loads[0][0], loads[-1][1], name, plan.load_bytes))
-            transfers += _spread(loads, plan.load_bytes)
+        if ahead_bytes:
+            intervals.append((load_unit, ahead[0][0], ahead[-1][1], f"{name} (ahead)", ahead_bytes))
+            transfers += _spread(ahead, ahead_bytes)
+        if plan.load_bytes > ahead_bytes:
+            intervals.append((load_unit, loads[0][0], loads[-1][1], name, plan.load_bytes - ahead_bytes))
+            transfers += _spread(loads, plan.load_bytes - ahead_bytes)
         if plan.store_bytes:
             intervals.append((store_unit, stores[0][0], stores[-1][1], name, plan.store_bytes))
             transfers += _spread(stores, plan.store_bytes)
+        openings = (openings + [first])[-AHEAD_LAYERS:]
+        busy = [span for span in busy + ahead + loads + stores if span[1] > openings[0]]
     end = max([compute, dma] + [i[2] for i in intervals])
     return _SubgraphRun(end, intervals, transfers)
+
+
+def _fill_gaps(busy: list[tuple[float, float]], start: float, end: float, cycles: float) -> list[tuple[float, float]]:
+    """Up to ``cycles`` of DDR transfer in the channel's idle gaps between ``start`` and ``end`` (``busy``:
+    sorted spans), earliest first."""
+    spans: list[tuple[float, float]] = []
+    at = start
+    for s0, s1 in [*busy, (end, end)]:
+        if cycles <= 0:
+            break
+        gap_end = min(s0, end)
+        if gap_end > at:
+            take = min(cycles, gap_end - at)
+            spans.append((at, at + take))
+            cycles -= take
+        at = max(at, s1)
+        if at >= end:
+            break
+    return spans
 
 
 def _spread(spans: list[tuple[float, float]], nbytes: int) -> list[tuple[float, float, float]]:
@@ -151,16 +184,19 @@ def _spread(spans: list[tuple[float, float]], nbytes: int) -> list[tuple[float, 
 _Spans = list[tuple[float, float]]
 
 
-def _layer_tiles(plan: LayerPlan, hw: NpuHardware, dma: float, compute: float) -> tuple[_Spans, _Spans, float, float]:
+def _layer_tiles(plan: LayerPlan, hw: NpuHardware, dma: float, compute: float,
+                 loaded_ahead: float = 0.0) -> tuple[_Spans, _Spans, float, float]:
     """One layer's tiles: (load spans, store spans, DDR channel free at, NPU free at).
 
     Weights always load one tile ahead (their own buffer); feature maps too when double-buffered, else a
     tile's features load after the previous tile's store. Loads and stores share the DDR channel in the
-    order they are issued; compute waits for its tile's loads and the previous tile.
+    order they are issued; compute waits for its tile's loads and the previous tile. ``loaded_ahead``:
+    cycles of this layer's weights already loaded during the previous layer.
     """
     n = plan.tiles
-    weight = plan.load_cycles * (plan.weight_load_bytes / plan.load_bytes) / n if plan.load_bytes else 0.0
-    feature = plan.load_cycles / n - weight
+    weight_total = plan.load_cycles * (plan.weight_load_bytes / plan.load_bytes) if plan.load_bytes else 0.0
+    weight = max(0.0, weight_total - loaded_ahead) / n
+    feature = (plan.load_cycles - weight_total) / n
     store = plan.store_cycles / n
     work = plan.compute_cycles / n + hw.tile_overhead_cycles
     opened = compute
