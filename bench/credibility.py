@@ -78,7 +78,7 @@ class Point:
 
 
 RDK_CLS = ("D-Robotics/rdk_model_zoo demos/classification/README.md, RDK X5 (Bayes-e at 1 GHz): single-thread "
-           "latency / throughput")
+           "latency / 4-thread throughput (the MobileOne README: 'the frame rate of a 4-thread project')")
 RDK_X5 = ("D-Robotics/rdk_model_zoo demos/Vision/ultralytics_YOLO/README_cn.md @ 04df3bf, RDK X5 (BPU at 1.0 GHz): "
           "1-thread latency / 2-thread throughput")
 RDK_X3 = ("D-Robotics/rdk_model_zoo (rdk_x3 @ 0eb344b) demos/classification/README.md, RDK X3 (2x Bernoulli2 at "
