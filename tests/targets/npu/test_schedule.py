@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.quantize.qdq import QdqConfig, quantize_qdq
 from accelbuild.targets.npu.hardware import load_npu_hardware
-from accelbuild.targets.npu.schedule import schedule, stream_band
+from accelbuild.targets.npu.schedule import _ahead, _Idle, schedule, stream_band
 from accelbuild.testing import models, npu_graphs
 
 from .hand_profile import hand_x5
@@ -148,3 +149,51 @@ def test_a_chain_too_big_for_on_chip_memory_streams_in_row_bands() -> None:
     assert [p.store_bytes for p in normal.layers] == [0, 0, layers[-1].out_bytes]
     assert all(p.store_bytes == p.layer.out_bytes for p in lazy.layers)
     assert normal.ddr_bytes < lazy.ddr_bytes / 2
+
+
+def compute_then_weights() -> onnx.ModelProto:
+    """Conv 3x3 64->64 on 32x32 (compute-bound, 36,864 weight bytes), GlobalAveragePool, Flatten, MatMul
+    64x2048 (131,072 weight bytes, almost no compute)."""
+    w = numpy_helper.from_array(np.full((64, 64, 3, 3), 0.01, np.float32), "w")
+    g = numpy_helper.from_array(np.full((64, 2048), 0.01, np.float32), "g")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "g"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2048])], [w, g])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_weights_load_ahead_in_the_previous_layers_idle_dma_time() -> None:
+    conv, pool, flat, fc = schedule(compute_then_weights(), X5).layers
+    bytes_per_cycle = 8.532  # 17.064 GB/s x 0.5 at 1 GHz
+    assert conv.prefetch_bytes == 0 and conv.prefetch_depth == 0  # nothing runs before the first layer
+    assert flat.tiles == 0
+    # the pool has no DDR traffic: its 23,248 cycles of idle DMA carry all 131,072 weight bytes (half the
+    # 512 KB weight buffer is room enough), so the MatMul's own DDR time is its 2,048-byte output only
+    assert (fc.weight_load_bytes, fc.prefetch_bytes, fc.prefetch_depth) == (131072, 131072, 1)
+    assert fc.prefetch_cycles == math.ceil(131072 / bytes_per_cycle) == fc.load_cycles
+    assert fc.own_ddr_cycles == fc.store_cycles == math.ceil(2048 / bytes_per_cycle)
+    assert fc.cycles == max(fc.compute_cycles, fc.own_ddr_cycles) + fc.overhead_cycles
+    assert fc.bound == "overhead" and fc.record()["prefetch_bytes"] == 131072
+
+
+def test_weights_load_ahead_over_several_layers_when_one_has_too_little_idle_time() -> None:
+    bare = dataclasses.replace(X5, layer_overhead_cycles=0, tile_overhead_cycles=0)
+    conv, pool, _, fc = schedule(compute_then_weights(), bare).layers
+    bytes_per_cycle = 8.532
+    assert conv.bound == "compute" and pool.ddr_bytes == 0
+    idle = pool.cycles + (conv.cycles - conv.own_ddr_cycles)  # the pool's 2,048 cycles are not enough
+    assert fc.prefetch_depth == 2 and fc.prefetch_bytes == int(idle * bytes_per_cycle) < 131072
+    assert fc.cycles == math.ceil((fc.load_bytes + fc.store_bytes - fc.prefetch_bytes) / bytes_per_cycle)
+
+
+def test_loading_ahead_needs_room_in_the_weight_buffer() -> None:
+    # a 512-byte buffer: the newest layer holds 100 and has no idle time; the one before holds 400 and has
+    # plenty, but only 12 bytes are left beside both chunks
+    assert _ahead([_Idle(10**6, 400), _Idle(0, 100)], 100, 512, 1.0) == (2, 12)
+    assert _ahead([_Idle(10**6, 412), _Idle(0, 100)], 100, 512, 1.0) == (0, 0)  # full: nothing loads ahead
+    assert _ahead([_Idle(10**6, 0), _Idle(50, 100)], 100, 512, 1.0) == (2, 100)
+    assert _ahead([_Idle(10**6, 0), _Idle(150, 100)], 100, 512, 1.0) == (1, 100)  # the nearest layer suffices

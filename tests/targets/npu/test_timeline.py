@@ -13,10 +13,11 @@ from accelbuild.targets.npu.calibration import evaluate
 from accelbuild.targets.npu.hardware import NpuHardware, builtin_profiles, load_npu_hardware
 from accelbuild.targets.npu.partition import Offload, partition
 from accelbuild.targets.npu.schedule import schedule
-from accelbuild.targets.npu.timeline import AGREEMENT_TOLERANCE, Timeline, simulate
+from accelbuild.targets.npu.timeline import AGREEMENT_TOLERANCE, Timeline, run_subgraph, simulate
 from accelbuild.testing import models, npu_graphs
 
-from .hand_profile import hand_x3
+from .hand_profile import hand_x3, hand_x5
+from .test_schedule import compute_then_weights
 
 POINTS = [(name, index) for name in sorted(builtin_profiles())
           for index in range(len(load_npu_hardware(name).calibration))]
@@ -114,3 +115,20 @@ def test_steady_state_overlaps_frames_and_never_beats_the_busiest_resource() -> 
     assert abs(_steady_fps(chain, servers, 3, 1, 1e9, contention=False) - 500.0) < 5  # NPU: 2 ms a frame
     assert abs(_steady_fps(chain, servers, 1, 1, 1e9, contention=False) - 1 / 3.5e-3) < 3
     assert _steady_fps(chain, servers, 50, 1, 1e9, contention=False) <= 500.0 * 1.001
+
+
+def test_weights_loaded_ahead_take_the_ddr_channels_idle_gaps() -> None:
+    hw = hand_x5()
+    model = compute_then_weights()
+    part = partition(model, hw, Offload())
+    (sub,) = part.npu_subgraphs
+    sched = schedule(sub.model, hw)
+    run = run_subgraph(sched, hw)
+    fc = sched.layers[-1]
+    ahead = [i for i in run.intervals if i[3] == "fc (ahead)"]
+    (fc_compute,) = [i for i in run.intervals if i[3] == "fc" and i[0] == "TAE"]
+    assert len(ahead) == 1 and ahead[0][2] <= fc_compute[1]  # loaded before the MatMul opens
+    assert ahead[0][4] == fc.prefetch_bytes
+    loads = sum(i[4] for i in run.intervals if i[0] == hw.memory.load_unit)
+    assert loads == sum(p.load_bytes for p in sched.layers)  # loading ahead moves bytes, never drops them
+    assert abs(run.cycles / sched.cycles - 1) <= AGREEMENT_TOLERANCE
