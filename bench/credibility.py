@@ -606,6 +606,9 @@ LIMITS = """\
 - **Depth-first streaming is a rule, not a search.** An output read only by the next layer streams through
   on-chip memory in row bands (twice the reader's kernel rows) when that fits half the feature buffer;
   branches and concatenations keep whole tensors or go to DDR. Vendor compilers search tilings.
+- **Only weights load ahead.** The DMA loads a layer's first weight chunk in earlier layers' idle time (up
+  to 16 layers back, as far as the weight buffer has room); a feature map stored to DDR by an older layer
+  (a skip connection) loads only when its reader opens.
 - **Transformer layers are priced as their ONNX ops.** Attention is MatMul + Softmax + MatMul on the
   matrix and vector units; LayerNormalization and GELU (as Erf and four elementwise ops) are vector work.
   No fused attention kernel is modelled.

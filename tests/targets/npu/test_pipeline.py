@@ -67,8 +67,10 @@ def test_every_artifact_of_the_contract(built: Path) -> None:
     assert {"subgraphs", "npu_layers", "host_layers", "host_ops"} <= set(partition)
     units = [s["unit"] for s in partition["subgraphs"]]
     assert "npu" in units and "arm" in units
-    assert partition["host_ops"].get("Resize") == 2  # denied: mid-graph offload splits the NPU part
-    assert units.count("npu") >= 2
+    assert partition["host_ops"].get("Resize") == 2  # denied: mid-graph offload
+    # whether the layers after the Resizes go back to the NPU is a cost decision of the fitted profile
+    # (test_partition checks the split itself with pinned costs)
+    assert units[0] == "npu"
     assert partition["composition"]["max_abs_error"]["det"] <= 1e-4
     for entry in partition["subgraphs"]:
         assert {"id", "unit", "model", "nodes", "inputs", "outputs", "file"} <= set(entry)
