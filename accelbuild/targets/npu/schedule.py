@@ -236,7 +236,7 @@ def _lay_out(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort, c
         prefetch_cycles = math.ceil(prefetch / bytes_per_cycle)
         plans.append(LayerPlan(layer, start, start + cycles, compute, load, store, math.ceil(load / bytes_per_cycle),
                                math.ceil(store / bytes_per_cycle), overhead, tiles, order, dbl, weight_load, prefetch,
-                               prefetch_cycles, depth if prefetch else 0))
+                               prefetch_cycles, depth))
         start += cycles
         if layer.free:
             continue

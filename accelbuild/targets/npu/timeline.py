@@ -191,7 +191,7 @@ def _layer_tiles(plan: LayerPlan, hw: NpuHardware, dma: float, compute: float,
     Weights always load one tile ahead (their own buffer); feature maps too when double-buffered, else a
     tile's features load after the previous tile's store. Loads and stores share the DDR channel in the
     order they are issued; compute waits for its tile's loads and the previous tile. ``loaded_ahead``:
-    cycles of this layer's weights already loaded during the previous layer.
+    cycles of this layer's weights already loaded during earlier layers.
     """
     n = plan.tiles
     weight_total = plan.load_cycles * (plan.weight_load_bytes / plan.load_bytes) if plan.load_bytes else 0.0
