@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -162,13 +163,35 @@ POINTS = [
 
 @dataclasses.dataclass(frozen=True)
 class Free:
-    """One fitted profile value: its dotted path, plausible range and what it is physically."""
+    """One fitted profile value: its dotted path, plausible range and what it is physically; ``platform``:
+    the one platform of a joint fit it belongs to (None: every platform the fit covers)."""
 
     path: str
     low: float
     high: float
     meaning: str
     integer: bool = False
+    platform: str | None = None
+
+
+# Platforms fitted together, with one set of values for the parameters of their shared cores and software:
+# TI's TDA4VM, AM62A and AM68A run TIDL on the same C7x DSP + MMA deep-learning core. Their profiles differ in
+# what the datasheets give (MMA size, cores, DDR bandwidth, host CPUs), so one fit sees 22 figures where each
+# alone has 5 to 9 for its 7 parameters. The host hand-over is the host CPU's work (Cortex-A72 or -A53), so
+# the crossing parameters (``PER_PLATFORM``) stay each platform's own.
+JOINT_FITS = (("tda4vm", "am62a", "am68a"),)
+PER_PLATFORM = ("crossing.",)
+
+
+def fit_groups(platforms: list[str]) -> list[tuple[str, ...]]:
+    """The platforms to fit, as fits: a joint fit's chosen members together, every other platform alone."""
+    groups: list[tuple[str, ...]] = []
+    for name in platforms:
+        joint = next((g for g in JOINT_FITS if name in g), (name,))
+        group = tuple(p for p in joint if p in platforms)
+        if group not in groups:
+            groups.append(group)
+    return groups
 
 
 def free_parameters(raw: dict[str, Any]) -> list[Free]:
@@ -181,11 +204,25 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
     for name, unit in raw["units"].items():
         if unit["kind"] == "matrix":
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, "MAC-array efficiency on aligned layers"))
-            found.append(Free(f"units.{name}.depthwise_efficiency", 0.02, 1.0,
+            found.append(Free(f"units.{name}.depthwise_efficiency", 0.01, 1.0,
                               "depthwise convolution efficiency on the MAC array"))
         else:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
     return found
+
+
+def group_parameters(raws: dict[str, dict[str, Any]]) -> list[Free]:
+    """A fit's free parameters: each platform's alone, or a joint fit's shared ones plus each member's
+    ``PER_PLATFORM`` ones (every member's profile has the same units)."""
+    names = list(raws)
+    shared = free_parameters(raws[names[0]])
+    for name in names[1:]:
+        if [f.path for f in free_parameters(raws[name])] != [f.path for f in shared]:
+            raise SystemExit(f"joint fit {names}: {name}'s units differ from {names[0]}'s")
+    if len(names) == 1:
+        return shared
+    return [dataclasses.replace(f, platform=name) if f.path.startswith(PER_PLATFORM) else f
+            for f in shared for name in (names if f.path.startswith(PER_PLATFORM) else names[:1])]
 
 
 def get(raw: dict[str, Any], path: str) -> Any:
@@ -194,12 +231,20 @@ def get(raw: dict[str, Any], path: str) -> Any:
     return raw
 
 
-def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray) -> dict[str, Any]:
+def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray, platform: str | None = None) -> dict[str, Any]:
+    """``raw`` with the fit's values set: the shared ones and ``platform``'s own."""
     result = deepcopy(raw)
     for f, v in zip(free, values):
+        if f.platform is not None and f.platform != platform:
+            continue
         parent, _, last = f.path.rpartition(".")
         get(result, parent)[last] = int(round(v)) if f.integer else float(v)
     return result
+
+
+def hardware_of(raws: dict[str, dict[str, Any]], free: list[Free], values: np.ndarray) -> dict[str, NpuHardware]:
+    """Each platform of a fit with the fit's values."""
+    return {name: npu_hardware(with_values(raw, free, values, name)) for name, raw in raws.items()}
 
 
 # ------------------------------------------------------------------------------------------- the networks
@@ -228,7 +273,7 @@ def imported(folder: Path, name: str) -> onnx.ModelProto:
     model = onnx.shape_inference.infer_shapes(onnx.load(str(source)))
     run_passes(model)
     cached.parent.mkdir(exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")  # two runs may import the same network at once
     onnx.save(model, str(tmp))
     tmp.replace(cached)
     return model
@@ -330,21 +375,22 @@ def outside_seconds(fixed: dict[str, float], hw: NpuHardware, key: str) -> float
 
 
 # ------------------------------------------------------------------------------------------------- fit
-def fit(raw: dict[str, Any], free: list[Free], points: list[Point],
-        predict: Callable[[dict[str, Any]], list[float]], start: np.ndarray | None = None,
+def fit(raws: dict[str, dict[str, Any]], free: list[Free], points: list[Point],
+        predict: Callable[[np.ndarray], list[float]], start: np.ndarray | None = None,
         max_evaluations: int | None = None) -> np.ndarray:
     """Least squares on log(predicted / published), parameters in log space within their ranges, pulled
-    weakly towards the profile's stated values. ``predict``: the points' figures for a profile (``raw``
-    with the free values set); ``start``: where to begin (default: the stated values); ``max_evaluations``:
-    a cap for a fit that starts near its answer."""
-    stated = np.array([float(get(raw, f.path)) for f in free])
+    weakly towards the profiles' stated values (a shared one: the first platform's). ``predict``: the points'
+    figures at given values; ``start``: where to begin (default: the stated values); ``max_evaluations``: a cap
+    for a fit that starts near its answer."""
+    first = next(iter(raws.values()))
+    stated = np.array([float(get(raws[f.platform] if f.platform else first, f.path)) for f in free])
     low = np.log([f.low for f in free])
     high = np.log([f.high for f in free])
     prior = np.clip(np.log(stated), low, high)
     width = high - low
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        figures = predict(with_values(raw, free, np.exp(x)))
+        figures = predict(np.exp(x))
         r = [math.log(v / p.value) if p.metric == "fps" else -math.log(v / p.value) for v, p in zip(figures, points)]
         return np.concatenate([np.array(r), PRIOR_WEIGHT * (x - prior) / width])
 
@@ -355,37 +401,39 @@ def fit(raw: dict[str, Any], free: list[Free], points: list[Point],
     return np.exp(result.x)
 
 
-def npu_predictor(cases: list[Case], fixed: list[dict[str, float]],
-                  corrections: list[float] | None = None) -> Callable[[dict[str, Any]], list[float]]:
+def npu_predictor(cases: list[Case], fixed: list[dict[str, float]], raws: dict[str, dict[str, Any]],
+                  free: list[Free], corrections: list[float] | None = None) -> Callable[[np.ndarray], list[float]]:
     """The fit's figures of npu cases: the cost model with partitions and outside parts held, each scaled by
     its simulator correction (``simulator_corrections``; none: 1)."""
     scale = corrections or [1.0] * len(cases)
 
-    def predict(raw: dict[str, Any]) -> list[float]:
-        hw = npu_hardware(raw)
-        return [fast_figure(c, hw, f) * k for c, f, k in zip(cases, fixed, scale)]
+    def predict(values: np.ndarray) -> list[float]:
+        hws = hardware_of(raws, free, values)
+        return [fast_figure(c, hws[c.point.platform], f) * k for c, f, k in zip(cases, fixed, scale)]
     return predict
 
 
-def simulator_corrections(cases: list[Case], fixed: list[dict[str, float]], raw: dict[str, Any], free: list[Free],
-                          values: np.ndarray) -> list[float]:
+def simulator_corrections(cases: list[Case], fixed: list[dict[str, float]], raws: dict[str, dict[str, Any]],
+                          free: list[Free], values: np.ndarray) -> list[float]:
     """Each case's simulated figure over the fit's cost-model figure, at ``values``: what the effects the cost
     model leaves out (tile fill and drain, DDR contention, frames in flight, a partition that moved) change.
     Computed by the simulator at given parameters, never from a published figure."""
-    hw = npu_hardware(with_values(raw, free, stored(free, values)))
-    product = ProductFigures(hw)
-    return [product.figure(c)[1] / fast_figure(c, hw, f) for c, f in zip(cases, fixed)]
+    hws = hardware_of(raws, free, stored(free, values))
+    products = {name: ProductFigures(hw) for name, hw in hws.items()}
+    return [products[c.point.platform].figure(c)[1] / fast_figure(c, hws[c.point.platform], f)
+            for c, f in zip(cases, fixed)]
 
 
-def fit_simulated(raw: dict[str, Any], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
+def fit_simulated(raws: dict[str, dict[str, Any]], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
                   start: np.ndarray | None = None) -> np.ndarray:
     """Fit the figures a build reports (the simulator's): the fast cost-model fit, then refitted once with
     the simulator's corrections at its answer. A left-out fit (``start``: the full fit's values) is capped."""
     points = [c.point for c in cases]
     cap = None if start is None else 15
-    values = fit(raw, free, points, npu_predictor(cases, fixed), start=start, max_evaluations=cap)
-    corrections = simulator_corrections(cases, fixed, raw, free, values)
-    return fit(raw, free, points, npu_predictor(cases, fixed, corrections), start=values, max_evaluations=cap)
+    values = fit(raws, free, points, npu_predictor(cases, fixed, raws, free), start=start, max_evaluations=cap)
+    corrections = simulator_corrections(cases, fixed, raws, free, values)
+    return fit(raws, free, points, npu_predictor(cases, fixed, raws, free, corrections), start=values,
+               max_evaluations=cap)
 
 
 def error(ratio: float) -> float:
@@ -398,52 +446,64 @@ def summary(errors: list[float]) -> dict[str, float]:
     return {"median_abs_error": statistics.median(absolute), "worst_abs_error": max(absolute)}
 
 
-def run_platform(name: str, points: list[Point], models: dict[str, onnx.ModelProto], loo: bool = True) -> dict[str, Any]:
-    raw = load_profile(builtin_profiles()[name], NPU_PROFILES)
-    hw = npu_hardware(raw)
+def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.ModelProto],
+            loo: bool = True) -> list[dict[str, Any]]:
+    """Fit one platform, or a joint fit's platforms together (``JOINT_FITS``), and cross-validate: each
+    network's figures predicted by a fit that saw none of that network's figures on any of the platforms.
+    One result per platform."""
+    raws = {name: load_profile(builtin_profiles()[name], NPU_PROFILES) for name in names}
     cases, refused = [], []
     for p in points:
         try:
-            cases.append(prepare(p, models[p.network], hw))
+            cases.append(prepare(p, models[p.network], npu_hardware(raws[p.platform])))
         except AccelbuildError as exc:  # a network the profile cannot build is reported, not fitted
-            refused.append({"network": p.network, "metric": p.metric, "published": p.value, "source": p.source,
-                            "reason": str(exc).splitlines()[0]})
-    free = free_parameters(raw)
-    fixed = [host_part(c, raw) for c in cases]
-    everything = fit_simulated(raw, free, cases, fixed)
+            refused.append({"platform": p.platform, "network": p.network, "metric": p.metric,
+                            "published": p.value, "source": p.source, "reason": str(exc).splitlines()[0]})
+    free = group_parameters(raws)
+    fixed = [host_part(c, raws[c.point.platform]) for c in cases]
+    everything = fit_simulated(raws, free, cases, fixed)
     left_out: list[float | None] = [None] * len(cases)
     networks = sorted({c.point.network for c in cases})
-    if loo and len(networks) >= 2:  # leave one network out: both of its figures
+    if loo and len(networks) >= 2:  # leave one network out: all of its figures
         for network in networks:
             rest = [j for j, c in enumerate(cases) if c.point.network != network]
-            values = fit_simulated(raw, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything)
-            without = ProductFigures(npu_hardware(with_values(raw, free, stored(free, values))))
+            values = fit_simulated(raws, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything)
+            without = {name: ProductFigures(hw) for name, hw in hardware_of(raws, free, stored(free, values)).items()}
             for i, case in enumerate(cases):
                 if case.point.network == network:  # what a build would report with that fit
-                    left_out[i] = _as_time_ratio(without.figure(case)[1], case.point)
+                    left_out[i] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
     everything = stored(free, everything)
-    fitted_hw = npu_hardware(with_values(raw, free, everything))
-    product = ProductFigures(fitted_hw)
-    rows = []
-    for case, fixed_part, loo in zip(cases, fixed, left_out):
-        cost, sim = product.figure(case)
-        # the outside part does not depend on the fitted values (its crossing terms are per unit)
-        fast = fast_figure(case, fitted_hw, fixed_part)
-        if [s.nodes for s in product.run(case)[0].subgraphs] == [s.nodes for s in case.part.subgraphs] and \
-                abs(fast / cost - 1) > 1e-6:
-            raise SystemExit(f"{name} {case.point.network}: the fit's cost model ({fast:.6g}) is not the "
-                             f"product's ({cost:.6g})")
-        rows.append({"network": case.point.network, "metric": case.point.metric, "published": case.point.value,
-                     "batch": case.point.batch, "source": case.point.source,
-                     "predicted": cost, "simulated": sim,
-                     "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
-                     "left_out_ratio": loo})
-    fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything)}
-    in_sample = summary([error(r["simulated_ratio"]) for r in rows])
-    loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
-    return {"platform": name, "points": rows, "refused": refused, "fitted": fitted,
-            "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning} for f in free],
-            "in_sample": in_sample, "leave_one_out": summary(loo_errors) if loo_errors else None}
+    fitted_hws = hardware_of(raws, free, everything)
+    products = {name: ProductFigures(hw) for name, hw in fitted_hws.items()}
+    results = []
+    for name in names:
+        rows = []
+        for case, fixed_part, loo_ratio in zip(cases, fixed, left_out):
+            if case.point.platform != name:
+                continue
+            cost, sim = products[name].figure(case)
+            # the outside part does not depend on the fitted values (its crossing terms are per unit)
+            fast = fast_figure(case, fitted_hws[name], fixed_part)
+            if [s.nodes for s in products[name].run(case)[0].subgraphs] == [s.nodes for s in case.part.subgraphs] \
+                    and abs(fast / cost - 1) > 1e-6:
+                raise SystemExit(f"{name} {case.point.network}: the fit's cost model ({fast:.6g}) is not the "
+                                 f"product's ({cost:.6g})")
+            rows.append({"network": case.point.network, "metric": case.point.metric, "published": case.point.value,
+                         "batch": case.point.batch, "source": case.point.source,
+                         "predicted": cost, "simulated": sim,
+                         "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
+                         "left_out_ratio": loo_ratio})
+        mine = [f for f in free if f.platform in (None, name)]
+        fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything) if f in mine}
+        loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
+        results.append({
+            "platform": name, "points": rows, "refused": [{k: v for k, v in r.items() if k != "platform"} for r in refused if r["platform"] == name],
+            "fitted": fitted, "fitted_with": [n for n in names if n != name],
+            "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning,
+                      "shared": f.platform is None and len(names) > 1} for f in mine],
+            "in_sample": summary([error(r["simulated_ratio"]) for r in rows]) if rows else None,
+            "leave_one_out": summary(loo_errors) if loo_errors else None})
+    return results
 
 
 def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
@@ -483,13 +543,13 @@ def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
             "leave_one_out": None}
 
 
-def platform_job(job: tuple[str, list[Point], Path, bool]) -> dict[str, Any]:
-    name, points, folder, loo = job
+def fit_job(job: tuple[tuple[str, ...], list[Point], Path, bool]) -> list[dict[str, Any]]:
+    names, points, folder, loo = job
     logging.getLogger("accelbuild").setLevel(logging.WARNING)
-    if name == "mx3":
-        return run_mx3(points, folder)
+    if names == ("mx3",):
+        return [run_mx3(points, folder)]
     models = {network: imported(folder, network) for network in sorted({p.network for p in points})}
-    return run_platform(name, points, models, loo)
+    return run_fit(names, points, models, loo)
 
 
 def _as_time_ratio(figure: float, point: Point) -> float:
@@ -658,9 +718,13 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
            "  each within a physical range, with a weak pull to the profile's stated value. The fit runs the fast",
            "  cost model, then refits once with each point scaled by the simulator's figure over the cost model's",
            "  at the first answer (the effects the cost model leaves out), so it fits what a build reports.",
+           "- **Joint fits**: TI's TDA4VM, AM62A and AM68A run TIDL on the same C7x + MMA core, so they are fitted",
+           "  together: one value of each core parameter for all their figures, each platform's own host",
+           "  hand-over (`crossing.*`: its Arm cores' work). Their profiles differ where the datasheets do (MMA",
+           "  size, cores, DDR bandwidth).",
            "- **Left out**: each network's figures predicted by a fit on the other networks only",
-           "  (leave-one-network-out). The band a report quotes is the worst left-out error where there are at",
-           "  least two networks, else the worst in-sample error, and it says which.",
+           "  (leave-one-network-out; in a joint fit, left out of every platform). The band a report quotes is",
+           "  the worst left-out error where there are at least two networks, else the worst in-sample error.",
            "- Ratio = predicted time / published time: above 1 the model is slower than the device.", "",
            "## Summary", "",
            "| platform | figures | networks | in-sample median / worst error | left-out median / worst error | "
@@ -679,11 +743,14 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
         if r["platform"] == "mx3":
             out += mx3_section(r)
             continue
-        out += [f"## {r['platform']}", "", "Fitted parameters:", "", "| parameter | value | range | what it is |",
-                "|---|---|---|---|"]
+        joint = r.get("fitted_with") or []
+        out += [f"## {r['platform']}", "",
+                f"Fitted parameters{' (jointly with ' + ', '.join(joint) + ': shared ones marked)' if joint else ''}:",
+                "", "| parameter | value | range | what it is |", "|---|---|---|---|"]
         for f in r["free"]:
-            out.append(f"| `{f['path']}` | {_yaml_number(r['fitted'][f['path']])} | {f['low']:g} to {f['high']:g} | "
-                       f"{f['meaning']} |")
+            shared = " (shared)" if f.get("shared") else ""
+            out.append(f"| `{f['path']}`{shared} | {_yaml_number(r['fitted'][f['path']])} | {f['low']:g} to "
+                       f"{f['high']:g} | {f['meaning']} |")
         out += ["", "| network | figure | published | simulated | ratio | left out | source |",
                 "|---|---|---|---|---|---|---|"]
         for row in r["points"]:
@@ -746,7 +813,9 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
                 entries[name] = band_entry(r, digest)
             r["band"] = entries["mx3"]
             continue
-        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source)
+        joint = r.get("fitted_with") or []
+        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"],
+                             source.replace(" (", f" jointly with {', '.join(joint)} (") if joint else source)
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
     tmp = table_path.with_suffix(".tmp")
@@ -783,10 +852,11 @@ def main() -> int:
     export_networks(args.torch_python, args.models, [p.network for p in points])
     for name in sorted({p.network for p in points if p.platform != "mx3"}):
         imported(args.models, name)  # once, before the platforms share the work
-    jobs = [(name, [p for p in points if p.platform == name], args.models, not args.no_loo) for name in platforms]
+    jobs = [(group, [p for p in points if p.platform in group], args.models, not args.no_loo)
+            for group in fit_groups(platforms)]
     jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        by_name = {r["platform"]: r for r in pool.map(platform_job, jobs)}
+        by_name = {r["platform"]: r for results in pool.map(fit_job, jobs) for r in results}
     commit = git_commit()
     for r in by_name.values():
         r["commit"] = commit  # a later --merge names the run
