@@ -9,14 +9,15 @@ random weights time like trained ones. accelbuild imports each one as a user's b
 partitions it for the platform and prices it with the npu cost model (``schedule.py``) and the timeline's
 throughput / latency bound.
 
-Per platform, the profile's free parameters (``FREE``: physical quantities with plausible ranges, never a
+Per platform, the profile's free parameters (``free_parameters``: physical quantities with plausible ranges, never a
 per-model factor) are fitted by least squares on log(predicted / published), with a weak pull towards the
 profile's stated values (so a platform with few points keeps its assumptions where the data say nothing).
 The fit evaluates the fast cost model, then refits once with each point scaled by the simulator's figure over
 the cost model's at the first answer, so what it fits is what a build reports (``fit_simulated``).
-Then each point is predicted by a fit that did not see it (leave-one-out). Printed per platform: every
-point's predicted / published ratio in-sample and left out, the median and worst |error|, and the fitted
-parameters. ``--write`` rewrites the fitted values into the built-in profiles, docs/credibility.md and
+Platforms that share their cores and software (``JOINT_FITS``: TI's three) are fitted together, one value
+of each core parameter for all their figures. Then each point is predicted by a fit that did not see its
+network (leave-one-network-out). Printed per platform: every point's predicted / published ratio in-sample
+and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values into the built-in profiles, docs/credibility.md and
 ``accelbuild/targets/credibility.json`` (the bands benchmark.json and the reports quote), all from this run.
 
     python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
@@ -204,8 +205,8 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
     for name, unit in raw["units"].items():
         if unit["kind"] == "matrix":
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, "MAC-array efficiency on aligned layers"))
-            found.append(Free(f"units.{name}.depthwise_efficiency", 0.01, 1.0,
-                              "depthwise convolution efficiency on the MAC array"))
+            found.append(Free(f"units.{name}.depthwise_efficiency", 0.02, float(unit["align"][0]),
+                              "reduction lanes a depthwise convolution keeps busy"))
         else:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
     return found

@@ -71,3 +71,24 @@ def test_the_mx3_band_counts_only_the_chips_figures() -> None:
     quoted = band("mx3", "mx3", _mx3_digests()["mx3"])
     assert quoted["calibrated"] is True and quoted["cross_validated"] is False
     assert "of 1 network (" in quoted["text"] and "in-sample" in quoted["text"]
+
+
+def test_the_ti_platforms_hold_one_value_of_each_core_parameter() -> None:
+    """bench/credibility.py fits tda4vm, am62a and am68a jointly (the same C7x + MMA core and TIDL): each
+    core parameter has one value in all three profiles; only the host hand-over (crossing) is each one's own."""
+    from accelbuild.targets.npu.hardware import NPU_PROFILES
+    from accelbuild.targets.profile_files import load_profile
+
+    core = ("npu.layer_overhead_cycles", "memory.ddr_efficiency", "units.MMA.efficiency",
+            "units.MMA.depthwise_efficiency", "units.C7x.efficiency")
+
+    def value(raw: dict, path: str) -> float:
+        for key in path.split("."):
+            raw = raw[key]
+        return raw  # type: ignore[return-value]
+
+    raws = {name: load_profile(builtin_profiles()[name], NPU_PROFILES) for name in ("tda4vm", "am62a", "am68a")}
+    for path in core:
+        assert len({value(raw, path) for raw in raws.values()}) == 1, path
+    page = (ROOT / "docs" / "credibility.md").read_text()
+    assert "Fitted parameters (jointly with am62a, am68a: shared ones marked)" in page

@@ -34,7 +34,7 @@ class Unit:
     bits16_factor: float
     macs_per_cycle: int = 0          # matrix
     align: tuple[int, int] = (1, 1)  # matrix: input-, output-channel granularity
-    depthwise_efficiency: float = 1.0
+    depthwise_efficiency: float = 1.0  # matrix: reduction lanes a depthwise convolution keeps busy (of align[0])
     elements_per_cycle: int = 0      # vector / pool / layout
 
 

@@ -236,10 +236,8 @@ def _util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
     if node.op_type in ("Conv", "ConvTranspose") and weight is not None and len(weight) >= 3:
         group = int(attribute(node, "group", 1))  # type: ignore[call-overload]
-        if node.op_type == "Conv" and group > 1 and weight[1] == 1:
-            # depthwise: a matrix product per channel, its kernel's taps on the reduction lanes and its output
-            # pixels on the output lanes (a channel's one weight vector serves a whole row)
-            return unit.depthwise_efficiency * _fill(math.prod(weight[2:]), a_in)
+        if node.op_type == "Conv" and group > 1 and weight[1] == 1:  # depthwise: the lanes it keeps busy
+            return unit.depthwise_efficiency / a_in
         k = math.prod(weight[1:]) if node.op_type == "Conv" else weight[0] // group * math.prod(weight[2:])
         n = weight[0] // group if node.op_type == "Conv" else weight[1]
         return _fill(k, a_in) * _fill(n, a_out)

@@ -19,9 +19,8 @@ earlier layers' slack (``prefetch_depth`` layers back) and leaves the layer's ow
 never load ahead: a layer's input is usually written by the layer just before it.
 
 ``util`` is the share of the MAC array the layer's shape fills (reduction and output channels rounded up
-to the array's alignment; a depthwise convolution is a matrix product per channel, its kernel's taps on the
-reduction lanes (rounded up to the input alignment) and its output pixels on the output lanes, at the profile's
-depthwise efficiency); ``f16`` the unit's bits16_factor for a 16-bit layer. Loaded bytes are the layer's weights (once
+to the array's alignment; a depthwise convolution keeps ``depthwise_efficiency`` of the ``align[0]`` reduction
+lanes busy); ``f16`` the unit's bits16_factor for a 16-bit layer. Loaded bytes are the layer's weights (once
 per batch when they fit the weight buffer) and the inputs that are not on chip; stored bytes its output
 unless it stays on chip. When weights or feature maps do not fit their SRAM share the layer is tiled and
 one of them is re-streamed: weights-stationary reads the inputs once per weight chunk, features-stationary

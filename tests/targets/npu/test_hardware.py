@@ -114,6 +114,7 @@ name: rules
 inherits: x5
 units:
   VAE: {ops: [Relu, Conv]}
+  TAE: {depthwise_efficiency: 99}
 fusion:
   - [Conv, Rleu]
 timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
@@ -122,8 +123,9 @@ timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
         load_npu_hardware(str(path))
     text = str(info.value)
     assert "rules.yaml:5:" in text and "Conv is listed in units.TAE.ops and units.VAE.ops" in text
-    assert "rules.yaml:7:" in text and "names Rleu, which no unit runs; did you mean 'Relu'?" in text
-    assert "rules.yaml:8:" in text and "timeline names NPU" in text
+    assert "rules.yaml:6:" in text and "depthwise_efficiency is 99 reduction lanes, more than the" in text
+    assert "rules.yaml:8:" in text and "names Rleu, which no unit runs; did you mean 'Relu'?" in text
+    assert "rules.yaml:9:" in text and "timeline names NPU" in text
 
 
 def test_every_number_needs_a_source(tmp_path: Path) -> None:
