@@ -386,20 +386,28 @@ def fit(raws: dict[str, dict[str, Any]], free: list[Free], points: list[Point],
     first = next(iter(raws.values()))
     stated = np.array([float(get(raws[f.platform] if f.platform else first, f.path)) for f in free])
     low = np.log([f.low for f in free])
-    high = np.log([f.high for f in free])
-    prior = np.clip(np.log(stated), low, high)
-    width = high - low
+    width = np.log([f.high for f in free]) - low
+
+    # Each parameter as 1 + its place in its range on a log scale, in [1, 2]: scipy's finite-difference step is
+    # relative to the variable, so it must never be 0 (as log(1.0) was: a parameter stated as exactly 1 got a
+    # step of 1e-8, moved no cycle count and stayed where it started).
+    def values(x: np.ndarray) -> np.ndarray:
+        return np.exp(low + (x - 1) * width)
+
+    def place(v: np.ndarray) -> np.ndarray:
+        return 1 + np.clip((np.log(v) - low) / width, 0, 1)
+
+    prior = place(stated)
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        figures = predict(np.exp(x))
+        figures = predict(values(x))
         r = [math.log(v / p.value) if p.metric == "fps" else -math.log(v / p.value) for v, p in zip(figures, points)]
-        return np.concatenate([np.array(r), PRIOR_WEIGHT * (x - prior) / width])
+        return np.concatenate([np.array(r), PRIOR_WEIGHT * (x - prior)])
 
-    # cycles are whole numbers: a finite-difference step must move them (a relative 1e-3 often does not)
-    x0 = prior if start is None else np.clip(np.log(start), low, high)
-    result = least_squares(residuals, x0, bounds=(low, high), diff_step=2e-2, x_scale=width,
-                           max_nfev=max_evaluations)
-    return np.exp(result.x)
+    # cycles are whole numbers: a finite-difference step must move them (2-4% of each range does)
+    x0 = prior if start is None else place(start)
+    result = least_squares(residuals, x0, bounds=(1.0, 2.0), diff_step=2e-2, max_nfev=max_evaluations)
+    return values(result.x)
 
 
 def npu_predictor(cases: list[Case], fixed: list[dict[str, float]], raws: dict[str, dict[str, Any]],
