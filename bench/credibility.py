@@ -218,8 +218,11 @@ def group_parameters(raws: dict[str, dict[str, Any]]) -> list[Free]:
     names = list(raws)
     shared = free_parameters(raws[names[0]])
     for name in names[1:]:
-        if [f.path for f in free_parameters(raws[name])] != [f.path for f in shared]:
+        own = free_parameters(raws[name])
+        if [f.path for f in own] != [f.path for f in shared]:
             raise SystemExit(f"joint fit {names}: {name}'s units differ from {names[0]}'s")
+        # one value must be plausible on every member (depthwise lanes: up to the narrowest array)
+        shared = [dataclasses.replace(f, low=max(f.low, o.low), high=min(f.high, o.high)) for f, o in zip(shared, own)]
     if len(names) == 1:
         return shared
     return [dataclasses.replace(f, platform=name) if f.path.startswith(PER_PLATFORM) else f
