@@ -9,16 +9,17 @@ random weights time like trained ones. accelbuild imports each one as a user's b
 partitions it for the platform and prices it with the npu cost model (``schedule.py``) and the timeline's
 throughput / latency bound.
 
-Per platform, the profile's free parameters (``free_parameters``: physical quantities with plausible ranges, never a
-per-model factor) are fitted by least squares on log(predicted / published), with a weak pull towards the
+Per platform, the profile's free parameters (``free_parameters``: physical quantities with plausible ranges,
+never a per-model factor) are fitted by least squares on log(predicted / published), with a weak pull towards the
 profile's stated values (so a platform with few points keeps its assumptions where the data say nothing).
 The fit evaluates the fast cost model, then refits once with each point scaled by the simulator's figure over
 the cost model's at the first answer, so what it fits is what a build reports (``fit_simulated``).
 Platforms that share their cores and software (``JOINT_FITS``: TI's three) are fitted together, one value
 of each core parameter for all their figures. Then each point is predicted by a fit that did not see its
 network (leave-one-network-out). Printed per platform: every point's predicted / published ratio in-sample
-and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values into the built-in profiles, docs/credibility.md and
-``accelbuild/targets/credibility.json`` (the bands benchmark.json and the reports quote), all from this run.
+and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values
+into the built-in profiles, docs/credibility.md and ``accelbuild/targets/credibility.json`` (the bands
+benchmark.json and the reports quote), all from this run.
 
     python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
 
@@ -225,8 +226,13 @@ def group_parameters(raws: dict[str, dict[str, Any]]) -> list[Free]:
         shared = [dataclasses.replace(f, low=max(f.low, o.low), high=min(f.high, o.high)) for f, o in zip(shared, own)]
     if len(names) == 1:
         return shared
-    return [dataclasses.replace(f, platform=name) if f.path.startswith(PER_PLATFORM) else f
-            for f in shared for name in (names if f.path.startswith(PER_PLATFORM) else names[:1])]
+    found = []
+    for f in shared:
+        if f.path.startswith(PER_PLATFORM):
+            found += [dataclasses.replace(f, platform=name) for name in names]
+        else:
+            found.append(f)
+    return found
 
 
 def get(raw: dict[str, Any], path: str) -> Any:
@@ -235,7 +241,8 @@ def get(raw: dict[str, Any], path: str) -> Any:
     return raw
 
 
-def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray, platform: str | None = None) -> dict[str, Any]:
+def with_values(raw: dict[str, Any], free: list[Free], values: np.ndarray,
+                platform: str | None = None) -> dict[str, Any]:
     """``raw`` with the fit's values set: the shared ones and ``platform``'s own."""
     result = deepcopy(raw)
     for f, v in zip(free, values):
@@ -464,13 +471,14 @@ def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.
     network's figures predicted by a fit that saw none of that network's figures on any of the platforms.
     One result per platform."""
     raws = {name: load_profile(builtin_profiles()[name], NPU_PROFILES) for name in names}
-    cases, refused = [], []
+    cases: list[Case] = []
+    refused: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for p in points:
         try:
             cases.append(prepare(p, models[p.network], npu_hardware(raws[p.platform])))
         except AccelbuildError as exc:  # a network the profile cannot build is reported, not fitted
-            refused.append({"platform": p.platform, "network": p.network, "metric": p.metric,
-                            "published": p.value, "source": p.source, "reason": str(exc).splitlines()[0]})
+            refused[p.platform].append({"network": p.network, "metric": p.metric, "published": p.value,
+                                        "source": p.source, "reason": str(exc).splitlines()[0]})
     free = group_parameters(raws)
     fixed = [host_part(c, raws[c.point.platform]) for c in cases]
     everything = fit_simulated(raws, free, cases, fixed)
@@ -505,14 +513,14 @@ def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.
                          "predicted": cost, "simulated": sim,
                          "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
                          "left_out_ratio": loo_ratio})
-        mine = [f for f in free if f.platform in (None, name)]
-        fitted = {f.path: (int(v) if f.integer else float(v)) for f, v in zip(free, everything) if f in mine}
+        mine = [(f, v) for f, v in zip(free, everything) if f.platform in (None, name)]
         loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
         results.append({
-            "platform": name, "points": rows, "refused": [{k: v for k, v in r.items() if k != "platform"} for r in refused if r["platform"] == name],
-            "fitted": fitted, "fitted_with": [n for n in names if n != name],
+            "platform": name, "points": rows, "refused": refused[name],
+            "fitted": {f.path: (int(v) if f.integer else float(v)) for f, v in mine},
+            "fitted_with": [n for n in names if n != name],
             "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning,
-                      "shared": f.platform is None and len(names) > 1} for f in mine],
+                      "shared": f.platform is None and len(names) > 1} for f, _ in mine],
             "in_sample": summary([error(r["simulated_ratio"]) for r in rows]) if rows else None,
             "leave_one_out": summary(loo_errors) if loo_errors else None})
     return results
@@ -814,7 +822,11 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
     from accelbuild.targets.npu.hardware import load_npu_hardware
 
     commit = git_commit()
-    source = f"fitted by bench/credibility.py at {commit} (docs/credibility.md)"
+
+    def source(joint: list[str]) -> str:
+        jointly = f" jointly with {', '.join(joint)}" if joint else ""
+        return f"fitted by bench/credibility.py at {commit}{jointly} (docs/credibility.md)"
+
     table_path = ROOT / "accelbuild" / "targets" / "credibility.json"
     table = json.loads(table_path.read_text()) if table_path.exists() else {}
     npu = table.setdefault("npu", {})
@@ -825,9 +837,7 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
                 entries[name] = band_entry(r, digest)
             r["band"] = entries["mx3"]
             continue
-        joint = r.get("fitted_with") or []
-        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"],
-                             source.replace(" (", f" jointly with {', '.join(joint)} (") if joint else source)
+        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source(r.get("fitted_with") or []))
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
     tmp = table_path.with_suffix(".tmp")
