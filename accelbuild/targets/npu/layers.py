@@ -18,7 +18,9 @@ import onnx
 from accelbuild.targets.npu.graph_info import MATRIX_OPS, QDQ_OPS, GraphInfo, attribute
 from accelbuild.targets.npu.hardware import NpuHardware, Unit
 
-FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})  # metadata only: no work
+# metadata only, or (Concat) no work of its own: its producers write into their slices of its buffer, as vendor
+# compilers place them
+FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat"})
 _TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
                       "Log", "Erf", "Gelu"})
 SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
