@@ -241,7 +241,7 @@ def _lay_out(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort, c
         if layer.free:
             continue
         _take(idle[len(idle) - depth:], prefetch_cycles)
-        idle.append(_Idle(max(0, cycles - math.ceil((load + store - prefetch) / bytes_per_cycle)), chunk))
+        idle.append(_Idle(max(0, cycles - plans[-1].own_ddr_cycles), chunk))
         del idle[:-AHEAD_LAYERS]
     return plans
 
