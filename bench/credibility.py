@@ -19,7 +19,8 @@ of each core parameter for all their figures. Then each point is predicted by a 
 network (leave-one-network-out). Printed per platform: every point's predicted / published ratio in-sample
 and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values
 into the built-in profiles, docs/credibility.md and ``accelbuild/targets/credibility.json`` (the bands
-benchmark.json and the reports quote), all from this run.
+benchmark.json and the reports quote), all from this run, and saves the run the page shows in
+``bench/credibility_results.json``: a later ``--write`` of some platforms takes the others from it.
 
     python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
 
@@ -48,7 +49,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from scipy.optimize import least_squares
 
 from accelbuild.errors import AccelbuildError
 from accelbuild.passes import run_passes
@@ -59,6 +59,7 @@ from accelbuild.targets.npu.partition import Offload, Partition, partition
 from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
 from accelbuild.targets.profile_files import load_profile
+from accelbuild.util.files import write_bytes_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import credibility_mx3 as mx3  # noqa: E402 - the bench folder is not a package
@@ -66,6 +67,7 @@ import credibility_mx3 as mx3  # noqa: E402 - the bench folder is not a package
 ROOT = Path(__file__).resolve().parent.parent
 EXPORTER = ROOT / "bench" / "peers" / "export_networks.py"
 EXPORTER_MX3 = ROOT / "bench" / "peers" / "export_mx3_networks.py"
+RESULTS = ROOT / "bench" / "credibility_results.json"  # the page's run: what a later --write merges
 PRIOR_WEIGHT = 0.05  # residual of a parameter at the edge of its range, against 1.0 for a factor e off a figure
 
 
@@ -416,6 +418,8 @@ def fit(raws: dict[str, dict[str, Any]], free: list[Free], points: list[Point],
 
     # cycles are whole numbers: a finite-difference step must move them (2-4% of each range does)
     x0 = prior if start is None else place(start)
+    from scipy.optimize import least_squares  # the fit's only need: the page and the tests do without scipy
+
     result = least_squares(residuals, x0, bounds=(1.0, 2.0), diff_step=2e-2, max_nfev=max_evaluations)
     return values(result.x)
 
@@ -840,13 +844,13 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
         write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source(r.get("fitted_with") or []))
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
-    tmp = table_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    tmp.replace(table_path)
-    docs = ROOT / "docs" / "credibility.md"
+    write_bytes_atomic(table_path, (json.dumps(table, indent=1, sort_keys=True) + "\n").encode())
     this_run = {r["platform"] for r in results}
     earlier = sorted(r["platform"] for r in page if r["platform"] not in this_run)
-    docs.write_text(credibility_page(page, commit, command, earlier) + "\n")
+    run = {"commit": commit, "command": command, "earlier": earlier, "results": page}
+    write_bytes_atomic(RESULTS, (json.dumps(run, indent=1, sort_keys=True) + "\n").encode())
+    text = credibility_page(page, commit, command, earlier) + "\n"
+    write_bytes_atomic(ROOT / "docs" / "credibility.md", text.encode())
 
 
 def main() -> int:
@@ -858,8 +862,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="platforms fitted at once (processes)")
     parser.add_argument("--no-loo", action="store_true", help="skip leave-one-out (development)")
     parser.add_argument("--save", type=Path, help="also write the results as JSON here")
-    parser.add_argument("--merge", type=Path, help="with --write: the other platforms' results from an earlier "
-                                                   "--save (the page lists every platform)")
+    parser.add_argument("--merge", type=Path, default=RESULTS,
+                        help="with --write: the other platforms' results, from an earlier --save or (default) "
+                             "the page's run, bench/credibility_results.json (the page lists every platform)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write", action="store_true",
                         help="write the fitted values into the built-in profiles, docs/credibility.md and "
@@ -884,7 +889,8 @@ def main() -> int:
         r["commit"] = commit  # a later --merge names the run
     results = [by_name[name] for name in platforms]
     if args.write:
-        earlier = json.loads(args.merge.read_text()) if args.merge else []
+        earlier = json.loads(args.merge.read_text()) if args.merge.exists() else []
+        earlier = earlier["results"] if isinstance(earlier, dict) else earlier  # a results file or a --save
         merged = [r for r in earlier if r["platform"] not in platforms] + results
         merged.sort(key=lambda r: r["platform"])
         write_all(results, merged, " ".join(["python bench/credibility.py", *sys.argv[1:]]))

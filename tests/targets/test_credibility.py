@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -92,3 +93,17 @@ def test_the_ti_platforms_hold_one_value_of_each_core_parameter() -> None:
         assert len({value(raw, path) for raw in raws.values()}) == 1, path
     page = (ROOT / "docs" / "credibility.md").read_text()
     assert "Fitted parameters (jointly with am62a, am68a: shared ones marked)" in page
+
+
+def test_the_page_and_the_bands_are_the_committed_run() -> None:
+    """docs/credibility.md regenerates from the run bench/credibility.py saved with it, and every band a report
+    quotes is that run's (a later --write merges the platforms it did not run from the same file)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import credibility  # noqa: E402 - the bench folder is not a package
+
+    run = json.loads(credibility.RESULTS.read_text())
+    page = credibility.credibility_page(run["results"], run["commit"], run["command"], run["earlier"])
+    assert page + "\n" == (ROOT / "docs" / "credibility.md").read_text()
+    for result in run["results"]:
+        entries = TABLE["mx3"] if result["platform"] == "mx3" else TABLE["npu"]
+        assert result["band"] == entries[result["platform"]], result["platform"]
