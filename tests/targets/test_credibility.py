@@ -8,6 +8,7 @@ import re
 import sys
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -74,23 +75,27 @@ def test_the_mx3_band_counts_only_the_chips_figures() -> None:
     assert "of 1 network (" in quoted["text"] and "in-sample" in quoted["text"]
 
 
+def _bench() -> ModuleType:
+    """bench/credibility.py (the bench folder is not a package; it imports scipy only to fit)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import credibility  # noqa: E402
+
+    return credibility
+
+
 def test_the_ti_platforms_hold_one_value_of_each_core_parameter() -> None:
     """bench/credibility.py fits tda4vm, am62a and am68a jointly (the same C7x + MMA core and TIDL): each
-    core parameter has one value in all three profiles; only the host hand-over (crossing) is each one's own."""
+    parameter the joint fit shares has one value in all three profiles; only the host hand-over (crossing) is
+    each one's own."""
     from accelbuild.targets.npu.hardware import NPU_PROFILES
     from accelbuild.targets.profile_files import load_profile
 
-    core = ("npu.layer_overhead_cycles", "memory.ddr_efficiency", "units.MMA.efficiency",
-            "units.MMA.depthwise_efficiency", "units.C7x.efficiency")
-
-    def value(raw: dict, path: str) -> float:
-        for key in path.split("."):
-            raw = raw[key]
-        return raw  # type: ignore[return-value]
-
+    bench = _bench()
     raws = {name: load_profile(builtin_profiles()[name], NPU_PROFILES) for name in ("tda4vm", "am62a", "am68a")}
-    for path in core:
-        assert len({value(raw, path) for raw in raws.values()}) == 1, path
+    shared = [f.path for f in bench.group_parameters(raws) if f.platform is None]
+    assert "units.MMA.depthwise_efficiency" in shared and not any(p.startswith("crossing.") for p in shared)
+    for path in shared:
+        assert len({bench.get(raw, path) for raw in raws.values()}) == 1, path
     page = (ROOT / "docs" / "credibility.md").read_text()
     assert "Fitted parameters (jointly with am62a, am68a: shared ones marked)" in page
 
@@ -98,11 +103,9 @@ def test_the_ti_platforms_hold_one_value_of_each_core_parameter() -> None:
 def test_the_page_and_the_bands_are_the_committed_run() -> None:
     """docs/credibility.md regenerates from the run bench/credibility.py saved with it, and every band a report
     quotes is that run's (a later --write merges the platforms it did not run from the same file)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import credibility  # noqa: E402 - the bench folder is not a package
-
-    run = json.loads(credibility.RESULTS.read_text())
-    page = credibility.credibility_page(run["results"], run["commit"], run["command"], run["earlier"])
+    bench = _bench()
+    run = json.loads(bench.RESULTS.read_text())
+    page = bench.credibility_page(run["results"], run["commit"], run["command"], run["earlier"])
     assert page + "\n" == (ROOT / "docs" / "credibility.md").read_text()
     for result in run["results"]:
         entries = TABLE["mx3"] if result["platform"] == "mx3" else TABLE["npu"]
