@@ -59,7 +59,7 @@ from accelbuild.targets.npu.partition import Offload, Partition, partition
 from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
 from accelbuild.targets.profile_files import load_profile
-from accelbuild.util.files import write_bytes_atomic
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import credibility_mx3 as mx3  # noqa: E402 - the bench folder is not a package
@@ -844,11 +844,11 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
         write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source(r.get("fitted_with") or []))
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
-    write_bytes_atomic(table_path, (json.dumps(table, indent=1, sort_keys=True) + "\n").encode())
+    write_json_atomic(table_path, table)
     this_run = {r["platform"] for r in results}
     earlier = sorted(r["platform"] for r in page if r["platform"] not in this_run)
     run = {"commit": commit, "command": command, "earlier": earlier, "results": page}
-    write_bytes_atomic(RESULTS, (json.dumps(run, indent=1, sort_keys=True) + "\n").encode())
+    write_json_atomic(RESULTS, run)
     text = credibility_page(page, commit, command, earlier) + "\n"
     write_bytes_atomic(ROOT / "docs" / "credibility.md", text.encode())
 
