@@ -34,6 +34,7 @@ def band(family: str, profile: str, digest: str) -> dict[str, Any]:
                         f"{entry['points']} published measurements ({DOCS}), so that band does not apply"}
     worst, median = entry["band_pct"], entry["median_pct"]
     how = "each predicted by a fit that did not see it" if entry["cross_validated"] else \
+        "held out: none of them was used to set the profile" if entry.get("held_out") else \
         "in-sample: too few networks to leave one out"
     return {"calibrated": True, "band_pct": worst, "median_pct": median, "points": entry["points"],
             "networks": entry["networks"], "cross_validated": entry["cross_validated"],
