@@ -32,6 +32,7 @@ held-out error; docs/credibility.md shows every comparison.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,7 @@ def build(network: str, folder: Path, work: Path) -> dict[str, Any]:
                             capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stderr + result.stdout).splitlines()
-        said = [line.split(": ", 1)[1] for line in output if line.startswith(config.name + ":")]  # file:line:col: why
+        said = [m[1] for line in output if (m := re.match(rf".*{re.escape(config.name)}(?::\d+)*: (.*)", line))]
         raise AccelbuildError(f"{network}: accelbuild run failed: {said[0] if said else output[-1] if output else ''}")
     return json.loads((work / "build" / network / "benchmark.json").read_text())
 
