@@ -13,8 +13,10 @@ measured decides what they are compared with:
   chips alone, measured by the vendor, never used to set the profile, so they are held out. Compared with
   the simulated FPS. The Keras networks (``k_real_*``: Keras Applications) are rebuilt with
   ``bench/peers/export_keras_networks.py`` and imported from ``.keras`` as the vendor compiled them from Keras;
-  ``tf_real_mlperf_v2_resnet`` (MLPerf's ResNet-50 v1.5) is torchvision's ResNet-50 (also v1.5) and
-  ``tfl_real_yolov8l-cls`` ultralytics' YOLOv8l-cls at 224.
+  the others are rebuilt in the torch venv: ``tf_real_mlperf_v2_resnet`` (MLPerf's ResNet-50 v1.5) as timm's
+  ResNet-50 (v1.5 too), ``k_real_resnet34_v1`` as timm's ResNet-34 (the same layers), ``tfl_real_yolov8l-cls``
+  as ultralytics' YOLOv8l-cls at 224, the ONNX RepVGG-A2 / -B0 and GENet-M as timm's (RepVGG reparameterised)
+  and ``onnx_real_yolox_m`` as Megvii's YOLOX-M at 640.
 - **Frigate's table** (Intel i7-13700 host): "Total FPS" and "Inference Time" of Frigate's MemryX detector,
   which runs the model's pre-processing (YOLOX's 4-way slicing) and post-processing (box decoding in NumPy,
   YOLO-NAS's and SSDlite's ``_post.onnx``) on the host, in Python. These are end-to-end figures, so they are
@@ -60,10 +62,11 @@ NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": Tru
             "k_resnet50": False, "k_resnet50_v2": False, "k_inceptionv3": False, "k_xception": False,
             "k_densenet121": False, "k_efficientnetb1": False, "k_efficientnetv2b0": False,
             "k_efficientnetv2b1": False, "k_efficientnetv2b2": False, "k_efficientnetv2b3": False,
-            "k_mobilenetv3_large": False, "resnet50": False, "yolov8l_cls_224": False, "repvgg_a2": False}
+            "k_mobilenetv3_large": False, "resnet50": False, "yolov8l_cls_224": False, "repvgg_a2": False,
+            "repvgg_b0": False, "gernet_m": False, "resnet34": False, "yolox_m_640": False}
 # where each network's file comes from: export_mx3_networks.py (torch venv), export_networks.py (torch venv) or
 # export_keras_networks.py (accelbuild's venv, TensorFlow); every other network is export_mx3_networks.py's
-FROM_NPU_EXPORTER = frozenset({"resnet50", "yolov8l_cls_224", "repvgg_a2"})
+FROM_NPU_EXPORTER = frozenset({"resnet50", "yolov8l_cls_224", "repvgg_a2", "repvgg_b0", "gernet_m", "resnet34"})
 KERAS = frozenset({"k_resnet50", "k_resnet50_v2", "k_inceptionv3", "k_xception", "k_densenet121", "k_efficientnetb1",
                    "k_efficientnetv2b0", "k_efficientnetv2b1", "k_efficientnetv2b2", "k_efficientnetv2b3",
                    "k_mobilenetv3_large"})
@@ -83,7 +86,11 @@ MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.297
             "k_efficientnetv2b2": ("k_real_efficientnetv2b2_performance_cascade_plus4x", 814.1971402282071),
             "k_efficientnetv2b3": ("k_real_efficientnetv2b3_performance_cascade_plus4x", 502.2571192840062),
             "k_mobilenetv3_large": ("k_real_mobilenetv3_large_performance_cascade_plus4x", 1491.7005718838022),
-            "repvgg_a2": ("onnx_real_repvgg_a2_performance_cascade_plus4x", 428.8176471129496)}
+            "repvgg_a2": ("onnx_real_repvgg_a2_performance_cascade_plus4x", 428.8176471129496),
+            "repvgg_b0": ("onnx_real_repvgg_b0_performance_cascade_plus4x", 544.7912174694633),
+            "gernet_m": ("onnx_real_gernet_m_performance_cascade_plus4x", 770.9253190359169),
+            "resnet34": ("k_real_resnet34_v1_performance_cascade_plus4x", 1450.0568710220534),
+            "yolox_m_640": ("onnx_real_yolox_m_performance_cascade_plus4x", 58.13998522625059)}
 
 
 def model_file(folder: Path, network: str) -> Path:

@@ -9,7 +9,7 @@ stubs the modules super-gradients imports only for its own export and logging).
 
 Produces (opset 17, batch 1, static NCHW float32 shapes):
   yolov9s_320.onnx, yolov9s_640.onnx     ultralytics YOLOv9s built from yolov9s.yaml (no weights)
-  yolox_s_640.onnx                       Megvii YOLOX-S (pip package `yolox` 0.3.0), decode_in_inference=False
+  yolox_s_640.onnx, yolox_m_640.onnx     Megvii YOLOX-S / -M (pip package `yolox` 0.3.0), decode_in_inference=False
   yolo_nas_s_320.onnx, yolo_nas_s_640.onnx  Deci YOLO-NAS-S (super-gradients 3.7.1), QARepVGG fused
   ssdlite_mobilenetv2_320.onnx           SSDlite + MobileNetV2 (TF OD API ssdlite_mobilenet_v2_coco layout),
                                          network only (raw box regressions + class logits, no anchors/NMS)
@@ -47,7 +47,7 @@ import numpy as np
 
 OPSET = 17
 SEED = 0
-ALL = ["yolov9s_320", "yolov9s_640", "yolox_s_640", "yolo_nas_s_320", "yolo_nas_s_640",
+ALL = ["yolov9s_320", "yolov9s_640", "yolox_s_640", "yolox_m_640", "yolo_nas_s_320", "yolo_nas_s_640",
        "ssdlite_mobilenetv2_320", "resnet50_224"]
 
 
@@ -145,16 +145,17 @@ def export_yolov9s(out_dir, imgsz):
 # ----------------------------------------------------------------------------------------------------------
 # 2. YOLOX-S (Megvii yolox package)
 # ----------------------------------------------------------------------------------------------------------
-def export_yolox_s(out_dir):
+def export_yolox(out_dir, size="s"):
+    """Megvii YOLOX-S or -M at 640 (the exp's test_size), as yolox/tools/export_onnx.py exports it."""
     import torch
     from torch import nn
     from yolox.exp import get_exp
     from yolox.models.network_blocks import SiLU
     from yolox.utils import replace_module
     torch.manual_seed(SEED)
-    exp = get_exp(None, "yolox-s")      # depth 0.33, width 0.50, 80 classes, act silu, test_size (640, 640)
-    assert (exp.depth, exp.width, exp.num_classes) == (0.33, 0.50, 80)
-    model = exp.get_model()              # YOLOX(YOLOPAFPN(0.33, 0.50), YOLOXHead(80, 0.50)) + YOLOX init
+    exp = get_exp(None, f"yolox-{size}")  # s: depth 0.33, width 0.50; m: 0.67, 0.75; 80 classes, act silu, 640
+    assert (exp.depth, exp.width, exp.num_classes) == {"s": (0.33, 0.50, 80), "m": (0.67, 0.75, 80)}[size]
+    model = exp.get_model()              # YOLOX(YOLOPAFPN(depth, width), YOLOXHead(80, width)) + YOLOX init
     randomize_bn(model, SEED)
     n_params = torch_params(model)
     model.eval()
@@ -162,10 +163,10 @@ def export_yolox_s(out_dir):
     model = replace_module(model, nn.SiLU, SiLU)
     model.head.decode_in_inference = False
     x = torch.rand(1, 3, *exp.test_size)
-    dst = os.path.join(out_dir, "yolox_s_640.onnx")
+    dst = os.path.join(out_dir, f"yolox_{size}_640.onnx")
     export_with_reference(model, x, dst, ["images"], ["output"])
     return dst, dict(torch_params_unfused=n_params,
-                     built_with="yolox 0.3.0: get_exp(None,'yolox-s').get_model(); replace_module(nn.SiLU->SiLU); "
+                     built_with=f"yolox 0.3.0: get_exp(None,'yolox-{size}').get_model(); replace_module(nn.SiLU->SiLU); "
                                 "head.decode_in_inference=False; torch.onnx.export(dynamo=False, opset 17)")
 
 
@@ -541,7 +542,8 @@ def main():
     jobs = {
         "yolov9s_320": lambda: export_yolov9s(out_dir, 320),
         "yolov9s_640": lambda: export_yolov9s(out_dir, 640),
-        "yolox_s_640": lambda: export_yolox_s(out_dir),
+        "yolox_s_640": lambda: export_yolox(out_dir, "s"),
+        "yolox_m_640": lambda: export_yolox(out_dir, "m"),
         "yolo_nas_s_320": lambda: export_yolo_nas_s(out_dir, 320),
         "yolo_nas_s_640": lambda: export_yolo_nas_s(out_dir, 640),
         "ssdlite_mobilenetv2_320": lambda: export_ssdlite(out_dir),

@@ -189,6 +189,8 @@ NETWORKS = {
     "mobileone_s4": (lambda: timm_net("mobileone_s4", True), 224),
     "repvgg_a0": (lambda: timm_net("repvgg_a0", True), 224),
     "repvgg_a2": (lambda: timm_net("repvgg_a2", True), 224),
+    "repvgg_b0": (lambda: timm_net("repvgg_b0", True), 224),
+    "gernet_m": (lambda: timm_net("gernet_m"), 224),
     "efficientformer_l3": (lambda: timm_net("efficientformer_l3"), 224),
     "fastvit_sa12": (lambda: timm_net("fastvit_sa12", True), 224),
     "mobilenetv1_100": (lambda: timm_net("mobilenetv1_100"), 224),
