@@ -14,11 +14,11 @@ Needs TensorFlow (``pip install -e '.[tensorflow]'``); it runs in accelbuild's o
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+import export_cli
 
 # name -> (keras.applications class, its default input size)
 NETWORKS = {
@@ -51,16 +51,5 @@ def export(name: str, out: Path) -> dict:
             "parameters": int(model.count_params())}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("names", nargs="+", choices=sorted(NETWORKS))
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.names:
-        print(json.dumps(export(name, args.out)), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(export_cli.main(__doc__, NETWORKS, export))

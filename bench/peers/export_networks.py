@@ -24,11 +24,10 @@ Prints one JSON line per network: its name, file and parameter count. Existing f
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
+import export_cli
 import torch
 from torch import nn
 
@@ -230,16 +229,5 @@ def export(name: str, out: Path) -> dict:
     return {"name": name, "file": str(target), "input_size": size, "parameters": params}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("names", nargs="+", choices=sorted(NETWORKS))
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.names:
-        print(json.dumps(export(name, args.out)), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(export_cli.main(__doc__, NETWORKS, export))
