@@ -79,13 +79,18 @@ class Processor:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Cost of one tensor crossing between NPU and host (or entering / leaving the model)."""
+    """Cost of one hand-over between NPU and host (into or out of an NPU subgraph, the model's input and
+    output included): one synchronisation (task submission or completion, cache maintenance) however many
+    tensors cross, and each tensor's float bytes converted and copied by the host."""
 
     sync_us: float
     bytes_per_second: float
 
-    def seconds(self, float_bytes: float) -> float:
-        return self.sync_us * 1e-6 + float_bytes / self.bytes_per_second
+    def seconds(self, tensor_float_bytes: list[float]) -> float:
+        """One hand-over of these tensors (nothing crosses: free)."""
+        if not tensor_float_bytes:
+            return 0.0
+        return self.sync_us * 1e-6 + sum(tensor_float_bytes) / self.bytes_per_second
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,7 @@ def _merge_islands(info: GraphInfo, hw: NpuHardware, units: dict[str, Unit], hos
     for run in _runs(info, units):
         if units[run[0]] != "npu":
             continue
-        crossing = sum(hw.crossing.seconds(nbytes * _FLOAT_BYTES) for nbytes in _boundary_elements(info, run))
+        crossing = sum(hw.crossing.seconds([n * _FLOAT_BYTES for n in side]) for side in _boundary_elements(info, run))
         on_npu = npu_seconds(info, run, hw, default_bits=default_bits) + crossing
         on_host = host_seconds(info, run, processor)
         if on_host < on_npu:
@@ -231,11 +231,12 @@ def _merge_islands(info: GraphInfo, hw: NpuHardware, units: dict[str, Unit], hos
     return moved
 
 
-def _boundary_elements(info: GraphInfo, run: list[str]) -> list[int]:
-    """Elements of each tensor crossing into or out of the run (model inputs and outputs included)."""
+def _boundary_elements(info: GraphInfo, run: list[str]) -> tuple[list[int], list[int]]:
+    """Elements of each tensor crossing into the run, and of each crossing out of it (model inputs and outputs
+    included): its two hand-overs."""
     inside = set(run)
     _, inputs, outputs = _closure(info, inside)
-    return [info.elements(t) for t in [*inputs, *outputs]]
+    return [info.elements(t) for t in inputs], [info.elements(t) for t in outputs]
 
 
 # ------------------------------------------------------------------------------------------- runs

@@ -9,7 +9,8 @@ adds what the cost model (``schedule.py``) leaves out: pipeline fill and drain o
 load/store contention. Around the subgraphs, frames flow through stages: NPU subgraphs on the NPU cores
 (a batch of ``actual_batch_size`` frames per job; concurrent jobs on several cores share the DDR), host
 subgraphs on the Arm cores or the DSP (a DSP that ``shares_npu`` takes turns with the NPU), and each
-NPU<->host crossing (and the model's input and output) costs ``hw.crossing`` on the Arm. With frames in
+NPU<->host hand-over (into or out of an NPU subgraph, the model's input and output included) costs
+``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes. With frames in
 flight, the steady-state period gives FPS; one batch alone gives the latency and the unit timeline.
 
 ``simulate(...)`` returns a ``Timeline``; ``Timeline.record()`` is perf.json's content (fields documented
@@ -343,13 +344,13 @@ def _graph_outputs(part: Partition) -> list[str]:
 
 
 def _crossing(sub: Subgraph, tensors: list[str], hw: NpuHardware) -> float:
+    """One hand-over of ``tensors`` into or out of the NPU subgraph ``sub``."""
     values = {v.name: v for v in [*sub.model.graph.input, *sub.model.graph.output]}
-    total = 0.0
+    float_bytes = []
     for name in tensors:
         dims = values[name].type.tensor_type.shape.dim if name in values else []
-        elements = math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims)
-        total += hw.crossing.seconds(elements * _FLOAT_BYTES)
-    return total
+        float_bytes.append(math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims) * _FLOAT_BYTES)
+    return hw.crossing.seconds(float_bytes)
 
 
 def _steady_fps(stages: list[Stage], servers: Mapping[str, int], in_flight: int, batch: int, bandwidth: float, *,
