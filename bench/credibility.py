@@ -684,18 +684,16 @@ def git_commit() -> str:
 def band_entry(result: dict[str, Any], digest: str) -> dict[str, Any]:
     """credibility.json's record of one profile: the band reports quote (leave-one-out when it ran)."""
     loo = result["leave_one_out"]
-    held_out = result.get("held_out")  # mx3: figures of the chips the profile was never set to
+    held_out = None if loo else result.get("held_out")  # mx3: figures of the chips the profile was never set to
     chosen = loo or held_out or result["in_sample"]
-    kinds = ("held_out",) if held_out and not loo else ("held_out", "calibration", None)
-    measured = [r for r in result["points"] if r.get("kind") in kinds]  # mx3: the chips' figures only
+    kinds = ("held_out",) if held_out else ("held_out", "calibration", None)  # mx3: the chips' figures only
+    measured = [r for r in result["points"] if r.get("kind") in kinds]
     entry = {"profile_digest": digest, "points": len(measured),
              "networks": len({r["network"] for r in measured}),
              "band_pct": round(100 * chosen["worst_abs_error"], 1),
              "median_pct": round(100 * chosen["median_abs_error"], 1),
              "cross_validated": loo is not None}
-    if held_out and not loo:
-        entry["held_out"] = True
-    return entry
+    return {**entry, "held_out": True} if held_out else entry
 
 LIMITS = """\
 - **Weights only through their size.** A layer's time comes from its MACs, its shape (channel alignment,

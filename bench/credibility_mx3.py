@@ -56,21 +56,6 @@ DIAGNOSTICS = ("memryx/MxModule_Factory_Diagnostics @ db8c364 4_testsuit/tool/pe
                "2024-02-23, clock not stated)")
 FRIGATE = ("blakeblackshear/frigate docs/docs/frigate/hardware.md @ 00d0317, section MemryX MX3 (4-chip M.2, Intel "
            "13700 host): {what}")
-# network -> whether the source ran pre/post sections on the host (its figures are end to end)
-NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": True, "yolov9s_320": True,
-            "yolov9s_640": True, "yolox_s_640": True, "ssdlite_mobilenetv2_320": True,
-            "k_resnet50": False, "k_resnet50_v2": False, "k_inceptionv3": False, "k_xception": False,
-            "k_densenet121": False, "k_efficientnetb1": False, "k_efficientnetv2b0": False,
-            "k_efficientnetv2b1": False, "k_efficientnetv2b2": False, "k_efficientnetv2b3": False,
-            "k_mobilenetv3_large": False, "resnet50": False, "yolov8l_cls_224": False, "repvgg_a2": False,
-            "repvgg_b0": False, "gernet_m": False, "resnet34": False, "yolox_m_640": False}
-# where each network's file comes from: export_mx3_networks.py (torch venv), export_networks.py (torch venv) or
-# export_keras_networks.py (accelbuild's venv, TensorFlow); every other network is export_mx3_networks.py's
-FROM_NPU_EXPORTER = frozenset({"resnet50", "yolov8l_cls_224", "repvgg_a2", "repvgg_b0", "gernet_m", "resnet34"})
-KERAS = frozenset({"k_resnet50", "k_resnet50_v2", "k_inceptionv3", "k_xception", "k_densenet121", "k_efficientnetb1",
-                   "k_efficientnetv2b0", "k_efficientnetv2b1", "k_efficientnetv2b2", "k_efficientnetv2b3",
-                   "k_mobilenetv3_large"})
-CALIBRATION = frozenset({"resnet50_224"})  # the profile's values were set to meet these networks' figures
 # the vendor's diagnostics row of each held-out network and its FPS (DIAGNOSTICS): every row of a DFP compiled for
 # 4 chips (the M.2 module) whose network is public and rebuilt here
 MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.2978286482164),
@@ -91,6 +76,17 @@ MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.297
             "gernet_m": ("onnx_real_gernet_m_performance_cascade_plus4x", 770.9253190359169),
             "resnet34": ("k_real_resnet34_v1_performance_cascade_plus4x", 1450.0568710220534),
             "yolox_m_640": ("onnx_real_yolox_m_performance_cascade_plus4x", 58.13998522625059)}
+# network -> whether the source ran pre/post sections on the host (its figures are end to end)
+NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": True, "yolov9s_320": True,
+            "yolov9s_640": True, "yolox_s_640": True, "ssdlite_mobilenetv2_320": True,
+            **{network: False for network in MEASURED}}  # the vendor's diagnostics: the chips alone
+# where each network's file comes from: export_mx3_networks.py (torch venv), export_networks.py (torch venv) or
+# export_keras_networks.py (accelbuild's venv, TensorFlow); every other network is export_mx3_networks.py's
+FROM_NPU_EXPORTER = frozenset({"resnet50", "yolov8l_cls_224", "repvgg_a2", "repvgg_b0", "gernet_m", "resnet34"})
+KERAS = frozenset({"k_resnet50", "k_resnet50_v2", "k_inceptionv3", "k_xception", "k_densenet121", "k_efficientnetb1",
+                   "k_efficientnetv2b0", "k_efficientnetv2b1", "k_efficientnetv2b2", "k_efficientnetv2b3",
+                   "k_mobilenetv3_large"})
+CALIBRATION = frozenset({"resnet50_224"})  # the profile's values were set to meet these networks' figures
 
 
 def model_file(folder: Path, network: str) -> Path:
