@@ -16,7 +16,8 @@ The fit evaluates the fast cost model, then refits once with each point scaled b
 the cost model's at the first answer, so what it fits is what a build reports (``fit_simulated``).
 Platforms that share their cores and software (``JOINT_FITS``: TI's three) are fitted together, one value
 of each core parameter for all their figures. Then each point is predicted by a fit that did not see its
-network (leave-one-network-out). Printed per platform: every point's predicted / published ratio in-sample
+network (leave-one-network-out; the full fits first, then the left-out fits split over ``--jobs`` workers,
+each holding its networks without their weights' values, which no cost reads). Printed per platform: every point's predicted / published ratio in-sample
 and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values
 into the built-in profiles, docs/credibility.md and ``accelbuild/targets/credibility.json`` (the bands
 benchmark.json and the reports quote), all from this run, and saves the run the page shows in
@@ -83,8 +84,8 @@ class Point:
     note: str = ""
 
 
-RDK_CLS = ("D-Robotics/rdk_model_zoo demos/classification/README.md, RDK X5 (Bayes-e at 1 GHz): single-thread "
-           "latency / 4-thread throughput (the MobileOne README: 'the frame rate of a 4-thread project')")
+RDK_CLS = ("D-Robotics/rdk_model_zoo demos/classification/README.md @ 0a290df, RDK X5 (Bayes-e at 1 GHz): "
+           "single-thread latency / 4-thread throughput ('the frame rate of a 4-thread project')")
 RDK_X5 = ("D-Robotics/rdk_model_zoo demos/Vision/ultralytics_YOLO/README_cn.md @ 04df3bf, RDK X5 (BPU at 1.0 GHz): "
           "1-thread latency / 2-thread throughput")
 RDK_X3 = ("D-Robotics/rdk_model_zoo (rdk_x3 @ 0eb344b) demos/classification/README.md, RDK X3 (2x Bernoulli2 at "
@@ -112,6 +113,21 @@ POINTS = [
     *_pair("x5", "repvgg_a2", 6.07, 186.0, RDK_CLS),
     *_pair("x5", "efficientformer_l3", 17.55, 60.5, RDK_CLS),
     *_pair("x5", "fastvit_sa12", 11.56, 93.4, RDK_CLS),
+    # the rest of the same table (added at stop 43, after the profile had been fitted without them)
+    *[q for net, lat, fps in (("edgenext_base", 8.80, 113.35), ("edgenext_small", 4.41, 226.15),
+                              ("edgenext_x_small", 2.88, 345.73), ("edgenext_xx_small", 2.47, 403.49),
+                              ("efficientformer_l1", 5.88, 191.605), ("efficientformerv2_s2", 6.99, 152.40),
+                              ("efficientformerv2_s1", 4.24, 275.95), ("efficientformerv2_s0", 5.79, 198.45),
+                              ("efficientvit_m5", 6.34, 174.70), ("fastvit_s12", 5.86, 193.87),
+                              ("fastvit_t12", 4.97, 234.78), ("fastvit_t8", 2.09, 667.21),
+                              ("fasternet_s", 6.73, 162.83), ("fasternet_t2", 3.39, 342.48),
+                              ("fasternet_t1", 1.96, 708.40), ("fasternet_t0", 1.41, 1135.13),
+                              ("repvgg_b1g4", 7.58, 144.39), ("repvgg_b0", 3.07, 410.55), ("repvgg_a1", 2.67, 482.20),
+                              ("repvit_m1_1", 2.32, 590.42), ("repvit_m1_0", 1.97, 692.29),
+                              ("repvit_m0_9", 1.65, 902.69), ("mobileone_s3", 2.93, 437.85),
+                              ("mobileone_s2", 2.11, 653.68), ("mobileone_s1", 1.31, 1066.95),
+                              ("mobilenetv2_100", 1.42, 1152.07))
+      for q in _pair("x5", net, lat, fps, RDK_CLS)],
     *[q for net, lat, fps in (("yolov5nu_640", 6.3, 291.8), ("yolov5su_640", 12.3, 105.6),
                               ("yolov5mu_640", 26.5, 42.4), ("yolov5lu_640", 52.7, 20.1),
                               ("yolov5xu_640", 91.1, 11.4), ("yolov8n_640", 7.0, 247.2), ("yolov8s_640", 13.6, 93.2),
@@ -475,11 +491,23 @@ def summary(errors: list[float]) -> dict[str, float]:
     return {"median_abs_error": statistics.median(absolute), "worst_abs_error": max(absolute)}
 
 
-def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.ModelProto],
-            loo: bool = True) -> list[dict[str, Any]]:
-    """Fit one platform, or a joint fit's platforms together (``JOINT_FITS``), and cross-validate: each
-    network's figures predicted by a fit that saw none of that network's figures on any of the platforms.
-    One result per platform."""
+@dataclasses.dataclass
+class Group:
+    """One platform, or a joint fit's platforms, with every point's network partitioned (``prepare_group``)."""
+
+    names: tuple[str, ...]
+    raws: dict[str, dict[str, Any]]
+    cases: list[Case]
+    refused: dict[str, list[dict[str, Any]]]
+    free: list[Free]
+    fixed: list[dict[str, float]]
+
+    @property
+    def networks(self) -> list[str]:
+        return sorted({c.point.network for c in self.cases})
+
+
+def prepare_group(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.ModelProto]) -> Group:
     raws = {name: load_profile(builtin_profiles()[name], NPU_PROFILES) for name in names}
     cases: list[Case] = []
     refused: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
@@ -490,25 +518,41 @@ def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.
             refused[p.platform].append({"network": p.network, "metric": p.metric, "published": p.value,
                                         "source": p.source, "reason": str(exc).splitlines()[0]})
     free = group_parameters(raws)
-    fixed = [host_part(c, raws[c.point.platform]) for c in cases]
-    everything = fit_simulated(raws, free, cases, fixed)
-    left_out: list[float | None] = [None] * len(cases)
-    networks = sorted({c.point.network for c in cases})
-    if loo and len(networks) >= 2:  # leave one network out: all of its figures
-        for network in networks:
-            rest = [j for j, c in enumerate(cases) if c.point.network != network]
-            values = fit_simulated(raws, free, [cases[j] for j in rest], [fixed[j] for j in rest], start=everything)
-            without = {name: ProductFigures(hw) for name, hw in hardware_of(raws, free, stored(free, values)).items()}
-            for i, case in enumerate(cases):
-                if case.point.network == network:  # what a build would report with that fit
-                    left_out[i] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
-    everything = stored(free, everything)
-    fitted_hws = hardware_of(raws, free, everything)
+    return Group(names, raws, cases, refused, free, [host_part(c, raws[c.point.platform]) for c in cases])
+
+
+def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -> dict[str, float]:
+    """Each of ``networks``' figures as a build would report them with a fit that saw none of that network's
+    figures on any of the group's platforms (``everything``: the full fit, where each left-out fit starts).
+    Keyed ``platform/network/metric``."""
+    ratios = {}
+    for network in networks:
+        rest = [j for j, c in enumerate(group.cases) if c.point.network != network]
+        values = fit_simulated(group.raws, group.free, [group.cases[j] for j in rest],
+                               [group.fixed[j] for j in rest], start=everything)
+        without = {name: ProductFigures(hw)
+                   for name, hw in hardware_of(group.raws, group.free, stored(group.free, values)).items()}
+        for case in group.cases:
+            if case.point.network == network:
+                ratios[_key(case.point)] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
+    return ratios
+
+
+def _key(point: Point | dict[str, Any], platform: str = "") -> str:
+    if isinstance(point, Point):
+        return f"{point.platform}/{point.network}/{point.metric}"
+    return f"{platform}/{point['network']}/{point['metric']}"
+
+
+def fitted_results(group: Group, everything: np.ndarray) -> list[dict[str, Any]]:
+    """One result per platform at the full fit (``left_out_ratio`` None until ``with_left_out``)."""
+    values = stored(group.free, everything)
+    fitted_hws = hardware_of(group.raws, group.free, values)
     products = {name: ProductFigures(hw) for name, hw in fitted_hws.items()}
     results = []
-    for name in names:
+    for name in group.names:
         rows = []
-        for case, fixed_part, loo_ratio in zip(cases, fixed, left_out):
+        for case, fixed_part in zip(group.cases, group.fixed):
             if case.point.platform != name:
                 continue
             cost, sim = products[name].figure(case)
@@ -522,18 +566,26 @@ def run_fit(names: tuple[str, ...], points: list[Point], models: dict[str, onnx.
                          "batch": case.point.batch, "source": case.point.source,
                          "predicted": cost, "simulated": sim,
                          "ratio": _as_time_ratio(cost, case.point), "simulated_ratio": _as_time_ratio(sim, case.point),
-                         "left_out_ratio": loo_ratio})
-        mine = [(f, v) for f, v in zip(free, everything) if f.platform in (None, name)]
-        loo_errors = [error(r["left_out_ratio"]) for r in rows if r["left_out_ratio"] is not None]
+                         "left_out_ratio": None})
+        mine = [(f, v) for f, v in zip(group.free, values) if f.platform in (None, name)]
         results.append({
-            "platform": name, "points": rows, "refused": refused[name],
+            "platform": name, "points": rows, "refused": group.refused[name],
             "fitted": {f.path: (int(v) if f.integer else float(v)) for f, v in mine},
-            "fitted_with": [n for n in names if n != name],
+            "fitted_with": [n for n in group.names if n != name],
             "free": [{"path": f.path, "low": f.low, "high": f.high, "meaning": f.meaning,
-                      "shared": f.platform is None and len(names) > 1} for f, _ in mine],
+                      "shared": f.platform is None and len(group.names) > 1} for f, _ in mine],
             "in_sample": summary([error(r["simulated_ratio"]) for r in rows]) if rows else None,
-            "leave_one_out": summary(loo_errors) if loo_errors else None})
+            "leave_one_out": None})
     return results
+
+
+def with_left_out(result: dict[str, Any], ratios: dict[str, float]) -> dict[str, Any]:
+    """``result`` with its rows' left-out ratios (``left_out_ratios``, from any number of jobs) and their summary."""
+    for row in result["points"]:
+        row["left_out_ratio"] = ratios.get(_key(row, result["platform"]))
+    loo_errors = [error(r["left_out_ratio"]) for r in result["points"] if r["left_out_ratio"] is not None]
+    result["leave_one_out"] = summary(loo_errors) if loo_errors else None
+    return result
 
 
 def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
@@ -578,13 +630,62 @@ def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
             "leave_one_out": None}
 
 
-def fit_job(job: tuple[tuple[str, ...], list[Point], Path, bool]) -> list[dict[str, Any]]:
-    names, points, folder, loo = job
+FullJob = tuple[tuple[str, ...], list[Point], Path]
+LeftOutJob = tuple[tuple[str, ...], list[Point], Path, list[float], list[str]]
+
+
+def _group_of(names: tuple[str, ...], points: list[Point], folder: Path) -> Group:
     logging.getLogger("accelbuild").setLevel(logging.WARNING)
+    models = {network: without_weights(imported(folder, network)) for network in sorted({p.network for p in points})}
+    return prepare_group(names, points, models)
+
+
+def without_weights(model: onnx.ModelProto, keep: int = 4096) -> onnx.ModelProto:
+    """``model`` with its large float initializers' values dropped (dims and type kept, marked external): the
+    cost model and the partition read shapes, never weight values, and a fit's workers then hold the detectors
+    at 640 in a few hundred MB instead of several GB each. Small tensors (shapes, scales) keep their values."""
+    for tensor in model.graph.initializer:
+        if tensor.data_type == onnx.TensorProto.FLOAT and math.prod(tensor.dims) > keep:
+            tensor.ClearField("raw_data")
+            tensor.ClearField("float_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            del tensor.external_data[:]
+            tensor.external_data.add(key="location", value="dropped")
+    return model
+
+
+def fit_job(job: FullJob) -> tuple[list[dict[str, Any]], list[float], list[str]]:
+    """A group's full fit: (its results, the fitted values, its networks)."""
+    names, points, folder = job
     if names == ("mx3",):
-        return [run_mx3(points, folder)]
-    models = {network: imported(folder, network) for network in sorted({p.network for p in points})}
-    return run_fit(names, points, models, loo)
+        logging.getLogger("accelbuild").setLevel(logging.WARNING)
+        return [run_mx3(points, folder)], [], []
+    group = _group_of(names, points, folder)
+    everything = fit_simulated(group.raws, group.free, group.cases, group.fixed)
+    return fitted_results(group, everything), [float(v) for v in everything], group.networks
+
+
+def left_out_job(job: LeftOutJob) -> dict[str, float]:
+    """Part of a group's leave-one-out fits (the full fit's values given): one job per core."""
+    names, points, folder, everything, networks = job
+    return left_out_ratios(_group_of(names, points, folder), np.array(everything), networks)
+
+
+def run_all(groups: list[tuple[tuple[str, ...], list[Point]]], folder: Path, jobs: int,
+            loo: bool) -> dict[str, dict[str, Any]]:
+    """Every group's full fit, then every leave-one-out fit, ``jobs`` at a time (a group's left-out fits
+    split over the workers, so one platform alone uses them all). Results by platform."""
+    groups = sorted(groups, key=lambda g: -len(g[1]))  # the largest first, so the workers finish together
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        full = list(pool.map(fit_job, [(names, points, folder) for names, points in groups]))
+        left_out_jobs = [(names, points, folder, everything, networks[i::jobs])
+                         for (names, points), (_, everything, networks) in zip(groups, full)
+                         if loo and len(networks) >= 2 for i in range(min(jobs, len(networks)))]
+        ratios: dict[str, float] = {}
+        for part in pool.map(left_out_job, left_out_jobs):
+            ratios.update(part)
+    return {r["platform"]: with_left_out(r, ratios) if r["platform"] != "mx3" else r
+            for results, _, _ in full for r in results}
 
 
 def _as_time_ratio(figure: float, point: Point) -> float:
@@ -889,7 +990,7 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "accelbuild-credibility-nets")
     parser.add_argument("--platforms", default=",".join(sorted({p.platform for p in POINTS})))
     parser.add_argument("--networks", help="only these networks (comma-separated; development)")
-    parser.add_argument("--jobs", type=int, default=2, help="platforms fitted at once (processes)")
+    parser.add_argument("--jobs", type=int, default=2, help="fits run at once (processes)")
     parser.add_argument("--no-loo", action="store_true", help="skip leave-one-out (development)")
     parser.add_argument("--save", type=Path, help="also write the results as JSON here")
     parser.add_argument("--merge", type=Path, default=RESULTS,
@@ -909,11 +1010,8 @@ def main() -> int:
     export_networks(args.torch_python, args.models, [p.network for p in points])
     for name in sorted({p.network for p in points if p.platform != "mx3"}):
         imported(args.models, name)  # once, before the platforms share the work
-    jobs = [(group, [p for p in points if p.platform in group], args.models, not args.no_loo)
-            for group in fit_groups(platforms)]
-    jobs.sort(key=lambda job: -len(job[1]))  # the largest first, so two workers finish together
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        by_name = {r["platform"]: r for results in pool.map(fit_job, jobs) for r in results}
+    groups = [(group, [p for p in points if p.platform in group]) for group in fit_groups(platforms)]
+    by_name = run_all(groups, args.models, args.jobs, not args.no_loo)
     commit = git_commit()
     for r in by_name.values():
         r["commit"] = commit  # a later --merge names the run

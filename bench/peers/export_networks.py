@@ -198,7 +198,12 @@ NETWORKS = {
     **{name: ((lambda name=name: timm_net(name, True)), 224) for name in (
         "mobilenetv4_conv_small", "mobileone_s1", "repghostnet_100", "repvgg_a1", "repvit_m0_9", "mobilenetv2_100",
         "mobilenetv2_140", "regnetx_004", "regnetx_008", "resnet34", "resnet101", "resnet152", "efficientnet_b0",
-        "densenet121")},
+        "densenet121",
+        # the RDK X5 classification table's other networks (bench/credibility.py RDK_CLS)
+        "edgenext_base", "edgenext_small", "edgenext_x_small", "edgenext_xx_small", "efficientformer_l1",
+        "efficientformerv2_s0", "efficientformerv2_s1", "efficientformerv2_s2", "efficientvit_m5", "fastvit_s12",
+        "fastvit_t12", "fastvit_t8", "fasternet_s", "fasternet_t0", "fasternet_t1", "fasternet_t2", "repvgg_b1g4",
+        "repvit_m1_0", "repvit_m1_1", "mobileone_s2", "mobileone_s3")},
     "googlenet_tv": (lambda: torchvision_net("googlenet"), 224),
     "squeezenet1_1_tv": (lambda: torchvision_net("squeezenet1_1"), 224),
     "vgg16_tv": (lambda: torchvision_net("vgg16"), 224),

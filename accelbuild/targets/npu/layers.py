@@ -24,6 +24,11 @@ FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", 
 _TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
                       "Log", "Erf", "Gelu"})
 SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
+# a fusion-chain op: x * 0.5 * (1 + erf(x / sqrt 2)) as exporters write GELU below opset 20: Div, Erf, Add,
+# Mul(x, .), Mul(., 0.5)
+GELU = "GELU"
+_GELU_PATH = ("Div", "Erf", "Add", "Mul")  # from x to the Mul that reads x again
+CHAIN_OP_NODES = {SILU: 2, GELU: 5}  # nodes a chain op stands for
 _REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                      "ArgMax", "ArgMin"})
 
@@ -167,7 +172,8 @@ def _tensor_bits(info: GraphInfo, layer: str | None, default_bits: int) -> int:
 
 def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside: set[str]) -> list[list[onnx.NodeProto]]:
     """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one (``SiLU``
-    in a chain is the pair Sigmoid(x), Mul(x, Sigmoid(x)) reading the previous member)."""
+    in a chain is the pair Sigmoid(x), Mul(x, Sigmoid(x)) reading the previous member, ``GELU`` the five
+    nodes of the erf form)."""
     heads = hw.fusion_heads()
     edges = info.layer_edges(inside)
     taken: set[str] = set()
@@ -183,7 +189,7 @@ def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside
                 if follower is None:
                     break
                 candidate.extend(follower)
-            if len(candidate) == len(chain) + sum(op == SILU for op in chain):
+            if len(candidate) == sum(CHAIN_OP_NODES.get(op, 1) for op in chain):
                 group = candidate
                 break
         taken.update(n.name for n in group)
@@ -197,16 +203,38 @@ def _follower(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto
     readers = edges.get(last.name, [])
     if any(r in taken or r not in inside for r in readers) or _leaves(info, {last.name}, inside):
         return None
-    if op != SILU:
+    if op not in CHAIN_OP_NODES:
         return [info.node(readers[0])] if len(readers) == 1 and info.node(readers[0]).op_type == op else None
     if len(readers) != 2:
         return None
+    if op == GELU:
+        return _gelu(info, edges, readers, inside)
     by_type = {info.node(r).op_type: info.node(r) for r in readers}
     sigmoid, mul = by_type.get("Sigmoid"), by_type.get("Mul")
     if sigmoid is None or mul is None or edges.get(sigmoid.name, []) != [mul.name] or \
             _leaves(info, {sigmoid.name}, inside):
         return None
     return [sigmoid, mul]
+
+
+def _gelu(info: GraphInfo, edges: dict[str, list[str]], readers: list[str], inside: set[str]) -> list[onnx.NodeProto] | None:
+    """The erf-form GELU of x (``readers``: x's two readers), or None: Div -> Erf -> Add -> the Mul that reads x,
+    then the Mul by 0.5, no intermediate read elsewhere."""
+    by_type = {info.node(r).op_type: info.node(r) for r in readers}
+    first, product = by_type.get("Div"), by_type.get("Mul")
+    if first is None or product is None:
+        return None
+    path = [first]
+    for op in _GELU_PATH[1:]:
+        after = edges.get(path[-1].name, [])
+        if len(after) != 1 or info.node(after[0]).op_type != op or _leaves(info, {path[-1].name}, inside):
+            return None
+        path.append(info.node(after[0]))
+    after = edges.get(product.name, [])
+    if path[-1].name != product.name or len(after) != 1 or info.node(after[0]).op_type != "Mul" or \
+            _leaves(info, {product.name}, inside):
+        return None
+    return [*path, info.node(after[0])]
 
 
 def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:

@@ -72,6 +72,8 @@ def _fusion_problems(p: dict[str, Any]) -> Iterator[Problem]:
     npu_ops = {op for unit in p["units"].values() for op in unit["ops"]}
     if {"Sigmoid", "Mul"} <= npu_ops:
         npu_ops.add("SiLU")  # the Sigmoid + Mul pair
+    if {"Div", "Erf", "Add", "Mul"} <= npu_ops:
+        npu_ops.add("GELU")  # the erf form: Div, Erf, Add, Mul, Mul
     for index, chain in enumerate(p["fusion"]):
         for position, op in enumerate(chain):
             if op not in npu_ops:

@@ -122,6 +122,41 @@ def test_fusion_follows_the_profile() -> None:
     assert len(x3.layers) == 4
 
 
+def _conv_gelu(leak: bool = False) -> onnx.ModelProto:
+    """Conv 1x1 16->16 on 8x8, then GELU as torch exports it below opset 20: Div(x, sqrt 2), Erf, Add 1,
+    Mul(x, .), Mul 0.5; ``leak``: a Relu also reads the Erf's output."""
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+              (("root2", 2 ** 0.5), ("one", 1.0), ("half", 0.5))]
+    w = numpy_helper.from_array(np.full((16, 16, 1, 1), 0.01, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Div", ["c", "root2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+             helper.make_node("Mul", ["c", "a"], ["m"], name="mul"),
+             helper.make_node("Mul", ["m", "half"], ["y"], name="half_mul")]
+    shape = [1, 16, 8, 8]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if leak:
+        nodes.append(helper.make_node("Relu", ["e"], ["r"], name="relu"))
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outputs,
+                              [w, *consts])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_gelu_in_its_erf_form_runs_in_the_convolutions_output_stage() -> None:
+    """x5 fuses Conv + GELU (the five nodes of x * 0.5 * (1 + erf(x / sqrt 2))) into one layer; an
+    intermediate read elsewhere keeps them apart, as does a profile without the chain."""
+    x5 = load_npu_hardware("x5")
+    fused = schedule(_conv_gelu(), x5)
+    assert [p.layer.members for p in fused.layers] == [("conv", "div", "erf", "add", "mul", "half_mul")]
+    assert fused.layers[0].layer.ops[0] == "Conv"
+    apart = schedule(_conv_gelu(leak=True), x5)
+    assert len(apart.layers) == 7
+    without = dataclasses.replace(x5, fusion=tuple(c for c in x5.fusion if "GELU" not in c))
+    assert len(schedule(_conv_gelu(), without).layers) == 6
+
+
 def test_batch_shrinks_when_feature_maps_do_not_fit() -> None:
     small = npu_graphs.chain(["conv", "relu", "conv"], channels=16, size=16)   # 8 KB per frame per layer
     big = npu_graphs.chain(["conv", "relu", "conv"], channels=128, size=112)  # 1.6 MB per tensor and frame
