@@ -526,7 +526,9 @@ def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -
     figures on any of the group's platforms (``everything``: the full fit, where each left-out fit starts).
     Keyed ``platform/network/metric``."""
     ratios = {}
-    for network in networks:
+    for done, network in enumerate(networks):
+        logging.info("%s: leaving out %s (%d of this worker's %d)", "+".join(group.names), network, done + 1,
+                     len(networks))
         rest = [j for j, c in enumerate(group.cases) if c.point.network != network]
         values = fit_simulated(group.raws, group.free, [group.cases[j] for j in rest],
                                [group.fixed[j] for j in rest], start=everything)
