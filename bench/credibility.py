@@ -105,6 +105,11 @@ def _pair(platform: str, network: str, latency_ms: float, fps: float, source: st
     return [Point(platform, network, "latency_ms", latency_ms, source), Point(platform, network, "fps", fps, source)]
 
 
+def _pairs(platform: str, source: str, rows: tuple[tuple[str, float, float], ...]) -> list[Point]:
+    """A source's table of (network, latency_ms, fps) rows."""
+    return [q for network, latency_ms, fps in rows for q in _pair(platform, network, latency_ms, fps, source)]
+
+
 POINTS = [
     *_pair("x5", "resnet18", 2.95, 448.8, RDK_CLS),
     *_pair("x5", "mobileone_s0", 0.80, 2453, RDK_CLS),
@@ -114,35 +119,32 @@ POINTS = [
     *_pair("x5", "efficientformer_l3", 17.55, 60.5, RDK_CLS),
     *_pair("x5", "fastvit_sa12", 11.56, 93.4, RDK_CLS),
     # the rest of the same table (added at stop 43, after the profile had been fitted without them)
-    *[q for net, lat, fps in (("edgenext_base", 8.80, 113.35), ("edgenext_small", 4.41, 226.15),
-                              ("edgenext_x_small", 2.88, 345.73), ("edgenext_xx_small", 2.47, 403.49),
-                              ("efficientformer_l1", 5.88, 191.605), ("efficientformerv2_s2", 6.99, 152.40),
-                              ("efficientformerv2_s1", 4.24, 275.95), ("efficientformerv2_s0", 5.79, 198.45),
-                              ("efficientvit_m5", 6.34, 174.70), ("fastvit_s12", 5.86, 193.87),
-                              ("fastvit_t12", 4.97, 234.78), ("fastvit_t8", 2.09, 667.21),
-                              ("fasternet_s", 6.73, 162.83), ("fasternet_t2", 3.39, 342.48),
-                              ("fasternet_t1", 1.96, 708.40), ("fasternet_t0", 1.41, 1135.13),
-                              ("repvgg_b1g4", 7.58, 144.39), ("repvgg_b0", 3.07, 410.55), ("repvgg_a1", 2.67, 482.20),
-                              ("repvit_m1_1", 2.32, 590.42), ("repvit_m1_0", 1.97, 692.29),
-                              ("repvit_m0_9", 1.65, 902.69), ("mobileone_s3", 2.93, 437.85),
-                              ("mobileone_s2", 2.11, 653.68), ("mobileone_s1", 1.31, 1066.95),
-                              ("mobilenetv2_100", 1.42, 1152.07))
-      for q in _pair("x5", net, lat, fps, RDK_CLS)],
-    *[q for net, lat, fps in (("yolov5nu_640", 6.3, 291.8), ("yolov5su_640", 12.3, 105.6),
-                              ("yolov5mu_640", 26.5, 42.4), ("yolov5lu_640", 52.7, 20.1),
-                              ("yolov5xu_640", 91.1, 11.4), ("yolov8n_640", 7.0, 247.2), ("yolov8s_640", 13.6, 93.2),
-                              ("yolov8m_640", 30.6, 36.1), ("yolov8l_640", 59.4, 17.7), ("yolov8x_640", 92.4, 11.2),
-                              ("yolo11n_640", 8.2, 188.9), ("yolo11s_640", 15.7, 77.7), ("yolo11m_640", 34.5, 31.7),
-                              ("yolo11l_640", 45.0, 23.7), ("yolo11x_640", 95.6, 10.8),
-                              ("yolov8n_cls_224", 0.7, 2023.2), ("yolov8s_cls_224", 1.4, 848.0),
-                              ("yolov8m_cls_224", 3.7, 290.6), ("yolov8l_cls_224", 7.9, 130.8),
-                              ("yolov8x_cls_224", 13.1, 78.3))
-      for q in _pair("x5", net, lat, fps, RDK_X5)],
-    *[q for net, lat, fps in (("googlenet_tv", 8.34, 243.51), ("mobilenetv4_conv_small", 1.43, 1309.17),
-                              ("mobilenetv2_100", 2.41, 890.99), ("mobileone_s1", 4.50, 455.87),
-                              ("repghostnet_100", 2.09, 855.18), ("repvgg_a1", 11.58, 174.94),
-                              ("repvit_m0_9", 28.34, 96.47), ("resnet18", 8.87, 232.74))
-      for q in _pair("x3", net, lat, fps, RDK_X3)],
+    *_pairs("x5", RDK_CLS, (
+        ("edgenext_base", 8.80, 113.35), ("edgenext_small", 4.41, 226.15), ("edgenext_x_small", 2.88, 345.73),
+        ("edgenext_xx_small", 2.47, 403.49), ("efficientformer_l1", 5.88, 191.605),
+        ("efficientformerv2_s2", 6.99, 152.40), ("efficientformerv2_s1", 4.24, 275.95),
+        ("efficientformerv2_s0", 5.79, 198.45), ("efficientvit_m5", 6.34, 174.70), ("fastvit_s12", 5.86, 193.87),
+        ("fastvit_t12", 4.97, 234.78), ("fastvit_t8", 2.09, 667.21), ("fasternet_s", 6.73, 162.83),
+        ("fasternet_t2", 3.39, 342.48), ("fasternet_t1", 1.96, 708.40), ("fasternet_t0", 1.41, 1135.13),
+        ("repvgg_b1g4", 7.58, 144.39), ("repvgg_b0", 3.07, 410.55), ("repvgg_a1", 2.67, 482.20),
+        ("repvit_m1_1", 2.32, 590.42), ("repvit_m1_0", 1.97, 692.29), ("repvit_m0_9", 1.65, 902.69),
+        ("mobileone_s3", 2.93, 437.85), ("mobileone_s2", 2.11, 653.68), ("mobileone_s1", 1.31, 1066.95),
+        ("mobilenetv2_100", 1.42, 1152.07),
+    )),
+    *_pairs("x5", RDK_X5, (
+        ("yolov5nu_640", 6.3, 291.8), ("yolov5su_640", 12.3, 105.6), ("yolov5mu_640", 26.5, 42.4),
+        ("yolov5lu_640", 52.7, 20.1), ("yolov5xu_640", 91.1, 11.4), ("yolov8n_640", 7.0, 247.2),
+        ("yolov8s_640", 13.6, 93.2), ("yolov8m_640", 30.6, 36.1), ("yolov8l_640", 59.4, 17.7),
+        ("yolov8x_640", 92.4, 11.2), ("yolo11n_640", 8.2, 188.9), ("yolo11s_640", 15.7, 77.7),
+        ("yolo11m_640", 34.5, 31.7), ("yolo11l_640", 45.0, 23.7), ("yolo11x_640", 95.6, 10.8),
+        ("yolov8n_cls_224", 0.7, 2023.2), ("yolov8s_cls_224", 1.4, 848.0), ("yolov8m_cls_224", 3.7, 290.6),
+        ("yolov8l_cls_224", 7.9, 130.8), ("yolov8x_cls_224", 13.1, 78.3),
+    )),
+    *_pairs("x3", RDK_X3, (
+        ("googlenet_tv", 8.34, 243.51), ("mobilenetv4_conv_small", 1.43, 1309.17), ("mobilenetv2_100", 2.41, 890.99),
+        ("mobileone_s1", 4.50, 455.87), ("repghostnet_100", 2.09, 855.18), ("repvgg_a1", 11.58, 174.94),
+        ("repvit_m0_9", 28.34, 96.47), ("resnet18", 8.87, 232.74),
+    )),
     *[Point("mx3", network, metric, value, source) for network, metric, value, source in mx3.published()],
     # the SK-TDA4VM datasheet gives a model's time in several SDK releases (MobileNetV1: 1.90 in 08_01, 1.04 in
     # 08_02, 1.06 in 08_04, 1.51 in the latest); the profile models the current toolchain, so the newest
@@ -521,10 +523,10 @@ def prepare_group(names: tuple[str, ...], points: list[Point], models: dict[str,
     return Group(names, raws, cases, refused, free, [host_part(c, raws[c.point.platform]) for c in cases])
 
 
-def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -> dict[str, float]:
+def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -> dict[tuple[str, str, str], float]:
     """Each of ``networks``' figures as a build would report them with a fit that saw none of that network's
     figures on any of the group's platforms (``everything``: the full fit, where each left-out fit starts).
-    Keyed ``platform/network/metric``."""
+    Keyed (platform, network, metric)."""
     ratios = {}
     for done, network in enumerate(networks):
         logging.info("%s: leaving out %s (%d of this worker's %d)", "+".join(group.names), network, done + 1,
@@ -536,14 +538,8 @@ def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -
                    for name, hw in hardware_of(group.raws, group.free, stored(group.free, values)).items()}
         for case in group.cases:
             if case.point.network == network:
-                ratios[_key(case.point)] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
+                ratios[case.point.platform, case.point.network, case.point.metric] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
     return ratios
-
-
-def _key(point: Point | dict[str, Any], platform: str = "") -> str:
-    if isinstance(point, Point):
-        return f"{point.platform}/{point.network}/{point.metric}"
-    return f"{platform}/{point['network']}/{point['metric']}"
 
 
 def fitted_results(group: Group, everything: np.ndarray) -> list[dict[str, Any]]:
@@ -581,10 +577,10 @@ def fitted_results(group: Group, everything: np.ndarray) -> list[dict[str, Any]]
     return results
 
 
-def with_left_out(result: dict[str, Any], ratios: dict[str, float]) -> dict[str, Any]:
+def with_left_out(result: dict[str, Any], ratios: dict[tuple[str, str, str], float]) -> dict[str, Any]:
     """``result`` with its rows' left-out ratios (``left_out_ratios``, from any number of jobs) and their summary."""
     for row in result["points"]:
-        row["left_out_ratio"] = ratios.get(_key(row, result["platform"]))
+        row["left_out_ratio"] = ratios.get((result["platform"], row["network"], row["metric"]))
     loo_errors = [error(r["left_out_ratio"]) for r in result["points"] if r["left_out_ratio"] is not None]
     result["leave_one_out"] = summary(loo_errors) if loo_errors else None
     return result
@@ -667,7 +663,7 @@ def fit_job(job: FullJob) -> tuple[list[dict[str, Any]], list[float], list[str]]
     return fitted_results(group, everything), [float(v) for v in everything], group.networks
 
 
-def left_out_job(job: LeftOutJob) -> dict[str, float]:
+def left_out_job(job: LeftOutJob) -> dict[tuple[str, str, str], float]:
     """Part of a group's leave-one-out fits (the full fit's values given): one job per core."""
     names, points, folder, everything, networks = job
     return left_out_ratios(_group_of(names, points, folder), np.array(everything), networks)
@@ -683,11 +679,10 @@ def run_all(groups: list[tuple[tuple[str, ...], list[Point]]], folder: Path, job
         left_out_jobs = [(names, points, folder, everything, networks[i::jobs])
                          for (names, points), (_, everything, networks) in zip(groups, full)
                          if loo and len(networks) >= 2 for i in range(min(jobs, len(networks)))]
-        ratios: dict[str, float] = {}
+        ratios: dict[tuple[str, str, str], float] = {}
         for part in pool.map(left_out_job, left_out_jobs):
             ratios.update(part)
-    return {r["platform"]: with_left_out(r, ratios) if r["platform"] != "mx3" else r
-            for results, _, _ in full for r in results}
+    return {r["platform"]: with_left_out(r, ratios) for results, _, _ in full for r in results}
 
 
 def _as_time_ratio(figure: float, point: Point) -> float:

@@ -27,7 +27,7 @@ SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
 # a fusion-chain op: x * 0.5 * (1 + erf(x / sqrt 2)) as exporters write GELU below opset 20: Div, Erf, Add,
 # Mul(x, .), Mul(., 0.5)
 GELU = "GELU"
-_GELU_PATH = ("Div", "Erf", "Add", "Mul")  # from x to the Mul that reads x again
+_GELU_PATH = ("Div", "Erf", "Add", "Mul", "Mul")  # from x; the first Mul reads x again
 CHAIN_OP_NODES = {SILU: 2, GELU: 5}  # nodes a chain op stands for
 _REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                      "ArgMax", "ArgMin"})
@@ -230,11 +230,7 @@ def _gelu(info: GraphInfo, edges: dict[str, list[str]], readers: list[str], insi
         if len(after) != 1 or info.node(after[0]).op_type != op or _leaves(info, {path[-1].name}, inside):
             return None
         path.append(info.node(after[0]))
-    after = edges.get(product.name, [])
-    if path[-1].name != product.name or len(after) != 1 or info.node(after[0]).op_type != "Mul" or \
-            _leaves(info, {product.name}, inside):
-        return None
-    return [*path, info.node(after[0])]
+    return path if path[3].name == product.name else None
 
 
 def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
