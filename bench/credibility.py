@@ -229,6 +229,9 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, "MAC-array efficiency on aligned layers"))
             found.append(Free(f"units.{name}.depthwise_efficiency", 0.02, float(unit["align"][0]),
                               "reduction lanes a depthwise convolution keeps busy"))
+            if "large_depthwise_efficiency" in unit:
+                found.append(Free(f"units.{name}.large_depthwise_efficiency", 0.02, float(unit["align"][0]),
+                                  "reduction lanes a depthwise convolution larger than 3x3 keeps busy"))
         else:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
     return found

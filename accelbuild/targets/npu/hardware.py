@@ -35,6 +35,8 @@ class Unit:
     macs_per_cycle: int = 0          # matrix
     align: tuple[int, int] = (1, 1)  # matrix: input-, output-channel granularity
     depthwise_efficiency: float = 1.0  # matrix: reduction lanes a depthwise convolution keeps busy (of align[0])
+    # matrix: the same for a depthwise kernel larger than 3x3 (None: as depthwise_efficiency)
+    large_depthwise_efficiency: float | None = None
     elements_per_cycle: int = 0      # vector / pool / layout
 
 
@@ -266,4 +268,6 @@ def _unit(name: str, u: dict[str, Any]) -> Unit:
                 bits16_factor=float(u["bits16_factor"]), macs_per_cycle=u.get("macs_per_cycle", 0),
                 align=tuple(u.get("align", (1, 1))),  # type: ignore[arg-type]
                 depthwise_efficiency=float(u.get("depthwise_efficiency", 1.0)),
+                large_depthwise_efficiency=(float(u["large_depthwise_efficiency"])
+                                            if "large_depthwise_efficiency" in u else None),
                 elements_per_cycle=u.get("elements_per_cycle", 0))

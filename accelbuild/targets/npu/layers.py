@@ -21,6 +21,7 @@ from accelbuild.targets.npu.hardware import NpuHardware, Unit
 # metadata only, or (Concat) no work of its own: its producers write into their slices of its buffer, as vendor
 # compilers place them
 FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat"})
+DEPTHWISE_WINDOW_TAPS = 9  # a 3x3 window: a larger depthwise kernel keeps Unit.large_depthwise_efficiency lanes
 _TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
                       "Log", "Erf", "Gelu"})
 SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
@@ -263,7 +264,8 @@ def _util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     if node.op_type in ("Conv", "ConvTranspose") and weight is not None and len(weight) >= 3:
         group = int(attribute(node, "group", 1))  # type: ignore[call-overload]
         if node.op_type == "Conv" and group > 1 and weight[1] == 1:  # depthwise: the lanes it keeps busy
-            return unit.depthwise_efficiency / a_in
+            large = unit.large_depthwise_efficiency is not None and math.prod(weight[2:]) > DEPTHWISE_WINDOW_TAPS
+            return (unit.large_depthwise_efficiency if large else unit.depthwise_efficiency) / a_in
         k = math.prod(weight[1:]) if node.op_type == "Conv" else weight[0] // group * math.prod(weight[2:])
         n = weight[0] // group if node.op_type == "Conv" else weight[1]
         return _fill(k, a_in) * _fill(n, a_out)

@@ -34,11 +34,11 @@ def _unit_problems(units: dict[str, Any]) -> Iterator[Problem]:
         for field in _KIND_FIELDS[unit["kind"]]:
             if field not in unit:
                 yield ("units", name), f"units.{name} is a {unit['kind']} unit: it needs {field}"
-        lanes = unit.get("depthwise_efficiency")
-        if unit["kind"] == "matrix" and lanes is not None and "align" in unit and lanes > unit["align"][0]:
-            yield (("units", name, "depthwise_efficiency"),
-                   f"units.{name}.depthwise_efficiency is {lanes:g} reduction lanes, more than the "
-                   f"{unit['align'][0]} of align[0]")
+        for key in ("depthwise_efficiency", "large_depthwise_efficiency"):
+            lanes = unit.get(key)
+            if unit["kind"] == "matrix" and lanes is not None and "align" in unit and lanes > unit["align"][0]:
+                yield (("units", name, key),
+                       f"units.{name}.{key} is {lanes:g} reduction lanes, more than the {unit['align'][0]} of align[0]")
         for index, op in enumerate(unit["ops"]):
             if op in owner:
                 yield (("units", name, "ops", index),

@@ -114,7 +114,7 @@ name: rules
 inherits: x5
 units:
   VAE: {ops: [Relu, Conv]}
-  TAE: {depthwise_efficiency: 99}
+  TAE: {depthwise_efficiency: 99, large_depthwise_efficiency: 40}
 fusion:
   - [Conv, Rleu]
 timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
@@ -124,6 +124,7 @@ timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
     text = str(info.value)
     assert "rules.yaml:5:" in text and "Conv is listed in units.TAE.ops and units.VAE.ops" in text
     assert "rules.yaml:6:" in text and "depthwise_efficiency is 99 reduction lanes, more than the" in text
+    assert "large_depthwise_efficiency is 40 reduction lanes, more than the 16 of align[0]" in text
     assert "rules.yaml:8:" in text and "names Rleu, which no unit runs; did you mean 'Relu'?" in text
     assert "rules.yaml:9:" in text and "timeline names NPU" in text
 

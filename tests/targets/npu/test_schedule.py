@@ -79,6 +79,21 @@ def test_depthwise_keeps_its_lanes_of_the_array_busy() -> None:
     assert cycles(3, eight) == math.ceil(8 * 8 * 32 * 9 / (2500 * 8 / 32)) == 30
 
 
+def test_a_depthwise_kernel_larger_than_3x3_keeps_its_own_lanes_busy() -> None:
+    """``large_depthwise_efficiency`` prices kernels of more than 9 taps (5x5, 7x7); a 3x3 one keeps
+    ``depthwise_efficiency`` lanes, and a profile without the field prices every kernel alike."""
+    slow = dataclasses.replace(X5, units=tuple(dataclasses.replace(u, large_depthwise_efficiency=0.05)
+                                               if u.name == "TAE" else u for u in X5.units))
+
+    def cycles(kernel: int, hw: object) -> int:
+        return schedule(_depthwise(kernel), hw, effort="lazy").layers[0].compute_cycles
+
+    assert cycles(3, slow) == cycles(3, X5) == 944
+    assert cycles(5, slow) == math.ceil(8 * 8 * 32 * 25 / (2500 * 0.05 / 32)) == 13108
+    assert cycles(7, slow) == math.ceil(8 * 8 * 32 * 49 / (2500 * 0.05 / 32)) == 25691
+    assert cycles(5, X5) == 2622
+
+
 def _concat_of_two_convs() -> onnx.ModelProto:
     """Two 1x1 convolutions of x, their channel Concat, and a 1x1 convolution of that."""
     w = numpy_helper.from_array(np.full((16, 32, 1, 1), 0.01, np.float32), "w")
