@@ -800,9 +800,10 @@ LIMITS = """\
 - **Weights only through their size.** A layer's time comes from its MACs, its shape (channel alignment,
   depthwise or dense), its bytes to and from DDR and its unit; values never matter, so sparsity or zero
   weights a real compiler exploits are not modelled.
-- **One efficiency per unit.** The matrix unit's efficiency is one number for every aligned layer. Real
-  engines differ between 1x1, 3x3 and strided kernels and with the output width; those differences end up
-  in the error band.
+- **One efficiency per unit.** The matrix unit's efficiency is one number for every aligned layer; a
+  depthwise convolution keeps its own lanes busy (on x5, one count for 3x3 kernels and one for larger ones).
+  Real engines differ between 1x1, 3x3 and strided kernels and with the output width; those differences end
+  up in the error band.
 - **Depth-first streaming is a rule, not a search.** An output read only by the next layer streams through
   on-chip memory in row bands (twice the reader's kernel rows) when that fits half the feature buffer;
   branches and concatenations keep whole tensors or go to DDR. Vendor compilers search tilings.
