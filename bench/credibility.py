@@ -540,8 +540,10 @@ def left_out_ratios(group: Group, everything: np.ndarray, networks: list[str]) -
         without = {name: ProductFigures(hw)
                    for name, hw in hardware_of(group.raws, group.free, stored(group.free, values)).items()}
         for case in group.cases:
-            if case.point.network == network:
-                ratios[case.point.platform, case.point.network, case.point.metric] = _as_time_ratio(without[case.point.platform].figure(case)[1], case.point)
+            point = case.point
+            if point.network == network:
+                ratios[point.platform, point.network, point.metric] = \
+                    _as_time_ratio(without[point.platform].figure(case)[1], point)
     return ratios
 
 
