@@ -817,8 +817,10 @@ LIMITS = """\
   the output stage of the convolution or matrix layer before it where the profile lists the chain op
   (x5), else as Erf and four elementwise ops. No fused attention kernel is modelled.
 - **Operator support is this project's reading of the vendor's list.** An operator a profile's units do
-  not list runs on the host, with its hand-overs (EdgeNeXt's ReduceL2 and Expand on x5, RepViT's GELU on
-  x3); where the vendor's toolchain runs it on the NPU after all, the network comes out too slow.
+  not list runs on the host, with its hand-overs (EdgeNeXt's ReduceL2 on x5, as the RDK X5 operator list
+  says; RepViT's GELU on x3); where the vendor's toolchain runs it on the NPU after all, the network comes
+  out too slow. A vendor's node-level options (run_on_bpu) are taken as the zoo used them: x5's Softmax
+  runs on the BPU.
 - **Published figures are not all one kind.** Horizon's are `hrt_model_exec perf` (NV12 input, one and two
   threads), TI's are the SDK's per-frame inference time, SiMa's model-zoo FPS is read as one frame at a
   time. The model's latency is one frame alone with the host hand-overs; its FPS the steady state with

@@ -120,6 +120,12 @@ class Support:
     resize_max_scale: float
     resize_integer_scale_only: bool
     softmax_last_axis_only: bool
+    op_max_rank: tuple[tuple[str, int], ...] = ()  # (op type, highest rank) where it differs from max_rank
+    divide_by_tensor: bool = False
+
+    def rank_limit(self, op_type: str) -> int:
+        """Highest tensor rank the NPU takes for ``op_type``."""
+        return dict(self.op_max_rank).get(op_type, self.max_rank)
 
 
 @dataclass(frozen=True)
@@ -255,7 +261,9 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
                         pool_max_kernel=pool["max_kernel"], pool_max_stride=pool["max_stride"],
                         resize_modes=tuple(resize["modes"]), resize_max_scale=float(resize["max_scale"]),
                         resize_integer_scale_only=resize["integer_scale_only"],
-                        softmax_last_axis_only=sup["softmax_last_axis_only"]),
+                        softmax_last_axis_only=sup["softmax_last_axis_only"],
+                        op_max_rank=tuple(sorted(sup.get("op_max_rank", {}).items())),
+                        divide_by_tensor=sup.get("divide_by_tensor", False)),
         timeline=tuple(data["timeline"]),
         calibration=tuple(CalibrationPoint(**c) for c in data.get("calibration", [])),
         sources=tuple(sorted(data["sources"].items())),

@@ -61,12 +61,14 @@ def _shapes(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | Non
     return f"shape of {missing[0]} is unknown" if missing else None
 
 
-@constraint(None, lambda hw: f"tensors of rank {hw.support.max_rank} or less")
+@constraint(None, lambda hw: f"tensors of rank {hw.support.max_rank} or less"
+            + (" (an operator's row gives its own rank where it differs)" if hw.support.op_max_rank else ""))
 def _rank(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
+    limit = hw.support.rank_limit(node.op_type)
     for tensor in [*info.data_inputs(node), *node.output]:
         shape = info.shape(tensor)
-        if shape is not None and len(shape) > hw.support.max_rank:
-            return f"{tensor} is {len(shape)}-D; the NPU takes at most {hw.support.max_rank}-D tensors"
+        if shape is not None and len(shape) > limit:
+            return f"{tensor} is {len(shape)}-D; the NPU takes at most {limit}-D tensors"
     return None
 
 
@@ -182,10 +184,24 @@ def _resize(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | Non
 
 
 # ---------------------------------------------------------------------------------------- division
-@constraint({"Div"}, lambda hw: "by a constant only (the engine multiplies by its reciprocal)")
+@constraint({"Div"}, lambda hw: "by a constant or a run-time tensor" if hw.support.divide_by_tensor
+            else "by a constant only (the engine multiplies by its reciprocal)")
 def _div_by_constant(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
-    if len(node.input) > 1 and not info.is_constant(node.input[1]):
+    if not hw.support.divide_by_tensor and len(node.input) > 1 and not info.is_constant(node.input[1]):
         return "Div by a tensor computed at run time; the NPU divides by constants only"
+    return None
+
+
+# ----------------------------------------------------------------------------------------- expand
+@constraint({"Expand"}, lambda hw: "broadcasts along one axis only (input and output differ in one dimension)")
+def _expand_one_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
+    inp, out = info.shape(node.input[0]), info.shape(node.output[0])
+    if inp is None or out is None:
+        return None
+    inp = [1] * (len(out) - len(inp)) + list(inp)
+    differ = sum(1 for a, b in zip(inp, out) if a != b)
+    if differ > 1:
+        return f"Expand broadcasts along {differ} axes; {hw.name} expands along one axis only"
     return None
 
 
@@ -234,6 +250,8 @@ def rows(hw: NpuHardware) -> list[tuple[str, str]]:
     for unit in sorted(hw.units, key=lambda u: hw.timeline.index(u.name)):
         for op in sorted(unit.ops):
             conditions = [c.text(hw) for c in CONSTRAINTS if c.ops is not None and op in c.ops]
+            if hw.support.rank_limit(op) != hw.support.max_rank:
+                conditions.insert(0, f"tensors of rank {hw.support.rank_limit(op)} or less")
             text = f"{unit.name} ({unit.kind})" + (f". Requires: {'; '.join(conditions)}" if conditions else "")
             if op in MATRIX_OPS:
                 text += f"; 16-bit operands {unit.bits16_factor:g}x slower"

@@ -101,6 +101,40 @@ def test_rank_and_channels() -> None:
     assert _check("tda4vm", *wide) == (True, "")
 
 
+def test_an_operator_can_take_higher_ranks_than_the_rest() -> None:
+    """x5's operator list: 4-D tensors, except where an operator's row says more (reshapes and elementwise
+    ops up to 10-D), so a 5-D Relu or 6-D Reshape runs on the NPU while a 5-D Softmax does not."""
+    relu = _model("Relu", [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
+    reshape = _model("Reshape", [1, 2, 3, 4, 5, 6], [1, 6, 4, 30], extra=["shape"],
+                     inits=[numpy_helper.from_array(np.array([1, 6, 4, 30], np.int64), "shape")])
+    softmax = _model("Softmax", [1, 2, 3, 4, 5], [1, 2, 3, 4, 5], axis=-1)
+    assert _check("x5", *relu) == (True, "")
+    assert _check("x5", *reshape) == (True, "")
+    assert _check("x5", *softmax) == (False, "x is 5-D; the NPU takes at most 4-D tensors")
+    assert _check("tda4vm", *reshape) == (False, "x is 6-D; the NPU takes at most 4-D tensors")
+    rows = dict(support.rows(load_npu_hardware("x5")))
+    assert rows["Reshape"].startswith("TRANS (layout). Requires: tensors of rank 10 or less")
+    assert "an operator's row gives its own rank" in rows["(every operator)"]
+
+
+def test_div_by_a_run_time_tensor_where_the_profile_says_so() -> None:
+    info, node = _model("Div", [1, 8, 4, 4], [1, 8, 4, 4], extra=["x"])
+    assert _check("x5", info, node) == (True, "")
+    assert _check("tda4vm", info, node) == (
+        False, "Div by a tensor computed at run time; the NPU divides by constants only")
+
+
+def test_expand_along_one_axis_only() -> None:
+    def expand(before: list[int], after: list[int]) -> tuple[GraphInfo, onnx.NodeProto]:
+        return _model("Expand", before, after, extra=["shape"],
+                      inits=[numpy_helper.from_array(np.array(after, np.int64), "shape")])
+    assert _check("x5", *expand([1, 4, 8, 1], [1, 4, 8, 16])) == (True, "")
+    assert _check("x5", *expand([1, 4, 1, 1], [1, 4, 8, 16])) == (
+        False, "Expand broadcasts along 2 axes; x5 expands along one axis only")
+    assert _check("tda4vm", *expand([1, 4, 8, 1], [1, 4, 8, 16])) == (
+        False, "Expand is not an operator the tda4vm NPU runs")
+
+
 def test_custom_and_unknown_ops_never_run() -> None:
     info, node = _model("Mystery", [1, 4], [1, 4], domain="com.example")
     for platform in ("tda4vm", "x5"):
