@@ -82,6 +82,7 @@ class Point:
     source: str
     batch: int = 1
     note: str = ""
+    bits: int = 8         # the bits every layer was built at (16: the vendor's build raised all of them)
 
 
 RDK_CLS = ("D-Robotics/rdk_model_zoo demos/classification/README.md @ 0a290df, RDK X5 (Bayes-e at 1 GHz): "
@@ -182,6 +183,22 @@ POINTS = [
         ("efficientnet_b0", 760), ("regnetx_004", 1255), ("regnetx_008", 1228), ("squeezenet1_1_tv", 1573),
         ("vgg16_tv", 237), ("densenet121", 480))],
 ]
+
+# Networks whose published build raised every layer to 16 bits: the RDK X5 zoo's conversion configs set
+# calibration_parameters.optimization "set_all_nodes_int16" for these three (its other configs do not). They
+# are built here the same way: every layer at 16 bits, each unit's bits16_factor slower.
+ZOO_CONFIGS = "D-Robotics/rdk_model_zoo demos/classification/{family}/yaml/{file} @ {commit}"
+BUILT_AT_16_BITS = {
+    ("x5", "efficientformer_l1"): ZOO_CONFIGS.format(family="EfficientFormer", file="EfficientFormer_l1_config.yaml",
+                                                     commit="01b4318"),
+    ("x5", "efficientformer_l3"): ZOO_CONFIGS.format(family="EfficientFormer", file="EfficientFormer_l3_config.yaml",
+                                                     commit="01b4318"),
+    ("x5", "efficientformerv2_s0"): ZOO_CONFIGS.format(family="EfficientFormerV2",
+                                                       file="EfficientFormerv2_s0_config.yaml", commit="6a2ee48"),
+}
+POINTS = [dataclasses.replace(p, bits=16, source=f"{p.source}; built with every layer at 16 bits, as the "
+                              f"zoo's config sets (set_all_nodes_int16: {BUILT_AT_16_BITS[p.platform, p.network]})")
+          if (p.platform, p.network) in BUILT_AT_16_BITS else p for p in POINTS]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,7 +354,7 @@ def offload(hw: NpuHardware) -> Offload:
 
 
 def prepare(point: Point, model: onnx.ModelProto, hw: NpuHardware) -> Case:
-    part = partition(model, hw, offload(hw))
+    part = partition(model, hw, offload(hw), default_bits=point.bits)
     return Case(point, model, part, {s.id: GraphInfo.of(s.model) for s in part.npu_subgraphs})
 
 
@@ -354,8 +371,10 @@ class ProductFigures:
         key = (case.point.network, case.point.batch)
         if key not in self._runs:
             self._runs.clear()
-            part = partition(case.model, self.hw, offload(self.hw))  # the partition may move with the costs
-            schedules = {s.id: schedule(s.model, self.hw, batch_size=case.point.batch) for s in part.npu_subgraphs}
+            bits = case.point.bits
+            part = partition(case.model, self.hw, offload(self.hw), default_bits=bits)  # may move with the costs
+            schedules = {s.id: schedule(s.model, self.hw, batch_size=case.point.batch, default_bits=bits)
+                         for s in part.npu_subgraphs}
             self._runs[key] = part, simulate(part, schedules, self.hw, model=case.model)
         return self._runs[key]
 
@@ -372,7 +391,7 @@ def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
     (what the fit varies). ``fixed``: the host / crossing seconds and DDR bytes outside the NPU."""
     planned = []
     for info in case.infos.values():  # the layers' utilisation depends on the fitted values too
-        layers = layers_of(info, hw)
+        layers = layers_of(info, hw, default_bits=case.point.bits)
         planned.append((layers, actual_batch(layers, hw, case.point.batch)))
     batch = max((actual for _, actual in planned), default=1)  # as the timeline: the largest actual batch
     npu = 0.0
@@ -396,7 +415,8 @@ def host_part(case: Case, raw: dict[str, Any]) -> dict[str, float]:
         changed = deepcopy(raw)
         changed["crossing"] = {"sync_us": sync_us, "bytes_per_second": bytes_per_second}
         hw = npu_hardware(changed)
-        schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch) for s in case.part.npu_subgraphs}
+        schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch, default_bits=case.point.bits)
+                     for s in case.part.npu_subgraphs}
         stages = simulate(case.part, schedules, hw, model=case.model).stages
         npu_ids = {f"sg{s.id}" for s in case.part.npu_subgraphs}
         rest = [s for s in stages if s.name not in npu_ids]
