@@ -124,3 +124,28 @@ def test_the_page_and_the_bands_are_the_committed_run() -> None:
     for result in run["results"]:
         entries = TABLE["mx3"] if result["platform"] == "mx3" else TABLE["npu"]
         assert result["band"] == entries[result["platform"]], result["platform"]
+
+
+def test_a_network_published_as_a_16_bit_build_is_built_at_16_bits() -> None:
+    """The zoo built EfficientFormer L1/L3 and EfficientFormerV2-S0 with every layer at 16 bits: their points
+    say so and are priced so (each unit's bits16_factor), the same network at 8 bits is faster."""
+    bench = _bench()
+    from accelbuild.testing import npu_graphs
+
+    x5 = [p for p in bench.POINTS if p.platform == "x5"]
+    sixteen = {p.network for p in x5 if p.bits == 16}
+    assert sixteen == {"efficientformer_l1", "efficientformer_l3", "efficientformerv2_s0"}
+    assert all("set_all_nodes_int16" in p.source for p in x5 if p.bits == 16)
+    hw = load_npu_hardware("x5")
+    model = npu_graphs.chain(["conv", "conv", "conv"], channels=64, size=32)
+    figures = {}
+    for bits in (8, 16):
+        point = bench.Point("x5", "chain", "latency_ms", 1.0, "test", bits=bits)
+        figures[bits] = bench.ProductFigures(hw).figure(bench.prepare(point, model, hw))[1]
+    assert figures[16] > 1.5 * figures[8]
+
+
+def test_edgenext_frame_rates_are_not_points() -> None:
+    """The X5 table's EdgeNeXt FPS is 1000 / its single-thread latency, not a 4-thread measurement."""
+    edgenext = [p for p in _bench().POINTS if p.platform == "x5" and p.network.startswith("edgenext")]
+    assert len(edgenext) == 4 and {p.metric for p in edgenext} == {"latency_ms"}
