@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import onnx
+
 from accelbuild.config import schema_check
 
 Problem = tuple[tuple[Any, ...], str]
@@ -80,6 +82,10 @@ def _fusion_problems(p: dict[str, Any]) -> Iterator[Problem]:
                 yield (("fusion", index, position),
                        f"fusion chain {' + '.join(chain)} names {op}, which no unit runs"
                        f"{schema_check.did_you_mean(op, sorted(npu_ops))}")
+    for op in p["support"].get("op_max_rank", {}):  # a misspelt op would leave the op meant at max_rank
+        if not onnx.defs.has(op):
+            yield (("support", "op_max_rank", op), f"support.op_max_rank names {op}, which is no ONNX operator"
+                                                   f"{schema_check.did_you_mean(op, sorted(npu_ops))}")
 
 
 def _source_problems(p: dict[str, Any]) -> Iterator[Problem]:

@@ -118,6 +118,7 @@ units:
 fusion:
   - [Conv, Rleu]
 timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
+support: {op_max_rank: {Rehsape: 10}}
 """)
     with pytest.raises(ProfileError) as info:
         load_npu_hardware(str(path))
@@ -127,6 +128,8 @@ timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
     assert "large_depthwise_efficiency is 40 reduction lanes, more than the 16 of align[0]" in text
     assert "rules.yaml:8:" in text and "names Rleu, which no unit runs; did you mean 'Relu'?" in text
     assert "rules.yaml:9:" in text and "timeline names NPU" in text
+    assert "rules.yaml:10:" in text and "op_max_rank names Rehsape, which is no ONNX operator; did you mean 'Reshape'?" \
+        in text
 
 
 def test_every_number_needs_a_source(tmp_path: Path) -> None:
