@@ -369,10 +369,10 @@ class ProductFigures:
 
     def __init__(self, hw: NpuHardware) -> None:
         self.hw = hw
-        self._runs: dict[tuple[str, int], tuple[Partition, Timeline]] = {}
+        self._runs: dict[tuple[str, int, int], tuple[Partition, Timeline]] = {}
 
     def run(self, case: Case) -> tuple[Partition, Timeline]:
-        key = (case.point.network, case.point.batch)
+        key = (case.point.network, case.point.batch, case.point.bits)
         if key not in self._runs:
             self._runs.clear()
             bits = case.point.bits
@@ -846,12 +846,12 @@ LIMITS = """\
   out too slow. A vendor's node-level options (run_on_bpu) are taken as the zoo used them: x5's Softmax
   runs on the BPU.
 - **Published figures are not all one kind.** Horizon's are `hrt_model_exec perf` (NV12 input; latency at one
-  thread, throughput at two (YOLO) or four (classification) threads), TI's are the SDK's per-frame inference time, SiMa's model-zoo FPS is read as one frame at a
-  time. The model's latency is one frame alone with the host hand-overs; its FPS the steady state with
-  frames in flight. Where a source's definition differs, the crossing parameters absorb it. The RDK X5
-  table's EdgeNeXt frame rates are 1000 / its single-thread latency, so only those latencies are points;
-  the three X5 networks the zoo built with every layer at 16 bits (EfficientFormer L1/L3, EfficientFormerV2-S0)
-  are built at 16 bits here.
+  thread, throughput at two (YOLO) or four (classification) threads), TI's are the SDK's per-frame inference
+  time, SiMa's model-zoo FPS is read as one frame at a time. The model's latency is one frame alone with the
+  host hand-overs; its FPS the steady state with frames in flight. Where a source's definition differs, the
+  crossing parameters absorb it. The RDK X5 table's EdgeNeXt frame rates are 1000 / its single-thread
+  latency, so only those latencies are points; the three X5 networks the zoo built with every layer at 16
+  bits (EfficientFormer L1/L3, EfficientFormerV2-S0) are built at 16 bits here.
 - **Clocks and SDK versions.** Each profile models one clock and one toolchain generation (its sources say
   which); a figure from another SDK release can differ by 50% (TDA4VM MobileNetV1: 1.90 ms in SDK 08_01,
   1.04 in 08_02, 1.06 in 08_04, 1.51 in the newest datasheet). Where a source gives several releases, the

@@ -26,6 +26,7 @@ def rule_problems(p: dict[str, Any], own: dict[str, Any]) -> list[Problem]:
     problems.extend(_memory_problems(p["memory"]))
     problems.extend(_timeline_problems(p))
     problems.extend(_fusion_problems(p))
+    problems.extend(_support_problems(p))
     problems.extend(_source_problems(p))
     return problems
 
@@ -82,10 +83,14 @@ def _fusion_problems(p: dict[str, Any]) -> Iterator[Problem]:
                 yield (("fusion", index, position),
                        f"fusion chain {' + '.join(chain)} names {op}, which no unit runs"
                        f"{schema_check.did_you_mean(op, sorted(npu_ops))}")
+
+
+def _support_problems(p: dict[str, Any]) -> Iterator[Problem]:
+    npu_ops = sorted({op for unit in p["units"].values() for op in unit["ops"]})
     for op in p["support"].get("op_max_rank", {}):  # a misspelt op would leave the op meant at max_rank
         if not onnx.defs.has(op):
-            yield (("support", "op_max_rank", op), f"support.op_max_rank names {op}, which is no ONNX operator"
-                                                   f"{schema_check.did_you_mean(op, sorted(npu_ops))}")
+            yield (("support", "op_max_rank", op),
+                   f"support.op_max_rank names {op}, which is no ONNX operator{schema_check.did_you_mean(op, npu_ops)}")
 
 
 def _source_problems(p: dict[str, Any]) -> Iterator[Problem]:
