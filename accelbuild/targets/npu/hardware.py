@@ -122,10 +122,21 @@ class Support:
     softmax_last_axis_only: bool
     op_max_rank: tuple[tuple[str, int], ...] = ()  # (op type, highest rank) where it differs from max_rank
     divide_by_tensor: bool = False
+    op_max_kernel: tuple[tuple[str, int], ...] = ()  # (op type, largest window) where it differs from conv / pool
+    op_max_elements: tuple[tuple[str, int], ...] = ()  # (op type, most elements of a frame's tensor)
 
     def rank_limit(self, op_type: str) -> int:
         """Highest tensor rank the NPU takes for ``op_type``."""
         return dict(self.op_max_rank).get(op_type, self.max_rank)
+
+    def kernel_limit(self, op_type: str) -> int:
+        """Largest kernel / window height or width the NPU takes for ``op_type`` (a convolution or a pooling)."""
+        default = self.pool_max_kernel if op_type in ("MaxPool", "AveragePool") else self.conv_max_kernel
+        return dict(self.op_max_kernel).get(op_type, default)
+
+    def element_limit(self, op_type: str) -> int | None:
+        """Most elements (C x H x W, one frame) an ``op_type`` tensor may have on the NPU; None: no limit."""
+        return dict(self.op_max_elements).get(op_type)
 
 
 @dataclass(frozen=True)
@@ -263,7 +274,9 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
                         resize_integer_scale_only=resize["integer_scale_only"],
                         softmax_last_axis_only=sup["softmax_last_axis_only"],
                         op_max_rank=tuple(sorted(sup.get("op_max_rank", {}).items())),
-                        divide_by_tensor=sup.get("divide_by_tensor", False)),
+                        divide_by_tensor=sup.get("divide_by_tensor", False),
+                        op_max_kernel=tuple(sorted(sup.get("op_max_kernel", {}).items())),
+                        op_max_elements=tuple(sorted(sup.get("op_max_elements", {}).items()))),
         timeline=tuple(data["timeline"]),
         calibration=tuple(CalibrationPoint(**c) for c in data.get("calibration", [])),
         sources=tuple(sorted(data["sources"].items())),

@@ -87,10 +87,11 @@ def _fusion_problems(p: dict[str, Any]) -> Iterator[Problem]:
 
 def _support_problems(p: dict[str, Any]) -> Iterator[Problem]:
     npu_ops = sorted({op for unit in p["units"].values() for op in unit["ops"]})
-    for op in p["support"].get("op_max_rank", {}):  # a misspelt op would leave the op meant at max_rank
-        if not onnx.defs.has(op):
-            yield (("support", "op_max_rank", op),
-                   f"support.op_max_rank names {op}, which is no ONNX operator{schema_check.did_you_mean(op, npu_ops)}")
+    for field in ("op_max_rank", "op_max_kernel", "op_max_elements"):  # a misspelt op would leave the op meant
+        for op in p["support"].get(field, {}):                           # at the general limit
+            if not onnx.defs.has(op):
+                yield (("support", field, op), f"support.{field} names {op}, which is no ONNX operator"
+                                               f"{schema_check.did_you_mean(op, npu_ops)}")
 
 
 def _source_problems(p: dict[str, Any]) -> Iterator[Problem]:

@@ -10,6 +10,7 @@ the ``docs/supported_ops.md`` sections of the family (``rows(hw)``), so the two 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,15 +25,16 @@ Check = Callable[[onnx.NodeProto, GraphInfo, NpuHardware], "str | None"]
 @dataclass(frozen=True)
 class Constraint:
     ops: frozenset[str] | None  # None: every op type
-    text: Callable[[NpuHardware], str]
+    text: Callable[[NpuHardware, str], str]  # (profile, op type; "" for the every-operator row) -> sentence
     check: Check
 
 
 CONSTRAINTS: list[Constraint] = []
 
 
-def constraint(ops: set[str] | None, text: Callable[[NpuHardware], str]) -> Callable[[Check], Check]:
-    """Register ``check`` for ``ops`` (``None``: all), documented by ``text(hw)``; order of registration is kept."""
+def constraint(ops: set[str] | None, text: Callable[[NpuHardware, str], str]) -> Callable[[Check], Check]:
+    """Register ``check`` for ``ops`` (``None``: all), documented by ``text(hw, op)``; order of registration is
+    kept."""
     def register(check: Check) -> Check:
         CONSTRAINTS.append(Constraint(None if ops is None else frozenset(ops), text, check))
         return check
@@ -40,7 +42,7 @@ def constraint(ops: set[str] | None, text: Callable[[NpuHardware], str]) -> Call
 
 
 # ------------------------------------------------------------------------------------------ every op
-@constraint(None, lambda hw: "operators of the default ai.onnx domain; custom and vendor-domain operators "
+@constraint(None, lambda hw, op: "operators of the default ai.onnx domain; custom and vendor-domain operators "
                              "always run on the host")
 def _domain(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if node.domain not in ("", "ai.onnx"):
@@ -48,20 +50,20 @@ def _domain(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | Non
     return None
 
 
-@constraint(None, lambda hw: "the op type is one that a unit of the profile runs (the table below)")
+@constraint(None, lambda hw, op: "the op type is one that a unit of the profile runs (the table below)")
 def _known(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if node.domain in ("", "ai.onnx") and hw.unit_for(node.op_type) is None:
         return f"{node.op_type} is not an operator the {hw.name} NPU runs"
     return None
 
 
-@constraint(None, lambda hw: "every input and output has a known shape")
+@constraint(None, lambda hw, op: "every input and output has a known shape")
 def _shapes(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     missing = [t for t in [*info.data_inputs(node), *node.output] if t and info.shape(t) is None]
     return f"shape of {missing[0]} is unknown" if missing else None
 
 
-@constraint(None, lambda hw: f"tensors of rank {hw.support.max_rank} or less"
+@constraint(None, lambda hw, op: f"tensors of rank {hw.support.max_rank} or less"
             + (" (an operator's row gives its own rank where it differs)" if hw.support.op_max_rank else ""))
 def _rank(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     limit = hw.support.rank_limit(node.op_type)
@@ -72,7 +74,7 @@ def _rank(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     return None
 
 
-@constraint(None, lambda hw: "any number of channels" if hw.support.max_channels is None
+@constraint(None, lambda hw, op: "any number of channels" if hw.support.max_channels is None
             else f"feature maps of at most {hw.support.max_channels} channels")
 def _channels(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     limit = hw.support.max_channels
@@ -85,7 +87,20 @@ def _channels(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | N
     return None
 
 
-@constraint(None, lambda hw: f"weights of {_bits(hw.quantization.weight_bits)} bits and activations of "
+@constraint(None, lambda hw, op: "")  # per op: rows() gives each limited op's count in its row
+def _elements(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
+    limit = hw.support.element_limit(node.op_type)
+    if limit is None:
+        return None
+    for tensor in [*info.data_inputs(node), *node.output]:
+        shape = info.shape(tensor)
+        per_frame = math.prod(shape[1:]) if shape else 0
+        if per_frame > limit:
+            return f"{tensor} has {per_frame} elements a frame; {hw.name} runs {node.op_type} on at most {limit}"
+    return None
+
+
+@constraint(None, lambda hw, op: f"weights of {_bits(hw.quantization.weight_bits)} bits and activations of "
                              f"{_bits(hw.quantization.activation_bits)} bits (16-bit operands run each unit's "
                              "bits16_factor times slower)")
 def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
@@ -98,16 +113,16 @@ def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | 
 
 
 # ------------------------------------------------------------------------------------ convolutions
-@constraint({"Conv", "ConvTranspose"}, lambda hw: f"kernel at most {hw.support.conv_max_kernel}x"
-                                                  f"{hw.support.conv_max_kernel}, stride at most "
-                                                  f"{hw.support.conv_max_stride}, dilation at most "
+@constraint({"Conv", "ConvTranspose"}, lambda hw, op: f"kernel at most {_window(hw, op)}, stride at "
+                                                  f"most {hw.support.conv_max_stride}, dilation at most "
                                                   f"{hw.support.conv_max_dilation}")
 def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
     kernel = list(attribute(node, "kernel_shape", weight[2:] if weight else []))  # type: ignore[arg-type]
-    if kernel and max(kernel) > s.conv_max_kernel:
-        return f"kernel {'x'.join(map(str, kernel))} is larger than {s.conv_max_kernel}x{s.conv_max_kernel}"
+    limit = s.kernel_limit(node.op_type)
+    if kernel and max(kernel) > limit:
+        return f"kernel {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
     strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
     if max(strides) > s.conv_max_stride:
         return f"stride {max(strides)} is larger than {s.conv_max_stride}"
@@ -117,7 +132,7 @@ def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str 
     return None
 
 
-@constraint({"Conv", "ConvTranspose"}, lambda hw: {
+@constraint({"Conv", "ConvTranspose"}, lambda hw, op: {
     "none": "no grouped or depthwise convolutions",
     "depthwise": "depthwise convolutions (one input channel per group) but no other grouped ones",
     "any": "any grouping (depthwise included)"}[hw.support.conv_grouped])
@@ -133,13 +148,13 @@ def _conv_groups(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str 
     return f"{kind} convolutions are not supported on {hw.name}"
 
 
-@constraint({"ConvTranspose"}, lambda hw: "runs on the NPU" if hw.support.conv_transpose
+@constraint({"ConvTranspose"}, lambda hw, op: "runs on the NPU" if hw.support.conv_transpose
             else "never on the NPU (host)")
 def _conv_transpose(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     return None if hw.support.conv_transpose else f"ConvTranspose is not supported on {hw.name}"
 
 
-@constraint({"Conv", "ConvTranspose", "Gemm"}, lambda hw: "constant weights")
+@constraint({"Conv", "ConvTranspose", "Gemm"}, lambda hw, op: "constant weights")
 def _constant_weights(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if len(node.input) > 1 and not info.is_constant(node.input[1]):
         return "its weights are not constant"
@@ -147,22 +162,27 @@ def _constant_weights(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) ->
 
 
 # ---------------------------------------------------------------------------------------- pooling
-@constraint({"MaxPool", "AveragePool"}, lambda hw: f"window at most {hw.support.pool_max_kernel}x"
-                                                   f"{hw.support.pool_max_kernel}, stride at most "
-                                                   f"{hw.support.pool_max_stride}")
+@constraint({"MaxPool", "AveragePool"}, lambda hw, op: f"window at most {_window(hw, op)}, "
+                                                   f"stride at most {hw.support.pool_max_stride}")
 def _pool_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
-    if max(kernel) > s.pool_max_kernel:
-        return f"pooling window {'x'.join(map(str, kernel))} is larger than {s.pool_max_kernel}x{s.pool_max_kernel}"
+    limit = s.kernel_limit(node.op_type)
+    if max(kernel) > limit:
+        return f"pooling window {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
     strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
     if max(strides) > s.pool_max_stride:
         return f"pooling stride {max(strides)} is larger than {s.pool_max_stride}"
     return None
 
 
+def _window(hw: NpuHardware, op: str) -> str:
+    limit = hw.support.kernel_limit(op)
+    return f"{limit}x{limit}"
+
+
 # ----------------------------------------------------------------------------------------- resize
-@constraint({"Resize"}, lambda hw: f"mode {' or '.join(hw.support.resize_modes) or '(none)'}, up to "
+@constraint({"Resize"}, lambda hw, op: f"mode {' or '.join(hw.support.resize_modes) or '(none)'}, up to "
                                    f"{hw.support.resize_max_scale:g}x per axis"
                                    + (", whole-number scales" if hw.support.resize_integer_scale_only else ""))
 def _resize(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
@@ -184,7 +204,7 @@ def _resize(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | Non
 
 
 # ---------------------------------------------------------------------------------------- division
-@constraint({"Div"}, lambda hw: "by a constant or a run-time tensor" if hw.support.divide_by_tensor
+@constraint({"Div"}, lambda hw, op: "by a constant or a run-time tensor" if hw.support.divide_by_tensor
             else "by a constant only (the engine multiplies by its reciprocal)")
 def _div_by_constant(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if not hw.support.divide_by_tensor and len(node.input) > 1 and not info.is_constant(node.input[1]):
@@ -193,7 +213,7 @@ def _div_by_constant(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> 
 
 
 # ----------------------------------------------------------------------------------------- expand
-@constraint({"Expand"}, lambda hw: "broadcasts along one axis only (input and output differ in one dimension)")
+@constraint({"Expand"}, lambda hw, op: "broadcasts along one axis only (input and output differ in one dimension)")
 def _expand_one_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     inp, out = info.shape(node.input[0]), info.shape(node.output[0])
     if inp is None or out is None:
@@ -206,7 +226,7 @@ def _expand_one_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> 
 
 
 # ---------------------------------------------------------------------------------------- softmax
-@constraint({"Softmax"}, lambda hw: "over the last axis" if hw.support.softmax_last_axis_only else "any axis")
+@constraint({"Softmax"}, lambda hw, op: "over the last axis" if hw.support.softmax_last_axis_only else "any axis")
 def _softmax_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if not hw.support.softmax_last_axis_only:
         return None
@@ -245,13 +265,15 @@ def unsupported(info: GraphInfo, hw: NpuHardware) -> dict[str, str]:
 
 def rows(hw: NpuHardware) -> list[tuple[str, str]]:
     """``(operator, unit and conditions)`` rows of docs/supported_ops.md for one profile."""
-    general = "; ".join(c.text(hw) for c in CONSTRAINTS if c.ops is None)
+    general = "; ".join(text for c in CONSTRAINTS if c.ops is None and (text := c.text(hw, "")))
     result = [("(every operator)", general)]
     for unit in sorted(hw.units, key=lambda u: hw.timeline.index(u.name)):
         for op in sorted(unit.ops):
-            conditions = [c.text(hw) for c in CONSTRAINTS if c.ops is not None and op in c.ops]
+            conditions = [c.text(hw, op) for c in CONSTRAINTS if c.ops is not None and op in c.ops]
             if hw.support.rank_limit(op) != hw.support.max_rank:
                 conditions.insert(0, f"tensors of rank {hw.support.rank_limit(op)} or less")
+            if hw.support.element_limit(op) is not None:
+                conditions.insert(0, f"at most {hw.support.element_limit(op)} elements a frame (C x H x W)")
             text = f"{unit.name} ({unit.kind})" + (f". Requires: {'; '.join(conditions)}" if conditions else "")
             if op in MATRIX_OPS:
                 text += f"; 16-bit operands {unit.bits16_factor:g}x slower"

@@ -118,7 +118,7 @@ units:
 fusion:
   - [Conv, Rleu]
 timeline: [TAE, VAE, AAE, TRANS, LOAD, STORE, NPU]
-support: {op_max_rank: {Rehsape: 10}}
+support: {op_max_rank: {Rehsape: 10}, op_max_kernel: {AvgPool: 7}}
 """)
     with pytest.raises(ProfileError) as info:
         load_npu_hardware(str(path))
@@ -130,6 +130,7 @@ support: {op_max_rank: {Rehsape: 10}}
     assert "rules.yaml:9:" in text and "timeline names NPU" in text
     assert "rules.yaml:10:" in text and "op_max_rank names Rehsape, which is no ONNX operator; did you mean 'Reshape'?" \
         in text
+    assert "op_max_kernel names AvgPool, which is no ONNX operator; did you mean 'AveragePool'?" in text
 
 
 def test_every_number_needs_a_source(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -30,8 +32,13 @@ def _model(op: str, in_shape: list[int], out_shape: list[int], weight: tuple[int
     return info, info.node("n")
 
 
-def _check(platform: str, info: GraphInfo, node: onnx.NodeProto) -> tuple[bool, str]:
-    return support.is_supported(node, info, load_npu_hardware(platform))
+def _check(platform: str, info: GraphInfo, node: onnx.NodeProto, **support_changes: object) -> tuple[bool, str]:
+    """``node`` on a built-in profile, with ``support_changes`` (Support fields) where a test needs a setting
+    no built-in profile has."""
+    hw = load_npu_hardware(platform)
+    if support_changes:
+        hw = dataclasses.replace(hw, support=dataclasses.replace(hw.support, **support_changes))
+    return support.is_supported(node, info, hw)
 
 
 def test_plain_conv_is_supported_everywhere() -> None:
@@ -56,16 +63,49 @@ def test_grouped_conv_rules() -> None:
     depthwise = _model("Conv", [1, 16, 8, 8], [1, 16, 8, 8], (16, 1, 3, 3), kernel_shape=[3, 3], pads=[1] * 4,
                        group=16)
     grouped = _model("Conv", [1, 16, 8, 8], [1, 16, 8, 8], (16, 8, 3, 3), kernel_shape=[3, 3], pads=[1] * 4, group=2)
-    assert _check("x3", *depthwise) == (True, "")
-    assert _check("x3", *grouped) == (False, "grouped (2 groups) convolutions are not supported on x3")
-    assert _check("x5", *grouped) == (True, "")
+    assert _check("tda4vm", *depthwise, conv_grouped="depthwise") == (True, "")
+    assert _check("tda4vm", *grouped, conv_grouped="depthwise") == (
+        False, "grouped (2 groups) convolutions are not supported on tda4vm")
+    assert _check("tda4vm", *depthwise, conv_grouped="none") == (
+        False, "depthwise convolutions are not supported on tda4vm")
+    assert _check("x3", *grouped) == (True, "")  # the RDK X3 list limits channels per group, not groups
 
 
 def test_conv_transpose_where_the_profile_says_so() -> None:
     info, node = _model("ConvTranspose", [1, 16, 8, 8], [1, 16, 16, 16], (16, 16, 2, 2), kernel_shape=[2, 2],
                         strides=[2, 2])
     assert _check("x5", info, node) == (True, "")
-    assert _check("x3", info, node) == (False, "ConvTranspose is not supported on x3")
+    assert _check("x5", info, node, conv_transpose=False) == (False, "ConvTranspose is not supported on x5")
+
+
+def test_an_operator_can_have_its_own_window() -> None:
+    """The RDK X3 list: Conv kernels up to 7x7 but ConvTranspose up to 14x14; MaxPool windows up to 64x64 but
+    AveragePool up to 7x7."""
+    transpose = _model("ConvTranspose", [1, 8, 8, 8], [1, 8, 32, 32], (8, 8, 12, 12), kernel_shape=[12, 12],
+                       strides=[4, 4], pads=[4] * 4)
+    conv = _model("Conv", [1, 8, 8, 8], [1, 8, 8, 8], (8, 8, 9, 9), kernel_shape=[9, 9], pads=[4] * 4)
+    max_pool = _model("MaxPool", [1, 8, 16, 16], [1, 8, 16, 16], kernel_shape=[13, 13], pads=[6] * 4)
+    average_pool = _model("AveragePool", [1, 8, 16, 16], [1, 8, 16, 16], kernel_shape=[13, 13], pads=[6] * 4)
+    assert _check("x3", *transpose) == (True, "")
+    assert _check("x3", *conv) == (False, "kernel 9x9 is larger than 7x7")
+    assert _check("x3", *max_pool) == (True, "")
+    assert _check("x3", *average_pool) == (False, "pooling window 13x13 is larger than 7x7")
+    rows = dict(support.rows(load_npu_hardware("x3")))
+    assert "window at most 64x64, stride at most 185" in rows["MaxPool"]
+    assert "window at most 7x7, stride at most 185" in rows["AveragePool"]
+    assert "kernel at most 7x7," in rows["Conv"] and "kernel at most 14x14," in rows["ConvTranspose"]
+
+
+def test_an_operator_limited_to_a_number_of_elements() -> None:
+    """The RDK X3 list runs Sigmoid on the BPU up to 8192 elements a frame: a squeeze-excitation gate
+    (C x 1 x 1) runs there, a detector's 80 x 80 score map does not."""
+    gate = _model("Sigmoid", [1, 256, 1, 1], [1, 256, 1, 1])
+    scores = _model("Sigmoid", [1, 80, 80, 80], [1, 80, 80, 80])
+    assert _check("x3", *gate) == (True, "")
+    assert _check("x3", *scores) == (False, "x has 512000 elements a frame; x3 runs Sigmoid on at most 8192")
+    assert _check("x5", *scores) == (True, "")
+    rows = dict(support.rows(load_npu_hardware("x3")))
+    assert rows["Sigmoid"].startswith("VPU (vector). Requires: at most 8192 elements a frame (C x H x W)")
 
 
 def test_pool_window() -> None:
@@ -122,6 +162,11 @@ def test_div_by_a_run_time_tensor_where_the_profile_says_so() -> None:
     assert _check("x5", info, node) == (True, "")
     assert _check("tda4vm", info, node) == (
         False, "Div by a tensor computed at run time; the NPU divides by constants only")
+    by_constant = _model("Div", [1, 8, 4, 4], [1, 8, 4, 4], extra=["c"],
+                         inits=[numpy_helper.from_array(np.array(1.4142, np.float32), "c")])
+    assert _check("tda4vm", *by_constant) == (True, "")
+    assert _check("x3", info, node) == (True, "")  # the RDK X3 list: feature maps on both sides
+    assert _check("x3", *by_constant) == (True, "")  # as a Mul by the reciprocal (see the x3 profile's sources)
 
 
 def test_expand_along_one_axis_only() -> None:
