@@ -245,6 +245,9 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
              Free("memory.ddr_efficiency", 0.2, 0.95, "share of the DDR peak the NPU's DMA achieves"),
              Free("crossing.sync_us", 5, 1000, "NPU <-> host hand-over (task submission, cache maintenance), us"),
              Free("crossing.bytes_per_second", 2e8, 2e10, "float bytes per second the host converts and copies")]
+    if "call_us" in raw["crossing"]:
+        found.append(Free("crossing.call_us", 1, 3000, "host time of one inference call (the runtime's entry, "
+                                                      "input and output set-up, the wait), us"))
     for name, unit in raw["units"].items():
         if unit["kind"] == "matrix":
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, "MAC-array efficiency on aligned layers"))
@@ -253,6 +256,9 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
             if "large_depthwise_efficiency" in unit:
                 found.append(Free(f"units.{name}.large_depthwise_efficiency", 0.02, float(unit["align"][0]),
                                   "reduction lanes a depthwise convolution larger than 3x3 keeps busy"))
+            if "dynamic_matmul_efficiency" in unit:
+                found.append(Free(f"units.{name}.dynamic_matmul_efficiency", 0.01, 1.0,
+                                  "share of the array a MatMul of two run-time tensors keeps (attention)"))
         else:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
     return found
@@ -413,11 +419,12 @@ def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
 
 
 def host_part(case: Case, raw: dict[str, Any]) -> dict[str, float]:
-    """One batch outside the NPU subgraphs, as linear in the crossing's two parameters: host seconds, and per
-    unit of ``sync_us`` and of 1 / ``bytes_per_second`` (from the product's timeline at three settings)."""
-    def outside(sync_us: float, bytes_per_second: float) -> tuple[float, float]:
+    """One batch outside the NPU subgraphs, as linear in the crossing's three parameters: host seconds, and per
+    unit of ``sync_us``, of 1 / ``bytes_per_second`` and of ``call_us`` (from the product's timeline at four
+    settings)."""
+    def outside(sync_us: float, bytes_per_second: float, call_us: float = 0.0) -> tuple[float, float]:
         changed = deepcopy(raw)
-        changed["crossing"] = {"sync_us": sync_us, "bytes_per_second": bytes_per_second}
+        changed["crossing"] = {"sync_us": sync_us, "bytes_per_second": bytes_per_second, "call_us": call_us}
         hw = npu_hardware(changed)
         schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch, default_bits=case.point.bits)
                      for s in case.part.npu_subgraphs}
@@ -429,13 +436,17 @@ def host_part(case: Case, raw: dict[str, Any]) -> dict[str, float]:
     base, base_arm = outside(1e-9, 1e30)
     sync, sync_arm = outside(1.0, 1e30)
     per_byte, per_byte_arm = outside(1e-9, 1.0)
+    call, call_arm = outside(1e-9, 1e30, 1.0)
     return {"serial": base, "serial_per_sync_us": sync - base, "serial_per_inverse_rate": per_byte - base,
-            "arm": base_arm, "arm_per_sync_us": sync_arm - base_arm, "arm_per_inverse_rate": per_byte_arm - base_arm}
+            "serial_per_call_us": call - base,
+            "arm": base_arm, "arm_per_sync_us": sync_arm - base_arm, "arm_per_inverse_rate": per_byte_arm - base_arm,
+            "arm_per_call_us": call_arm - base_arm}
 
 
 def outside_seconds(fixed: dict[str, float], hw: NpuHardware, key: str) -> float:
     return fixed[key] + fixed[f"{key}_per_sync_us"] * hw.crossing.sync_us + \
-        fixed[f"{key}_per_inverse_rate"] / hw.crossing.bytes_per_second
+        fixed[f"{key}_per_inverse_rate"] / hw.crossing.bytes_per_second + \
+        fixed[f"{key}_per_call_us"] * hw.crossing.call_us
 
 
 # ------------------------------------------------------------------------------------------------- fit

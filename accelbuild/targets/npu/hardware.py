@@ -37,6 +37,7 @@ class Unit:
     depthwise_efficiency: float = 1.0  # matrix: reduction lanes a depthwise convolution keeps busy (of align[0])
     # matrix: the same for a depthwise kernel larger than 3x3 (None: as depthwise_efficiency)
     large_depthwise_efficiency: float | None = None
+    dynamic_matmul_efficiency: float = 1.0  # matrix: the share a MatMul of two run-time tensors keeps (attention)
     elements_per_cycle: int = 0      # vector / pool / layout
 
 
@@ -83,10 +84,12 @@ class Processor:
 class Crossing:
     """Cost of one hand-over between NPU and host (into or out of an NPU subgraph, the model's input and
     output included): one synchronisation (task submission or completion, cache maintenance) however many
-    tensors cross, and each tensor's float bytes converted and copied by the host."""
+    tensors cross, and each tensor's float bytes converted and copied by the host. ``call_us``: the host's
+    fixed time per inference call (the runtime's entry, input and output set-up, the wait), once per batch."""
 
     sync_us: float
     bytes_per_second: float
+    call_us: float = 0.0
 
     def seconds(self, tensor_float_bytes: list[float]) -> float:
         """One hand-over of these tensors (nothing crosses: free)."""
@@ -261,7 +264,8 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
         arm=Processor(**host["arm"]),
         dsp=None if host["dsp"] is None else Processor(**host["dsp"]),
         crossing=Crossing(sync_us=float(data["crossing"]["sync_us"]),
-                          bytes_per_second=float(data["crossing"]["bytes_per_second"])),
+                          bytes_per_second=float(data["crossing"]["bytes_per_second"]),
+                          call_us=float(data["crossing"].get("call_us", 0.0))),
         fusion=tuple(tuple(chain) for chain in data["fusion"]),
         quantization=Quantization(**{k: (tuple(sorted(v)) if isinstance(v, list) else v)
                                      for k, v in data["quantization"].items()}),
@@ -291,4 +295,5 @@ def _unit(name: str, u: dict[str, Any]) -> Unit:
                 depthwise_efficiency=float(u.get("depthwise_efficiency", 1.0)),
                 large_depthwise_efficiency=(float(u["large_depthwise_efficiency"])
                                             if "large_depthwise_efficiency" in u else None),
+                dynamic_matmul_efficiency=float(u.get("dynamic_matmul_efficiency", 1.0)),
                 elements_per_cycle=u.get("elements_per_cycle", 0))

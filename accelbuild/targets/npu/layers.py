@@ -272,7 +272,8 @@ def _util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     inp, out = info.shape(node.input[0]), info.shape(node.output[0])
     if not inp or not out:
         return 1.0
-    return _fill(inp[-1], a_in) * _fill(out[-1], a_out)
+    dynamic = node.op_type == "MatMul" and len(node.input) > 1 and not info.is_constant(node.input[1])
+    return _fill(inp[-1], a_in) * _fill(out[-1], a_out) * (unit.dynamic_matmul_efficiency if dynamic else 1.0)
 
 
 def _fill(size: int, align: int) -> float:

@@ -10,7 +10,8 @@ load/store contention. Around the subgraphs, frames flow through stages: NPU sub
 (a batch of ``actual_batch_size`` frames per job; concurrent jobs on several cores share the DDR), host
 subgraphs on the Arm cores or the DSP (a DSP that ``shares_npu`` takes turns with the NPU), and each
 NPU<->host hand-over (into or out of an NPU subgraph, the model's input and output included) costs
-``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes. With frames in
+``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes (and each batch the
+runtime's fixed ``call_us``). With frames in
 flight, the steady-state period gives FPS; one batch alone gives the latency and the unit timeline.
 
 ``simulate(...)`` returns a ``Timeline``; ``Timeline.record()`` is perf.json's content (fields documented
@@ -310,6 +311,9 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
         for t in s.inputs:
             readers.setdefault(t, set()).add(s.unit)
     model_outputs = set(_graph_outputs(part))
+    if hw.crossing.call_us:  # the runtime's fixed share of one inference call, on the Arm, once per batch
+        seconds = hw.crossing.call_us * 1e-6
+        add(Stage("call", "arm", seconds, seconds, 0), hw.arm.name, "inference call")
     for sub in part.subgraphs:
         if sub.unit == "npu":
             crossing_in = [t for t in sub.inputs if unit_of.get(t, "input") != "npu"]

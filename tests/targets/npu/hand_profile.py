@@ -13,6 +13,7 @@ def hand_x5() -> NpuHardware:
     raw["npu"]["layer_overhead_cycles"] = 20000
     raw["units"]["TAE"].update(efficiency=0.5, depthwise_efficiency=0.25, align=[32, 32])
     raw["units"]["TAE"].pop("large_depthwise_efficiency", None)  # every kernel priced alike
+    raw["units"]["TAE"].pop("dynamic_matmul_efficiency", None)  # every MatMul priced alike
     for unit in ("VAE", "AAE", "TRANS"):
         raw["units"][unit]["efficiency"] = 0.5
     raw["memory"]["ddr_efficiency"] = 0.5

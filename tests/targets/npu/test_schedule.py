@@ -94,6 +94,28 @@ def test_a_depthwise_kernel_larger_than_3x3_keeps_its_own_lanes_busy() -> None:
     assert cycles(5, X5) == 2622
 
 
+def test_a_matmul_of_two_run_time_tensors_keeps_its_own_share_of_the_array() -> None:
+    """``dynamic_matmul_efficiency`` prices attention's MatMuls (both operands computed per frame); a MatMul
+    by constant weights keeps the aligned price, and a profile without the field prices both alike."""
+    attention = dataclasses.replace(X5, units=tuple(dataclasses.replace(u, dynamic_matmul_efficiency=0.25)
+                                                    if u.name == "TAE" else u for u in X5.units))
+    weights = numpy_helper.from_array(np.full((64, 64), 0.01, np.float32), "w")
+
+    def model(second: str) -> onnx.ModelProto:
+        nodes = [helper.make_node("Relu", ["x"], ["k"], name="k"),
+                 helper.make_node("MatMul", ["x", second], ["y"], name="mm")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 64])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 64])],
+                                  [weights] if second == "w" else [])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    def cycles(second: str, hw: object) -> int:
+        return next(p for p in schedule(model(second), hw, effort="lazy").layers if p.layer.name == "mm").compute_cycles
+
+    assert cycles("k", X5) == cycles("w", X5) == cycles("w", attention) == math.ceil(64 ** 3 / (5000 * 0.5))
+    assert cycles("k", attention) == math.ceil(64 ** 3 / (5000 * 0.5 * 0.25))
+
+
 def _concat_of_two_convs() -> onnx.ModelProto:
     """Two 1x1 convolutions of x, their channel Concat, and a 1x1 convolution of that."""
     w = numpy_helper.from_array(np.full((16, 32, 1, 1), 0.01, np.float32), "w")

@@ -80,6 +80,21 @@ def test_host_subgraphs_and_crossings() -> None:
     assert "C7x" in dsp.units and any(i.unit == "C7x" and i.label == "sg1" for i in dsp.intervals)
 
 
+def test_the_runtime_call_is_paid_once_a_batch_on_the_host() -> None:
+    """``crossing.call_us``: the runtime's fixed time per inference call lengthens a frame's latency once,
+    however many hand-overs the partition has, and runs on the Arm while the NPU serves other frames."""
+    tda4vm = load_npu_hardware("tda4vm")
+    called = dataclasses.replace(tda4vm, crossing=dataclasses.replace(tda4vm.crossing, call_us=500.0))
+    for layers in (["conv", "conv", "conv"], ["conv", "sin", "conv"]):
+        model = npu_graphs.chain(layers, channels=64, size=56)
+        without, with_call = _run(model, tda4vm), _run(model, called)
+        assert with_call.stages[0].name == "call" and with_call.stages[0].resource == "arm"
+        assert with_call.latency_ms - without.latency_ms == pytest.approx(0.5)
+        assert [s for s in with_call.stages if s.name != "call"] == without.stages
+    npu_bound = npu_graphs.chain(["conv"] * 6, channels=128, size=112)  # 6 ms a frame on the NPU
+    assert _run(npu_bound, called).fps == pytest.approx(_run(npu_bound, tda4vm).fps)
+
+
 def test_timeline_units_and_ddr_profile() -> None:
     x5 = load_npu_hardware("x5")
     timeline = _run(models.resnet18(size=128), x5)
