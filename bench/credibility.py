@@ -848,9 +848,11 @@ LIMITS = """\
   to 16 layers back, as far as the weight buffer has room); a feature map stored to DDR by an older layer
   (a skip connection) loads only when its reader opens.
 - **Transformer layers are priced as their ONNX ops.** Attention is MatMul + Softmax + MatMul on the
-  matrix and vector units; LayerNormalization is vector work. GELU in the erf form exporters write runs in
-  the output stage of the convolution or matrix layer before it where the profile lists the chain op
-  (x5), else as Erf and four elementwise ops. No fused attention kernel is modelled.
+  matrix and vector units; a MatMul of two run-time tensors keeps its own share of the array (x5:
+  `dynamic_matmul_efficiency`, one number for every head size and token count); LayerNormalization is vector
+  work. GELU in the erf form exporters write runs in the output stage of the convolution or matrix layer
+  before it where the profile lists the chain op (x5), else as Erf and four elementwise ops. No fused
+  attention kernel is modelled, and nothing explains FastViT-SA12's one attention stage doubling S12's time.
 - **Operator support is this project's reading of the vendor's list.** An operator a profile's units do
   not list runs on the host, with its hand-overs (EdgeNeXt's ReduceL2 on x5, as the RDK X5 operator list
   says; RepViT's GELU on x3); where the vendor's toolchain runs it on the NPU after all, the network comes
@@ -859,7 +861,8 @@ LIMITS = """\
 - **Published figures are not all one kind.** Horizon's are `hrt_model_exec perf` (NV12 input; latency at one
   thread, throughput at two (YOLO) or four (classification) threads), TI's are the SDK's per-frame inference
   time, SiMa's model-zoo FPS is read as one frame at a time. The model's latency is one frame alone with the
-  host hand-overs; its FPS the steady state with frames in flight. Where a source's definition differs, the
+  host hand-overs (on x5 also the runtime's fixed time per call, `crossing.call_us`, which frames in flight
+  overlap); its FPS the steady state with frames in flight. Where a source's definition differs, the
   crossing parameters absorb it. The RDK X5 table's EdgeNeXt frame rates are 1000 / its single-thread
   latency, so only those latencies are points; the three X5 networks the zoo built with every layer at 16
   bits (EfficientFormer L1/L3, EfficientFormerV2-S0) are built at 16 bits here.

@@ -43,7 +43,7 @@ def constraint(ops: set[str] | None, text: Callable[[NpuHardware, str], str]) ->
 
 # ------------------------------------------------------------------------------------------ every op
 @constraint(None, lambda hw, op: "operators of the default ai.onnx domain; custom and vendor-domain operators "
-                             "always run on the host")
+                                 "always run on the host")
 def _domain(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     if node.domain not in ("", "ai.onnx"):
         return f"custom operator {node.domain}.{node.op_type} runs on the host"
@@ -101,8 +101,8 @@ def _elements(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | N
 
 
 @constraint(None, lambda hw, op: f"weights of {_bits(hw.quantization.weight_bits)} bits and activations of "
-                             f"{_bits(hw.quantization.activation_bits)} bits (16-bit operands run each unit's "
-                             "bits16_factor times slower)")
+                                 f"{_bits(hw.quantization.activation_bits)} bits (16-bit operands run each unit's "
+                                 "bits16_factor times slower)")
 def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     weight, activation = info.weight_bits(node), info.activation_bits(node)
     if weight is not None and weight not in hw.quantization.weight_bits:
@@ -113,9 +113,9 @@ def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | 
 
 
 # ------------------------------------------------------------------------------------ convolutions
-@constraint({"Conv", "ConvTranspose"}, lambda hw, op: f"kernel at most {_window(hw, op)}, stride at "
-                                                  f"most {hw.support.conv_max_stride}, dilation at most "
-                                                  f"{hw.support.conv_max_dilation}")
+@constraint({"Conv", "ConvTranspose"}, lambda hw, op: f"kernel at most {_window(hw, op)}, stride at most "
+                                                      f"{hw.support.conv_max_stride}, dilation at most "
+                                                      f"{hw.support.conv_max_dilation}")
 def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
@@ -163,7 +163,7 @@ def _constant_weights(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) ->
 
 # ---------------------------------------------------------------------------------------- pooling
 @constraint({"MaxPool", "AveragePool"}, lambda hw, op: f"window at most {_window(hw, op)}, "
-                                                   f"stride at most {hw.support.pool_max_stride}")
+                                                       f"stride at most {hw.support.pool_max_stride}")
 def _pool_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
@@ -183,8 +183,8 @@ def _window(hw: NpuHardware, op: str) -> str:
 
 # ----------------------------------------------------------------------------------------- resize
 @constraint({"Resize"}, lambda hw, op: f"mode {' or '.join(hw.support.resize_modes) or '(none)'}, up to "
-                                   f"{hw.support.resize_max_scale:g}x per axis"
-                                   + (", whole-number scales" if hw.support.resize_integer_scale_only else ""))
+                                       f"{hw.support.resize_max_scale:g}x per axis"
+                                       + (", whole-number scales" if hw.support.resize_integer_scale_only else ""))
 def _resize(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     mode = attribute(node, "mode", b"nearest")
