@@ -10,9 +10,9 @@ load/store contention. Around the subgraphs, frames flow through stages: NPU sub
 (a batch of ``actual_batch_size`` frames per job; concurrent jobs on several cores share the DDR), host
 subgraphs on the Arm cores or the DSP (a DSP that ``shares_npu`` takes turns with the NPU), and each
 NPU<->host hand-over (into or out of an NPU subgraph, the model's input and output included) costs
-``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes (and each batch the
-runtime's fixed ``call_us``). With frames in
-flight, the steady-state period gives FPS; one batch alone gives the latency and the unit timeline.
+``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes; each batch also pays the
+runtime's fixed ``crossing.call_us`` on the Arm. With frames in flight, the steady-state period gives FPS;
+one batch alone gives the latency and the unit timeline.
 
 ``simulate(...)`` returns a ``Timeline``; ``Timeline.record()`` is perf.json's content (fields documented
 on the class). ``separated_by`` names the effect that puts simulation and cost model more than 10% apart.
