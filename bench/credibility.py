@@ -847,6 +847,10 @@ LIMITS = """\
 - **Only weights load ahead.** The DMA loads a layer's first weight chunk in earlier layers' idle time (up
   to 16 layers back, as far as the weight buffer has room); a feature map stored to DDR by an older layer
   (a skip connection) loads only when its reader opens.
+- **One DDR, shared equally.** With frames in flight, the stages moving bytes at once (NPU jobs, the Arm's
+  crossings, host layers) each get an equal share of the DDR's effective bandwidth; a host layer streams
+  its float tensors through DDR whatever their size (no caches), and a crossing moves a float copy and an
+  8-bit one. Real memory controllers arbitrate by priority, and the Arm's caches hold small tensors.
 - **Transformer layers are priced as their ONNX ops.** Attention is MatMul + Softmax + MatMul on the
   matrix and vector units; a MatMul of two run-time tensors keeps its own share of the array (x5:
   `dynamic_matmul_efficiency`, one number for every head size and token count); LayerNormalization is vector

@@ -7,12 +7,14 @@ layer's weights loaded ahead (``LayerPlan.prefetch_bytes``) take the DDR channel
 opening of the layer ``prefetch_depth`` back, and what does not fit those gaps loads with the first tile. This
 adds what the cost model (``schedule.py``) leaves out: pipeline fill and drain of each layer's tiles and
 load/store contention. Around the subgraphs, frames flow through stages: NPU subgraphs on the NPU cores
-(a batch of ``actual_batch_size`` frames per job; concurrent jobs on several cores share the DDR), host
-subgraphs on the Arm cores or the DSP (a DSP that ``shares_npu`` takes turns with the NPU), and each
+(a batch of ``actual_batch_size`` frames per job), host subgraphs on the Arm cores or the DSP (a DSP that
+``shares_npu`` takes turns with the NPU), and each
 NPU<->host hand-over (into or out of an NPU subgraph, the model's input and output included) costs
 ``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes; each batch also pays the
 runtime's fixed ``crossing.call_us`` on the Arm. With frames in flight, the steady-state period gives FPS;
-one batch alone gives the latency and the unit timeline.
+one batch alone gives the latency and the unit timeline. In the steady state the stages that move bytes
+through the one DDR share it: NPU jobs (their loads and stores), crossings (the host reads one side and
+writes the converted copy) and host subgraphs (their layers' float tensors, read and written).
 
 ``simulate(...)`` returns a ``Timeline``; ``Timeline.record()`` is perf.json's content (fields documented
 on the class). ``separated_by`` names the effect that puts simulation and cost model more than 10% apart.
@@ -62,7 +64,8 @@ class Stage:
     resource: str          # "npu", "arm", "dsp"
     seconds: float         # one batch, alone
     cost_seconds: float    # what the cost model says for it
-    ddr_bytes: int         # DDR traffic of the NPU stages (contention between cores)
+    ddr_bytes: int         # DDR traffic of an NPU stage
+    host_bytes: int = 0    # DDR traffic of a host stage: a crossing's two copies, a host subgraph's tensors
 
 
 @dataclass
@@ -276,7 +279,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _as_cost(stage: Stage) -> Stage:
-    return Stage(stage.name, stage.resource, stage.cost_seconds, stage.cost_seconds, stage.ddr_bytes)
+    return Stage(stage.name, stage.resource, stage.cost_seconds, stage.cost_seconds, stage.ddr_bytes, stage.host_bytes)
 
 
 def _servers(hw: NpuHardware, host: str) -> dict[str, int]:
@@ -320,7 +323,8 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
             crossing_out = [t for t in sub.outputs if t in model_outputs or readers.get(t, set()) - {"npu"}]
             seconds_in = _crossing(sub, crossing_in, hw) * batch
             if seconds_in:
-                add(Stage(f"sg{sub.id} in", "arm", seconds_in, seconds_in, 0), hw.arm.name, f"sg{sub.id} crossing in")
+                add(Stage(f"sg{sub.id} in", "arm", seconds_in, seconds_in, 0, _crossing_traffic(sub, crossing_in) * batch),
+                    hw.arm.name, f"sg{sub.id} crossing in")
             sched, run = schedules[sub.id], runs[sub.id]
             jobs = math.ceil(batch / sched.actual_batch_size)
             seconds = jobs * run.cycles / hw.clock_hz
@@ -333,12 +337,13 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
                           for s0, s1, nbytes in run.transfers]
             seconds_out = _crossing(sub, crossing_out, hw) * batch
             if seconds_out:
-                add(Stage(f"sg{sub.id} out", "arm", seconds_out, seconds_out, 0), hw.arm.name,
-                    f"sg{sub.id} crossing out")
+                add(Stage(f"sg{sub.id} out", "arm", seconds_out, seconds_out, 0,
+                          _crossing_traffic(sub, crossing_out) * batch), hw.arm.name, f"sg{sub.id} crossing out")
         else:
             sub_info = info or GraphInfo.of(sub.model)
             seconds = host_seconds(sub_info, sub.nodes, processor) * batch
-            add(Stage(f"sg{sub.id}", host_resource, seconds, seconds, 0), processor.name, f"sg{sub.id}")
+            traffic = _host_traffic(sub_info, sub.nodes) * batch
+            add(Stage(f"sg{sub.id}", host_resource, seconds, seconds, 0, traffic), processor.name, f"sg{sub.id}")
     return stages, placed, transfers
 
 
@@ -349,23 +354,43 @@ def _graph_outputs(part: Partition) -> list[str]:
 
 def _crossing(sub: Subgraph, tensors: list[str], hw: NpuHardware) -> float:
     """One hand-over of ``tensors`` into or out of the NPU subgraph ``sub``."""
+    return hw.crossing.seconds([_elements(sub, name) * _FLOAT_BYTES for name in tensors])
+
+
+def _crossing_traffic(sub: Subgraph, tensors: list[str]) -> int:
+    """DDR bytes of one hand-over: the host reads each tensor on one side and writes it on the other, a float
+    copy and an 8-bit one (a 16-bit tensor's second byte is not counted)."""
+    return sum(_elements(sub, name) * (_FLOAT_BYTES + 1) for name in tensors)
+
+
+def _elements(sub: Subgraph, tensor: str) -> int:
     values = {v.name: v for v in [*sub.model.graph.input, *sub.model.graph.output]}
-    float_bytes = []
-    for name in tensors:
-        dims = values[name].type.tensor_type.shape.dim if name in values else []
-        float_bytes.append(math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims) * _FLOAT_BYTES)
-    return hw.crossing.seconds(float_bytes)
+    dims = values[tensor].type.tensor_type.shape.dim if tensor in values else []
+    return math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims)
+
+
+def _host_traffic(info: GraphInfo, layers: list[str]) -> int:
+    """DDR bytes of one frame of host layers: each layer reads its run-time inputs and writes its outputs as
+    floats (an elementwise layer over a feature map larger than the cores' caches streams it through DDR)."""
+    total = 0
+    for name in layers:
+        node = info.node(name)
+        tensors = [t for t in [*node.input, *node.output] if t and not info.is_constant(t)]
+        total += sum(info.elements(t) for t in tensors) * _FLOAT_BYTES
+    return total
 
 
 def _steady_fps(stages: list[Stage], servers: Mapping[str, int], in_flight: int, batch: int, bandwidth: float, *,
                 contention: bool) -> float:
     """Frames per second once the pipeline is full: ``in_flight`` batches circulate (a new one enters as one
     leaves), each stage waits for its resource, and every resource serves the stages ready on it in the
-    order they became ready, so one frame's NPU subgraph runs while another's host subgraph does."""
+    order they became ready, so one frame's NPU subgraph runs while another's host subgraph does.
+    ``contention``: a stage that moves bytes through DDR while others do takes at least its equal share of
+    ``bandwidth`` for them (NPU jobs on several cores, and the Arm's crossings and host layers beside them)."""
     if not stages or all(s.seconds == 0 for s in stages):
         return 0.0
     free = {name: [0.0] * count for name, count in servers.items()}
-    busy: list[tuple[float, float, float]] = []   # NPU jobs: (start, end, ddr seconds)
+    busy: list[tuple[float, float]] = []   # stages moving DDR bytes: (start, end), the latest ones
     count = min(400, max(_STEADY_BATCHES, 12 * in_flight))
     ready: list[tuple[float, int, int]] = [(0.0, job, 0) for job in range(min(in_flight, count))]
     released = len(ready)
@@ -376,11 +401,12 @@ def _steady_fps(stages: list[Stage], servers: Mapping[str, int], in_flight: int,
         pool = free[stage.resource]
         start = max(t, pool[0])
         seconds = stage.seconds
-        if contention and stage.resource == "npu" and servers["npu"] > 1 and stage.ddr_bytes:
-            overlapping = 1 + sum(1 for s0, s1, _ in busy if s0 <= start < s1)
-            seconds = max(seconds, overlapping * stage.ddr_bytes / bandwidth)
-            busy.append((start, start + seconds, stage.ddr_bytes / bandwidth))
-            busy = busy[-4 * servers["npu"]:]
+        nbytes = stage.ddr_bytes + stage.host_bytes
+        if contention and nbytes:
+            overlapping = 1 + sum(1 for s0, s1 in busy if s0 <= start < s1)
+            seconds = max(seconds, overlapping * nbytes / bandwidth)
+            busy.append((start, start + seconds))
+            busy = busy[-4 * sum(servers.values()):]
         end = start + seconds
         heapq.heapreplace(pool, end)
         if index + 1 < len(stages):

@@ -1,5 +1,5 @@
 """The unit-timeline simulator: calibration against published figures, agreement with the cost model,
-batches, cores sharing DDR, host offload, the DDR profile and the timeline."""
+batches, cores and host work sharing DDR, host offload, the DDR profile and the timeline."""
 
 from __future__ import annotations
 
@@ -93,6 +93,34 @@ def test_the_runtime_call_is_paid_once_a_batch_on_the_host() -> None:
         assert [s for s in with_call.stages if s.name != "call"] == without.stages
     npu_bound = npu_graphs.chain(["conv"] * 6, channels=128, size=112)  # 6 ms a frame on the NPU
     assert _run(npu_bound, called).fps == pytest.approx(_run(npu_bound, tda4vm).fps)
+
+
+def test_crossings_and_host_layers_count_their_ddr_bytes() -> None:
+    """A crossing reads one side and writes the other (a float copy and an 8-bit one); a host layer reads
+    and writes its float tensors. The NPU stages keep their own DDR bytes; one frame alone is unchanged."""
+    tda4vm = load_npu_hardware("tda4vm")
+    timeline = _run(npu_graphs.chain(["conv", "conv", "sin", "conv"], channels=64, size=56), tda4vm)
+    traffic = {s.name: s.host_bytes for s in timeline.stages}
+    feature_map = 64 * 56 * 56
+    assert traffic["sg0 out"] == traffic["sg2 in"] == feature_map * (4 + 1)
+    assert traffic["sg1"] == 2 * feature_map * 4  # Sin: one input, one output
+    assert all(s.host_bytes == 0 for s in timeline.stages if s.resource == "npu")
+
+
+def test_host_stages_share_the_ddr_with_each_other_and_the_npu() -> None:
+    """Four Arm cores each copying 1 MB in 1 ms would move 4 GB/s; on a 2 GB/s DDR the frames wait for
+    their share of it, so the rate is the DDR's. An NPU job moving bytes beside them slows them too."""
+    from accelbuild.targets.npu.timeline import Stage, _steady_fps
+
+    copy = [Stage("copy", "arm", 1e-3, 1e-3, 0, host_bytes=1_000_000)]
+    servers = {"npu": 1, "arm": 4}
+    assert _steady_fps(copy, servers, 8, 1, 2e9, contention=False) == pytest.approx(4000, rel=0.01)
+    shared = _steady_fps(copy, servers, 8, 1, 2e9, contention=True)
+    assert 1800 <= shared <= 2000 * 1.01
+    assert _steady_fps(copy, servers, 1, 1, 2e9, contention=True) == pytest.approx(1000, rel=0.01)  # alone
+    beside_npu = [Stage("npu", "npu", 1e-3, 1e-3, 1_600_000), *copy]
+    assert _steady_fps(beside_npu, servers, 2, 1, 2e9, contention=True) < \
+        _steady_fps(beside_npu, servers, 2, 1, 2e9, contention=False)
 
 
 def test_timeline_units_and_ddr_profile() -> None:
