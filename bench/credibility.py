@@ -238,6 +238,9 @@ def fit_groups(platforms: list[str]) -> list[tuple[str, ...]]:
     return groups
 
 
+SIXTEEN_BIT_PLATFORMS = {p.platform for p in POINTS if p.bits == 16}  # their figures price the 16-bit passes
+
+
 def free_parameters(raw: dict[str, Any]) -> list[Free]:
     """The physical quantities a profile's figures depend on and the datasheets do not give."""
     found = [Free("npu.layer_overhead_cycles", 100, 30000, "fixed cost of one layer (set-up, sync), cycles",
@@ -256,6 +259,9 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
             if "large_depthwise_efficiency" in unit:
                 found.append(Free(f"units.{name}.large_depthwise_efficiency", 0.02, float(unit["align"][0]),
                                   "reduction lanes a depthwise convolution larger than 3x3 keeps busy"))
+            if raw["name"] in SIXTEEN_BIT_PLATFORMS:
+                found.append(Free(f"units.{name}.bits16_factor", 1.0, 4.0, "passes of the array a 16-bit layer "
+                                  "takes (1: a native 16-bit mode; 2: 16-bit activations x 8-bit weights; 4: 16 x 16)"))
             if "dynamic_matmul_efficiency" in unit:
                 found.append(Free(f"units.{name}.dynamic_matmul_efficiency", 0.01, 1.0,
                                   "share of the array a MatMul of two run-time tensors keeps (attention)"))
