@@ -8,13 +8,13 @@ opening of the layer ``prefetch_depth`` back, and what does not fit those gaps l
 adds what the cost model (``schedule.py``) leaves out: pipeline fill and drain of each layer's tiles and
 load/store contention. Around the subgraphs, frames flow through stages: NPU subgraphs on the NPU cores
 (a batch of ``actual_batch_size`` frames per job), host subgraphs on the Arm cores or the DSP (a DSP that
-``shares_npu`` takes turns with the NPU), and each
-NPU<->host hand-over (into or out of an NPU subgraph, the model's input and output included) costs
-``hw.crossing`` on the Arm: one synchronisation and every crossing tensor's bytes; each batch also pays the
-runtime's fixed ``crossing.call_us`` on the Arm. With frames in flight, the steady-state period gives FPS;
-one batch alone gives the latency and the unit timeline. In the steady state the stages that move bytes
-through the one DDR share it: NPU jobs (their loads and stores), crossings (the host reads one side and
-writes the converted copy) and host subgraphs (their layers' float tensors, read and written).
+``shares_npu`` takes turns with the NPU), and each NPU<->host hand-over (into or out of an NPU subgraph,
+the model's input and output included) costs ``hw.crossing`` on the Arm: one synchronisation and every
+crossing tensor's bytes; each batch also pays the runtime's fixed ``crossing.call_us`` on the Arm. With
+frames in flight, the steady-state period gives FPS; one batch alone gives the latency and the unit
+timeline. In the steady state the stages that move bytes through the one DDR share it: NPU jobs (their
+loads and stores), crossings (the host reads one side and writes the converted copy) and host subgraphs
+(their layers' float tensors, read and written).
 
 ``simulate(...)`` returns a ``Timeline``; ``Timeline.record()`` is perf.json's content (fields documented
 on the class). ``separated_by`` names the effect that puts simulation and cost model more than 10% apart.
@@ -354,19 +354,23 @@ def _graph_outputs(part: Partition) -> list[str]:
 
 def _crossing(sub: Subgraph, tensors: list[str], hw: NpuHardware) -> float:
     """One hand-over of ``tensors`` into or out of the NPU subgraph ``sub``."""
-    return hw.crossing.seconds([_elements(sub, name) * _FLOAT_BYTES for name in tensors])
+    return hw.crossing.seconds([n * _FLOAT_BYTES for n in _elements(sub, tensors)])
 
 
 def _crossing_traffic(sub: Subgraph, tensors: list[str]) -> int:
     """DDR bytes of one hand-over: the host reads each tensor on one side and writes it on the other, a float
     copy and an 8-bit one (a 16-bit tensor's second byte is not counted)."""
-    return sum(_elements(sub, name) * (_FLOAT_BYTES + 1) for name in tensors)
+    return sum(n * (_FLOAT_BYTES + 1) for n in _elements(sub, tensors))
 
 
-def _elements(sub: Subgraph, tensor: str) -> int:
+def _elements(sub: Subgraph, tensors: list[str]) -> list[int]:
+    """Each tensor's elements, from the subgraph's inputs and outputs (unknown dimensions count 1)."""
     values = {v.name: v for v in [*sub.model.graph.input, *sub.model.graph.output]}
-    dims = values[tensor].type.tensor_type.shape.dim if tensor in values else []
-    return math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims)
+    counts = []
+    for name in tensors:
+        dims = values[name].type.tensor_type.shape.dim if name in values else []
+        counts.append(math.prod(d.dim_value if d.dim_value > 0 else 1 for d in dims))
+    return counts
 
 
 def _host_traffic(info: GraphInfo, layers: list[str]) -> int:
