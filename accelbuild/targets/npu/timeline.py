@@ -314,6 +314,16 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
         for t in s.inputs:
             readers.setdefault(t, set()).add(s.unit)
     model_outputs = set(_graph_outputs(part))
+
+    def hand_over(sub: Subgraph, tensors: list[str], direction: str) -> None:
+        """The Arm's stage handing ``tensors`` into or out of the NPU subgraph ``sub`` (none: no stage)."""
+        counts = _elements(sub, tensors)
+        seconds = hw.crossing.seconds([n * _FLOAT_BYTES for n in counts]) * batch
+        if seconds:  # a float copy and an 8-bit one (a 16-bit tensor's second byte is not counted)
+            traffic = sum(counts) * (_FLOAT_BYTES + 1) * batch
+            add(Stage(f"sg{sub.id} {direction}", "arm", seconds, seconds, 0, traffic), hw.arm.name,
+                f"sg{sub.id} crossing {direction}")
+
     if hw.crossing.call_us:  # the runtime's fixed share of one inference call, on the Arm, once per batch
         seconds = hw.crossing.call_us * 1e-6
         add(Stage("call", "arm", seconds, seconds, 0), hw.arm.name, "inference call")
@@ -321,10 +331,7 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
         if sub.unit == "npu":
             crossing_in = [t for t in sub.inputs if unit_of.get(t, "input") != "npu"]
             crossing_out = [t for t in sub.outputs if t in model_outputs or readers.get(t, set()) - {"npu"}]
-            seconds_in = _crossing(sub, crossing_in, hw) * batch
-            if seconds_in:
-                add(Stage(f"sg{sub.id} in", "arm", seconds_in, seconds_in, 0, _crossing_traffic(sub, crossing_in) * batch),
-                    hw.arm.name, f"sg{sub.id} crossing in")
+            hand_over(sub, crossing_in, "in")
             sched, run = schedules[sub.id], runs[sub.id]
             jobs = math.ceil(batch / sched.actual_batch_size)
             seconds = jobs * run.cycles / hw.clock_hz
@@ -335,10 +342,7 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
                                        label, nbytes))
             transfers += [((start + s0 / hw.clock_hz) * 1e6, (start + s1 / hw.clock_hz) * 1e6, nbytes)
                           for s0, s1, nbytes in run.transfers]
-            seconds_out = _crossing(sub, crossing_out, hw) * batch
-            if seconds_out:
-                add(Stage(f"sg{sub.id} out", "arm", seconds_out, seconds_out, 0,
-                          _crossing_traffic(sub, crossing_out) * batch), hw.arm.name, f"sg{sub.id} crossing out")
+            hand_over(sub, crossing_out, "out")
         else:
             sub_info = info or GraphInfo.of(sub.model)
             seconds = host_seconds(sub_info, sub.nodes, processor) * batch
@@ -350,17 +354,6 @@ def _stages(part: Partition, schedules: Mapping[int, Schedule], runs: Mapping[in
 def _graph_outputs(part: Partition) -> list[str]:
     read = {t for s in part.subgraphs for t in s.inputs}
     return [t for s in part.subgraphs for t in s.outputs if t not in read]
-
-
-def _crossing(sub: Subgraph, tensors: list[str], hw: NpuHardware) -> float:
-    """One hand-over of ``tensors`` into or out of the NPU subgraph ``sub``."""
-    return hw.crossing.seconds([n * _FLOAT_BYTES for n in _elements(sub, tensors)])
-
-
-def _crossing_traffic(sub: Subgraph, tensors: list[str]) -> int:
-    """DDR bytes of one hand-over: the host reads each tensor on one side and writes it on the other, a float
-    copy and an 8-bit one (a 16-bit tensor's second byte is not counted)."""
-    return sum(n * (_FLOAT_BYTES + 1) for n in _elements(sub, tensors))
 
 
 def _elements(sub: Subgraph, tensors: list[str]) -> list[int]:
