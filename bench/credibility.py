@@ -55,7 +55,7 @@ from accelbuild.errors import AccelbuildError
 from accelbuild.passes import run_passes
 from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import NPU_PROFILES, NpuHardware, builtin_profiles, npu_hardware
-from accelbuild.targets.npu.layers import layers_of
+from accelbuild.targets.npu.layers import Layer, array_util, layers_of
 from accelbuild.targets.npu.partition import Offload, Partition, partition
 from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
@@ -355,12 +355,14 @@ def imported(folder: Path, name: str) -> onnx.ModelProto:
 # -------------------------------------------------------------------------------------------- prediction
 @dataclasses.dataclass
 class Case:
-    """A point with its network partitioned for the platform; the NPU subgraphs are fixed, their cost is not."""
+    """A point with its network partitioned for the platform; the NPU subgraphs are fixed, their cost is not.
+    ``layers``: each NPU subgraph's layers at the profile's stated values (``at_values`` moves them)."""
 
     point: Point
     model: onnx.ModelProto
     part: Partition
     infos: dict[int, GraphInfo]
+    layers: dict[int, list[Layer]]
 
 
 def offload(hw: NpuHardware) -> Offload:
@@ -371,7 +373,21 @@ def offload(hw: NpuHardware) -> Offload:
 
 def prepare(point: Point, model: onnx.ModelProto, hw: NpuHardware) -> Case:
     part = partition(model, hw, offload(hw), default_bits=point.bits)
-    return Case(point, model, part, {s.id: GraphInfo.of(s.model) for s in part.npu_subgraphs})
+    infos = {s.id: GraphInfo.of(s.model) for s in part.npu_subgraphs}
+    return Case(point, model, part, infos,
+                {sid: layers_of(info, hw, default_bits=point.bits) for sid, info in infos.items()})
+
+
+def at_values(layers: list[Layer], info: GraphInfo, hw: NpuHardware) -> list[Layer]:
+    """``layers`` as ``layers_of`` finds them on ``hw``, which differs from the profile they were found on
+    in fitted values only: of a layer, only a matrix unit's array share moves with them (the fit's hot path;
+    finding the layers and their fused groups again took half of each evaluation)."""
+    moved = []
+    for layer in layers:
+        unit = hw.unit(layer.unit)
+        moved.append(layer if unit.kind != "matrix" else
+                     dataclasses.replace(layer, util=array_util(info, info.node(layer.name), unit)))
+    return moved
 
 
 class ProductFigures:
@@ -406,8 +422,8 @@ def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
     """The cost model's figure with the partition and host stages held: only the NPU layers are re-planned
     (what the fit varies). ``fixed``: the host / crossing seconds and DDR bytes outside the NPU."""
     planned = []
-    for info in case.infos.values():  # the layers' utilisation depends on the fitted values too
-        layers = layers_of(info, hw, default_bits=case.point.bits)
+    for sid, info in case.infos.items():  # the layers' utilisation depends on the fitted values too
+        layers = at_values(case.layers[sid], info, hw)
         planned.append((layers, actual_batch(layers, hw, case.point.batch)))
     batch = max((actual for _, actual in planned), default=1)  # as the timeline: the largest actual batch
     npu = 0.0

@@ -149,3 +149,22 @@ def test_edgenext_frame_rates_are_not_points() -> None:
     """The X5 table's EdgeNeXt FPS is 1000 / its single-thread latency, not a 4-thread measurement."""
     edgenext = [p for p in _bench().POINTS if p.platform == "x5" and p.network.startswith("edgenext")]
     assert len(edgenext) == 4 and {p.metric for p in edgenext} == {"latency_ms"}
+
+
+def test_the_fits_layers_at_other_values_are_the_layers_a_build_finds() -> None:
+    """The fit finds each subgraph's layers once, on the profile as stated, and moves only their array share
+    with the fitted values (``at_values``): at other values they are the layers ``layers_of`` finds afresh."""
+    import dataclasses
+
+    from accelbuild.targets.npu.graph_info import GraphInfo
+    from accelbuild.targets.npu.layers import layers_of
+    from accelbuild.testing import npu_graphs
+
+    bench = _bench()
+    info = GraphInfo.of(npu_graphs.chain(["conv", "relu", "dwconv", "sigmoid", "conv1x1", "pool5"]))
+    stated = load_npu_hardware("x5")
+    fitted = dataclasses.replace(stated, units=tuple(
+        dataclasses.replace(u, efficiency=u.efficiency / 3, depthwise_efficiency=u.depthwise_efficiency * 2)
+        if u.kind == "matrix" else dataclasses.replace(u, efficiency=u.efficiency / 2) for u in stated.units))
+    found = layers_of(info, stated)
+    assert bench.at_values(found, info, fitted) == layers_of(info, fitted) != found

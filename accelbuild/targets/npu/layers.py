@@ -112,7 +112,7 @@ def layers_of(info: GraphInfo, hw: NpuHardware, names: Iterable[str] | None = No
         result.append(Layer(
             name=head.name, members=tuple(n.name for n in group), ops=tuple(n.op_type for n in group),
             unit=unit.name, order=info.order(tail.name), macs=info.macs(head), work=element_work(info, head),
-            util=_util(info, head, unit), weight_bytes=info.weight_elements(head) * weight_bits // 8,
+            util=array_util(info, head, unit), weight_bytes=info.weight_elements(head) * weight_bits // 8,
             sources=tuple([*sources.items(), *((None, nbytes) for nbytes in outside.values())]),
             out_bytes=sum(info.elements(out) for out in tail.output if out) * act_bits // 8,
             readers=tuple(readers), is_output=leaves or bool(members & owned_outputs),
@@ -255,8 +255,9 @@ def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
     return float(out)
 
 
-def _util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
-    """Share of the MAC array a layer keeps busy: reduction and output dimensions rounded up to the array."""
+def array_util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
+    """Share of the MAC array a layer keeps busy: reduction and output dimensions rounded up to the array.
+    The one field of a ``Layer`` that moves with a unit's efficiencies (depthwise lanes, attention's share)."""
     if unit.kind != "matrix":
         return 1.0
     a_in, a_out = unit.align
