@@ -877,6 +877,10 @@ LIMITS = """\
 - **Only weights load ahead.** The DMA loads a layer's first weight chunk in earlier layers' idle time (up
   to 16 layers back, as far as the weight buffer has room); a feature map stored to DDR by an older layer
   (a skip connection) loads only when its reader opens.
+- **On-chip memory as two buffers of fixed size.** Weights and feature maps each get their own share of the
+  SRAM for the whole network, and weights load again for every batch (none stay on chip between batches); a
+  compiler that moves the split layer by layer keeps more on chip. Where the vendor does not publish the
+  SRAM's size (x5), the feature maps' share is fitted, within the SRAM the profile states.
 - **One DDR, shared equally.** With frames in flight, the stages moving bytes at once (NPU jobs, the Arm's
   crossings, host layers) each get an equal share of the DDR's effective bandwidth; a host layer streams
   its float tensors through DDR whatever their size (no caches), and a crossing moves a float copy and an
@@ -899,7 +903,8 @@ LIMITS = """\
   overlap); its FPS the steady state with frames in flight. Where a source's definition differs, the
   crossing parameters absorb it. The RDK X5 table's EdgeNeXt frame rates are 1000 / its single-thread
   latency, so only those latencies are points; the three X5 networks the zoo built with every layer at 16
-  bits (EfficientFormer L1/L3, EfficientFormerV2-S0) are built at 16 bits here.
+  bits (EfficientFormer L1/L3, EfficientFormerV2-S0) are built at 16 bits here, and the passes of the array a
+  16-bit layer takes (`bits16_factor`) are fitted on them.
 - **Clocks and SDK versions.** Each profile models one clock and one toolchain generation (its sources say
   which); a figure from another SDK release can differ by 50% (TDA4VM MobileNetV1: 1.90 ms in SDK 08_01,
   1.04 in 08_02, 1.06 in 08_04, 1.51 in the newest datasheet). Where a source gives several releases, the
