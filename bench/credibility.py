@@ -459,6 +459,7 @@ def host_part(case: Case, raw: dict[str, Any]) -> dict[str, float]:
         schedules = {s.id: schedule(s.model, hw, batch_size=case.point.batch, default_bits=case.point.bits)
                      for s in case.part.npu_subgraphs}
         stages = simulate(case.part, schedules, hw, model=case.model).stages
+        # by name, not by resource: a host subgraph on a DSP that shares the NPU (tda4vm's C7x) is an "npu" stage too
         npu_ids = {f"sg{s.id}" for s in case.part.npu_subgraphs}
         rest = [s for s in stages if s.name not in npu_ids]
         return sum(s.cost_seconds for s in rest), sum(s.cost_seconds for s in rest if s.resource == "arm")

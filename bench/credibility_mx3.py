@@ -113,20 +113,22 @@ def builtin_digests() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ builds
-def pipeline_yaml(network: str, model: Path) -> str:
+def pipeline_yaml(network: str, model: Path, chip_gen: str = "mx3") -> str:
+    """The pipeline of one network; ``chip_gen``: the built-in profile's name or a profile file's path."""
     entry: dict[str, Any] = {"path": str(model)}
     if NETWORKS[network]:
         entry["crop"] = {"auto": True}
     config = {"accelbuild": 1, "name": network, "models": [entry],
-              "target": {"family": "mx3", "chip_gen": "mx3", "num_chips": NUM_CHIPS}}
+              "target": {"family": "mx3", "chip_gen": chip_gen, "num_chips": NUM_CHIPS}}
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def build(network: str, folder: Path, work: Path) -> dict[str, Any]:
-    """``accelbuild run`` of the network's pipeline with the built-in mx3 profile; its benchmark.json."""
+def build(network: str, folder: Path, work: Path, chip_gen: str = "mx3") -> dict[str, Any]:
+    """``accelbuild run`` of the network's pipeline (the built-in mx3 profile unless ``chip_gen`` names another);
+    its benchmark.json."""
     work.mkdir(parents=True, exist_ok=True)
     config = work / f"{network}.yaml"
-    config.write_text(pipeline_yaml(network, model_file(folder, network)))
+    config.write_text(pipeline_yaml(network, model_file(folder, network), chip_gen))
     result = subprocess.run([sys.executable, "-m", "accelbuild.cli", "run", str(config)], cwd=work,
                             capture_output=True, text=True)
     if result.returncode != 0:
