@@ -1009,12 +1009,14 @@ def mx3_section(r: dict[str, Any]) -> list[str]:
            "profile's values were set to (quoted by third-party benchmarks; no stored copy of a MemryX page "
            "with it was found).",
            "- **held_out** rows compare the simulated FPS of the chips with MemryX's own factory-diagnostics "
-           "runs: the SDK's Benchmark on synthetic frames, every DFP compiled for 4 chips (the M.2 module), "
-           "gbf80 input and output, a pre-release SDK of February 2024, clock not stated. Many small networks "
-           "in the same run sit at 1,560-1,620 FPS whatever their size (MobileNetV1 and V2, YOLOv8n-cls), a "
-           "per-frame ceiling of that run's host and driver that the model does not have. The Keras networks "
-           "are rebuilt from Keras Applications (`bench/peers/export_keras_networks.py`) and imported from "
-           "`.keras`, as the vendor compiled them.",
+           "runs: the SDK's Benchmark on synthetic frames, gbf80 input and output, a pre-release SDK of February "
+           "2024, clock not stated. Each network is built for the chips its DFP was compiled for (the row's "
+           "name says: 1 to 8; the M.2 module has 4). Many small networks in the same run sit at 1,560-1,620 FPS "
+           "whatever their size (MobileNetV1 and V2, MobileNetV3, YOLOv8n-cls, MnasNet), a per-frame ceiling of "
+           "that run's host and driver that the model does not have. The Keras networks are rebuilt from Keras "
+           "Applications (`bench/peers/export_keras_networks.py`) and imported from `.keras`, as the vendor "
+           "compiled them; YOLOv8n and -s at 640 end at their raw heads, where the vendor's TFLite files go on "
+           "to decode the boxes.",
            "- **end_to_end** rows compare the build's end-to-end figures with Frigate's: FPS is the slowest of the "
            "simulated chips and the host sections (cropped by `crop: {auto: true}`, timed in onnxruntime on this "
            "machine), latency the simulated latency plus the host times. Frigate times its own host code (Python, "

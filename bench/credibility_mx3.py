@@ -9,14 +9,17 @@ measured decides what they are compared with:
   benchmarks; no stored copy of a MemryX page with it was found): the chips, frames streamed. Compared with
   the simulated FPS and latency; the profile's values were set to meet it, so it is in-sample.
 - **MemryX's factory-diagnostics runs** (``memryx/MxModule_Factory_Diagnostics``: the SDK's ``Benchmark`` on
-  synthetic frames, DFPs compiled for 4 chips, gbf80 input and output, 2024-02-23, clock not stated): the
-  chips alone, measured by the vendor, never used to set the profile, so they are held out. Compared with
-  the simulated FPS. The Keras networks (``k_real_*``: Keras Applications) are rebuilt with
+  synthetic frames, gbf80 input and output, 2024-02-23, clock not stated): the chips alone, measured by the
+  vendor, never used to set the profile, so they are held out. Compared with the simulated FPS of a build for
+  the chips the row's DFP was compiled for (``cascade_plus<N>x``; 1 without). The Keras networks (``k_real_*``: Keras Applications) are rebuilt with
   ``bench/peers/export_keras_networks.py`` and imported from ``.keras`` as the vendor compiled them from Keras;
   the others are rebuilt in the torch venv: ``tf_real_mlperf_v2_resnet`` (MLPerf's ResNet-50 v1.5) as timm's
   ResNet-50 (v1.5 too), ``k_real_resnet34_v1`` as timm's ResNet-34 (the same layers), ``tfl_real_yolov8l-cls``
-  as ultralytics' YOLOv8l-cls at 224, the ONNX RepVGG-A2 / -B0 and GENet-M as timm's (RepVGG reparameterised)
-  and ``onnx_real_yolox_m`` as Megvii's YOLOX-M at 640.
+  as ultralytics' YOLOv8l-cls at 224 (and -n, -s, -m), ``tfl_real_yolov8n`` / ``-s`` as ultralytics' YOLOv8n / -s
+  at 640 ending at their raw heads (the vendor's TFLite files also decode the boxes), the ONNX RepVGG-A2 / -B0
+  and GENet-S / -M as timm's (RepVGG reparameterised), ``pt_real_resnet18`` as timm's ResNet-18 (torchvision's
+  layers), ``pt_real_mnasnet1_0`` as torchvision's, ``onnx_real_yolox_m`` as Megvii's YOLOX-M at 640 and the
+  ``*_ti_lite`` YOLOX as TI's lite YOLOX (nano and tiny at 416, s at 640).
 - **Frigate's table** (Intel i7-13700 host): "Total FPS" and "Inference Time" of Frigate's MemryX detector,
   which runs the model's pre-processing (YOLOX's 4-way slicing) and post-processing (box decoding in NumPy,
   YOLO-NAS's and SSDlite's ``_post.onnx``) on the host, in Python. These are end-to-end figures, so they are
@@ -48,16 +51,16 @@ from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
 
 BUILTIN = Path(__file__).resolve().parent.parent / "accelbuild" / "targets" / "mx3" / "profiles" / "mx3.yaml"
-NUM_CHIPS = 4  # every published figure is of the 4-chip M.2 module
+NUM_CHIPS = 4  # the M.2 module: the chips of every figure but the vendor's DFPs compiled for other counts
 VENDOR = ("MemryX benchmark figure (the vendor's benchmark tool on the 4-chip M.2 module at 600 MHz, as quoted by "
           "third-party benchmarks; the profile's calibration)")
 DIAGNOSTICS = ("memryx/MxModule_Factory_Diagnostics @ db8c364 4_testsuit/tool/performance_result_gbf80_linux_0223.csv, "
-               "row {row} (MemryX's SDK Benchmark on synthetic frames, DFP compiled for 4 chips, gbf80 I/O, "
+               "row {row} (MemryX's SDK Benchmark on synthetic frames, DFP compiled for {chips}, gbf80 I/O, "
                "2024-02-23, clock not stated)")
 FRIGATE = ("blakeblackshear/frigate docs/docs/frigate/hardware.md @ 00d0317, section MemryX MX3 (4-chip M.2, Intel "
            "13700 host): {what}")
-# the vendor's diagnostics row of each held-out network and its FPS (DIAGNOSTICS): every row of a DFP compiled for
-# 4 chips (the M.2 module) whose network is public and rebuilt here
+# the vendor's diagnostics row of each held-out network and its FPS (DIAGNOSTICS): every row whose network is public
+# and rebuilt here, each built for the chips its DFP was compiled for (the row's "cascade_plus<N>x", 1 without)
 MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.2978286482164),
             "k_resnet50_v2": ("k_real_resnet50_v2_performance_cascade_plus4x", 655.4583187478122),
             "k_inceptionv3": ("k_real_inceptionv3_performance_cascade_plus4x", 437.002260911241),
@@ -75,18 +78,51 @@ MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.297
             "repvgg_b0": ("onnx_real_repvgg_b0_performance_cascade_plus4x", 544.7912174694633),
             "gernet_m": ("onnx_real_gernet_m_performance_cascade_plus4x", 770.9253190359169),
             "resnet34": ("k_real_resnet34_v1_performance_cascade_plus4x", 1450.0568710220534),
-            "yolox_m_640": ("onnx_real_yolox_m_performance_cascade_plus4x", 58.13998522625059)}
+            "yolox_m_640": ("onnx_real_yolox_m_performance_cascade_plus4x", 58.13998522625059),
+            "resnet18": ("pt_real_resnet18_performance_cascade_plus2x", 491.5328643366838),
+            "gernet_s": ("onnx_real_gernet_s_performance_cascade_plus2x", 1570.9709799691373),
+            "mnasnet1_0_tv": ("pt_real_mnasnet1_0_performance_cascade_plus2x", 1591.192549175819),
+            "yolox_nano_lite_416": ("onnx_real_yolox_nano_ti_lite_performance_cascade_plus2x", 546.3481733702575),
+            "yolox_tiny_lite_416": ("onnx_real_yolox_tiny_ti_lite_performance_cascade_plus2x", 536.9520132320786),
+            "yolox_s_lite_640": ("onnx_real_yolox_s_ti_lite_performance_cascade_plus2x", 169.26944984555382),
+            "yolov8n_cls_224": ("tfl_real_yolov8n-cls_performance_cascade_plus", 1582.9772458796133),
+            "yolov8s_cls_224": ("tfl_real_yolov8s-cls_performance_cascade_plus", 1560.9558579982954),
+            "yolov8m_cls_224": ("tfl_real_yolov8m-cls_performance_cascade_plus3x", 712.8587404695621),
+            "yolov8n_640": ("tfl_real_yolov8n_performance_cascade_plus2x", 228.5865015120822),
+            "yolov8s_640": ("tfl_real_yolov8s_performance_cascade_plus2x", 162.33661079347976),
+            "k_mobilenetv1": ("k_real_mobilenetv1_performance_cascade_plus", 1583.1923511004918),
+            "k_mobilenetv1_0p75": ("k_real_mobilenetv1_0p75_performance_cascade_plus", 1956.389756984934),
+            "k_mobilenetv1_0p50": ("k_real_mobilenetv1_0p50_performance_cascade_plus", 2395.2805998617987),
+            "k_mobilenetv1_0p25": ("k_real_mobilenetv1_0p25_performance_cascade_plus", 2249.402830588374),
+            "k_mobilenetv2": ("k_real_mobilenetv2_performance_cascade_plus", 1579.48996038381),
+            "k_mobilenetv3_large_minimalistic": ("k_real_mobilenetv3_large_minimalistic_performance_cascade_plus",
+                                                 1577.94498284476),
+            "k_mobilenetv3_small": ("k_real_mobilenetv3_small_performance_cascade_plus2x", 1590.9994044616067),
+            "k_mobilenetv3_small_minimalistic": ("k_real_mobilenetv3_small_minimalistic_performance_cascade_plus",
+                                                 1602.6594423577333),
+            "k_efficientnetb0": ("k_real_efficientnetb0_performance_cascade_plus2x", 929.9039789644982),
+            "k_densenet169": ("k_real_densenet169_performance_cascade_plus6x", 489.83142098040935),
+            "k_densenet201": ("k_real_densenet201_performance_cascade_plus8x", 221.2233492390922)}
 # network -> whether the source ran pre/post sections on the host (its figures are end to end)
 NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": True, "yolov9s_320": True,
             "yolov9s_640": True, "yolox_s_640": True, "ssdlite_mobilenetv2_320": True,
             **{network: False for network in MEASURED}}  # the vendor's diagnostics: the chips alone
 # where each network's file comes from: export_mx3_networks.py (torch venv), export_networks.py (torch venv) or
 # export_keras_networks.py (accelbuild's venv, TensorFlow); every other network is export_mx3_networks.py's
-FROM_NPU_EXPORTER = frozenset({"resnet50", "yolov8l_cls_224", "repvgg_a2", "repvgg_b0", "gernet_m", "resnet34"})
-KERAS = frozenset({"k_resnet50", "k_resnet50_v2", "k_inceptionv3", "k_xception", "k_densenet121", "k_efficientnetb1",
-                   "k_efficientnetv2b0", "k_efficientnetv2b1", "k_efficientnetv2b2", "k_efficientnetv2b3",
-                   "k_mobilenetv3_large"})
+FROM_NPU_EXPORTER = frozenset({"resnet18", "resnet34", "resnet50", "repvgg_a2", "repvgg_b0", "gernet_s", "gernet_m",
+                               "mnasnet1_0_tv", "yolox_nano_lite_416", "yolox_tiny_lite_416", "yolox_s_lite_640",
+                               "yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224",
+                               "yolov8n_640", "yolov8s_640"})
+KERAS = frozenset(network for network in MEASURED if network.startswith("k_"))
 CALIBRATION = frozenset({"resnet50_224"})  # the profile's values were set to meet these networks' figures
+
+
+def chips(network: str) -> int:
+    """The chips a network is built for: its DFP's in the vendor's run, else the M.2 module's."""
+    if network not in MEASURED:
+        return NUM_CHIPS
+    count = re.search(r"cascade_plus(\d+)x$", MEASURED[network][0])
+    return int(count.group(1)) if count else 1
 
 
 def model_file(folder: Path, network: str) -> Path:
@@ -103,7 +139,9 @@ def published() -> list[tuple[str, str, float, str]]:
                                                                                    "included; ~, approximate")))
         found.append((network, "fps", float(fps), FRIGATE.format(what="Total FPS, measured apart from latency; ~")))
     for network, (row, fps) in MEASURED.items():
-        found.append((network, "fps", round(fps, 1), DIAGNOSTICS.format(row=row)))
+        count = chips(network)
+        found.append((network, "fps", round(fps, 1),
+                      DIAGNOSTICS.format(row=row, chips=f"{count} chip{'s' if count > 1 else ''}")))
     return found
 
 
@@ -119,7 +157,7 @@ def pipeline_yaml(network: str, model: Path, chip_gen: str = "mx3") -> str:
     if NETWORKS[network]:
         entry["crop"] = {"auto": True}
     config = {"accelbuild": 1, "name": network, "models": [entry],
-              "target": {"family": "mx3", "chip_gen": chip_gen, "num_chips": NUM_CHIPS}}
+              "target": {"family": "mx3", "chip_gen": chip_gen, "num_chips": chips(network)}}
     return yaml.safe_dump(config, sort_keys=False)
 
 
