@@ -69,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPORTER = ROOT / "bench" / "peers" / "export_networks.py"
 EXPORTER_MX3 = ROOT / "bench" / "peers" / "export_mx3_networks.py"
 EXPORTER_KERAS = ROOT / "bench" / "peers" / "export_keras_networks.py"
+MEDIAPIPE_MODELS = ROOT / "bench" / "peers" / "mediapipe_models.py"
 RESULTS = ROOT / "bench" / "credibility_results.json"  # the page's run: what a later --write merges
 PRIOR_WEIGHT = 0.05  # residual of a parameter at the edge of its range, against 1.0 for a factor e off a figure
 
@@ -327,11 +328,17 @@ def hardware_of(raws: dict[str, dict[str, Any]], free: list[Free], values: np.nd
 def export_networks(torch_python: str, folder: Path, names: list[str]) -> None:
     missing = sorted({n for n in names if not mx3.model_file(folder, n).exists()})
     keras = [n for n in missing if n in mx3.KERAS]
-    for_mx3 = [n for n in missing if n in mx3.NETWORKS and n not in mx3.KERAS and n not in mx3.FROM_NPU_EXPORTER]
-    others = [n for n in missing if n not in keras and n not in for_mx3]
+    mediapipe = [n for n in missing if n in mx3.MEDIAPIPE]
+    for_mx3 = [n for n in missing if n in mx3.NETWORKS and n not in mx3.KERAS and n not in mx3.MEDIAPIPE
+               and n not in mx3.FROM_NPU_EXPORTER]
+    others = [n for n in missing if n not in keras and n not in mediapipe and n not in for_mx3]
     if keras:  # TensorFlow is accelbuild's own (the tensorflow extra), not the torch venv's
         logging.info("exporting %d Keras network(s)", len(keras))
         subprocess.run([sys.executable, str(EXPORTER_KERAS), str(folder), *keras], check=True,
+                       stdout=subprocess.DEVNULL)
+    if mediapipe:  # trained files from mediapipe's wheel, fetched with accelbuild's own pip
+        logging.info("fetching %d MediaPipe model(s)", len(mediapipe))
+        subprocess.run([sys.executable, str(MEDIAPIPE_MODELS), str(folder), *mediapipe], check=True,
                        stdout=subprocess.DEVNULL)
     if others:
         logging.info("exporting %d network(s) with %s", len(others), torch_python)
@@ -1016,7 +1023,8 @@ def mx3_section(r: dict[str, Any]) -> list[str]:
            "that run's host and driver that the model does not have. The Keras networks are rebuilt from Keras "
            "Applications (`bench/peers/export_keras_networks.py`) and imported from `.keras`, as the vendor "
            "compiled them; YOLOv8n and -s at 640 end at their raw heads, where the vendor's TFLite files go on "
-           "to decode the boxes.",
+           "to decode the boxes. The MediaPipe rows are MediaPipe's own trained TFLite files "
+           "(`bench/peers/mediapipe_models.py`).",
            "- **end_to_end** rows compare the build's end-to-end figures with Frigate's: FPS is the slowest of the "
            "simulated chips and the host sections (cropped by `crop: {auto: true}`, timed in onnxruntime on this "
            "machine), latency the simulated latency plus the host times. Frigate times its own host code (Python, "

@@ -19,7 +19,9 @@ measured decides what they are compared with:
   at 640 ending at their raw heads (the vendor's TFLite files also decode the boxes), the ONNX RepVGG-A2 / -B0
   and GENet-S / -M as timm's (RepVGG reparameterised), ``pt_real_resnet18`` as timm's ResNet-18 (torchvision's
   layers), ``pt_real_mnasnet1_0`` as torchvision's, ``onnx_real_yolox_m`` as Megvii's YOLOX-M at 640 and the
-  ``*_ti_lite`` YOLOX as TI's lite YOLOX (nano and tiny at 416, s at 640).
+  ``*_ti_lite`` YOLOX as TI's lite YOLOX (nano and tiny at 416, s at 640). The ``tfl_real_mp_*`` rows are
+  MediaPipe's own trained TFLite files, taken from the mediapipe 0.10.14 wheel
+  (``bench/peers/mediapipe_models.py``) and imported as they are.
 - **Frigate's table** (Intel i7-13700 host): "Total FPS" and "Inference Time" of Frigate's MemryX detector,
   which runs the model's pre-processing (YOLOX's 4-way slicing) and post-processing (box decoding in NumPy,
   YOLO-NAS's and SSDlite's ``_post.onnx``) on the host, in Python. These are end-to-end figures, so they are
@@ -102,7 +104,23 @@ MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.297
                                                  1602.6594423577333),
             "k_efficientnetb0": ("k_real_efficientnetb0_performance_cascade_plus2x", 929.9039789644982),
             "k_densenet169": ("k_real_densenet169_performance_cascade_plus6x", 489.83142098040935),
-            "k_densenet201": ("k_real_densenet201_performance_cascade_plus8x", 221.2233492390922)}
+            "k_densenet201": ("k_real_densenet201_performance_cascade_plus8x", 221.2233492390922),
+            "mp_pose_detection": ("tfl_real_mp_pose_detection_performance_cascade_plus", 903.2109686741592),
+            "mp_pose_landmark_full": ("tfl_real_mp_pose_landmark_full_performance_cascade_plus2x", 488.639318517552),
+            "mp_hand_recrop": ("tfl_real_mp_hand_recrop_performance_cascade_plus", 1393.7111432321522),
+            "mp_hand_landmark_full": ("tfl_real_mp_hand_landmark_full_performance_cascade_plus", 1600.5495050638417),
+            "mp_hand_landmark_lite": ("tfl_real_mp_hand_landmark_lite_performance_cascade_plus", 1592.769638557877),
+            "mp_palm_detection_full": ("tfl_real_mp_palm_detection_full_performance_cascade_plus2x", 1139.0631789345616),
+            "mp_palm_detection_lite": ("tfl_real_mp_palm_detection_lite_performance_cascade_plus2x", 1538.3473317439941),
+            "mp_face_detection_short_range": ("tfl_real_mp_face_detection_short_range_performance_cascade_plus",
+                                              2436.29667923257),
+            "mp_face_detection_full_range_sparse": (
+                "tfl_real_mp_face_detection_full_range_sparse_performance_cascade_plus", 1918.8698062969504),
+            "mp_face_landmark": ("tfl_real_mp_face_landmark_performance_cascade_plus2x", 2074.8063357638234),
+            "mp_iris_landmark": ("tfl_real_mp_iris_landmark_performance_cascade_plus2x", 2408.6922564491306),
+            "mp_selfie_segmentation": ("tfl_real_mp_selfie_segmentation_performance_cascade_plus2x", 377.372940524433),
+            "mp_selfie_segmentation_landscape": ("tfl_real_mp_selfie_segmentation_landscape_performance_cascade_plus2x",
+                                                 670.8954221184299)}
 # network -> whether the source ran pre/post sections on the host (its figures are end to end)
 NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": True, "yolov9s_320": True,
             "yolov9s_640": True, "yolox_s_640": True, "ssdlite_mobilenetv2_320": True,
@@ -114,6 +132,7 @@ FROM_NPU_EXPORTER = frozenset({"resnet18", "resnet34", "resnet50", "repvgg_a2", 
                                "yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224",
                                "yolov8n_640", "yolov8s_640"})
 KERAS = frozenset(network for network in MEASURED if network.startswith("k_"))
+MEDIAPIPE = frozenset(network for network in MEASURED if network.startswith("mp_"))  # bench/peers/mediapipe_models.py
 CALIBRATION = frozenset({"resnet50_224"})  # the profile's values were set to meet these networks' figures
 
 
@@ -126,7 +145,7 @@ def chips(network: str) -> int:
 
 
 def model_file(folder: Path, network: str) -> Path:
-    return folder / f"{network}.{'keras' if network in KERAS else 'onnx'}"
+    return folder / f"{network}.{'keras' if network in KERAS else 'tflite' if network in MEDIAPIPE else 'onnx'}"
 
 
 def published() -> list[tuple[str, str, float, str]]:
