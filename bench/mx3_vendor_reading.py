@@ -1,7 +1,8 @@
 """What MemryX's own measurements say about the mx3 model: two readings of the profile, fitted and left out.
 
 docs/credibility.md compares the mx3 model with MemryX's factory-diagnostics runs (the SDK's Benchmark,
-DFPs compiled for 4 chips, February 2024) as held-out rows: the built-in profile is 2-10x too fast on them.
+February 2024, each DFP compiled for the chips its row names) as held-out rows: the built-in profile is
+several times too fast on them.
 This script asks which change of the model those rows support, without changing the product:
 
 - **stated**: the built-in profile (3 TOPS read as 1 op per MAC, the reading the ~1,800 FPS ResNet-50 quote

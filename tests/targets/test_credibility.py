@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 
 from accelbuild.targets.credibility import band
 from accelbuild.targets.npu.hardware import builtin_profiles, load_npu_hardware
@@ -172,3 +173,18 @@ def test_the_fits_layers_at_other_values_are_the_layers_a_build_finds() -> None:
         if u.kind == "matrix" else dataclasses.replace(u, efficiency=u.efficiency / 2) for u in stated.units))
     found = layers_of(info, stated)
     assert bench.at_values(found, info, fitted) == layers_of(info, fitted) != found
+
+
+def test_each_vendor_row_is_built_for_the_chips_its_program_was_compiled_for() -> None:
+    """MemryX's run names each DFP's chips (``cascade_plus<N>x``, 1 without); Frigate's figures are the module's."""
+    _bench()
+    import credibility_mx3 as mx3  # noqa: E402
+
+    assert (mx3.chips("k_resnet50"), mx3.chips("k_mobilenetv1"), mx3.chips("yolov8m_cls_224"),
+            mx3.chips("k_densenet201"), mx3.chips("yolox_s_640")) == (4, 1, 3, 8, mx3.NUM_CHIPS)
+    for network, (row, _) in mx3.MEASURED.items():
+        config = yaml.safe_load(mx3.pipeline_yaml(network, Path(f"{network}.onnx")))
+        assert config["target"]["num_chips"] == mx3.chips(network), row
+    sources = {network: source for network, _, _, source in mx3.published()}
+    assert "DFP compiled for 1 chip," in sources["mp_hand_landmark_lite"]
+    assert "DFP compiled for 2 chips," in sources["resnet18"]
