@@ -1033,8 +1033,9 @@ def mx3_section(r: dict[str, Any]) -> list[str]:
            "- As a bound on the chips: their simulated FPS must be at least the published end-to-end FPS; "
            f"it is on {sum(sustained)} of {len(sustained)} networks.",
            "- `bench/mx3_vendor_reading.py` reads the held-out rows two ways (the stated profile, and TOPS as 2 ops "
-           "per MAC) with one fitted time per frame added to the chips' period, each network also left out of the "
-           "fit. It changes no profile: no one reading meets every row (see its output).", ""]
+           "per MAC), with one fitted time per frame added to the chips' period and with four fitted terms (a "
+           "scale of the period, a time per frame, per activation byte per chip and per layer), each network also "
+           "left out of the fit. It changes no profile: no reading meets every row (see its output).", ""]
     if held:
         out += [f"Held-out rows: median error {100 * held['median_abs_error']:.1f}%, worst "
                 f"{100 * held['worst_abs_error']:.1f}%.", ""]

@@ -11,24 +11,28 @@ This script asks which change of the model those rows support, without changing 
   TOPS (2,500 MACs per cycle per chip). Nothing is fitted in it.
 
 For each reading every network is built as a user builds it (``accelbuild run``, ``bench/credibility_mx3.py``)
-and its simulated frame period P is read. The rows are then compared as they are, and with one fitted term:
-a time g per frame that adds to the chips' period (the measured period is P + g), fitted by least squares on
-log error; each network is also predicted by a fit that left it out. A ratio is the predicted frame period
-over the measured one (the page's convention: above 1, the model is too slow).
+and its simulated frame period P is read. The rows are then compared as they are, with one fitted term (a
+time g per frame that adds to the chips' period: the measured period is P + g), and with four (a scale of P,
+g, a time per activation byte per chip and a time per layer), each fitted by least squares on log error and
+each network also predicted by a fit that left it out. A ratio is the predicted frame period over the
+measured one (the page's convention: above 1, the model is too slow).
 
     python bench/mx3_vendor_reading.py --models DIR [--jobs 2] [--work DIR]
 
 DIR holds the networks as bench/credibility.py expects them (``bench/credibility.py`` says how to export
-them). Builds take about 5 minutes per reading on 2 cores.
+them). Builds take about 10 minutes per reading on 2 cores (a second run with the same --work
+reuses them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,22 +58,33 @@ def halved_profile(folder: Path) -> Path:
     return path
 
 
-def periods(models: Path, work: Path, chip_gen: str, jobs: int) -> dict[str, float]:
-    """Simulated frame period (s) of each vendor-measured network that builds; refusals are printed."""
-    def one(network: str) -> tuple[str, float | None, str]:
+@dataclass(frozen=True)
+class Built:
+    """What one build says about a network: its simulated frame period and what else might set a measured one."""
+
+    period_s: float
+    activation_bytes_per_chip: float  # every layer's output bytes per frame, over the chips
+    layers: int
+
+
+def built(models: Path, work: Path, chip_gen: str, jobs: int) -> dict[str, Built]:
+    """Each vendor-measured network that builds, for the chips its row names; refusals are printed."""
+    def one(network: str) -> tuple[str, Built | None, str]:
         try:
             fps, _ = mx3.chip_figures(mx3.build(network, models, work / network, chip_gen))
-            return network, 1.0 / fps, ""
         except AccelbuildError as error:
             return network, None, str(error)
+        layers = json.loads((work / network / "build" / network / "mapping.json").read_text())["layers"]
+        activations = sum(layer.get("out_bytes", 0) for layer in layers) / mx3.chips(network)
+        return network, Built(1.0 / fps, activations, len(layers)), ""
 
-    found: dict[str, float] = {}
+    found: dict[str, Built] = {}
     with ThreadPoolExecutor(jobs) as pool:
-        for network, period, why in pool.map(one, sorted(mx3.MEASURED)):
-            if period is None:
+        for network, build, why in pool.map(one, sorted(mx3.MEASURED)):
+            if build is None:
                 print(f"  not built: {why}")
             else:
-                found[network] = period
+                found[network] = build
     return found
 
 
@@ -79,33 +94,57 @@ def fit_frame_time(period: np.ndarray, published_fps: np.ndarray) -> float:
     return float(GRID_S[int(np.argmin((errors ** 2).sum(axis=1)))])
 
 
+def four_terms(x: np.ndarray, period: np.ndarray, activations: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """A measured period as a x the simulated one + g ms + b ns per activation byte per chip + c us per layer."""
+    return x[0] * period + x[1] * 1e-3 + x[2] * 1e-9 * activations + x[3] * 1e-6 * layers
+
+
+def fit_four_terms(period: np.ndarray, activations: np.ndarray, layers: np.ndarray, published: np.ndarray) -> np.ndarray:
+    """The four non-negative terms of ``four_terms`` by least squares on log error."""
+    from scipy.optimize import least_squares  # the credibility bench's fitter (bench/credibility.py)
+
+    return least_squares(lambda x: np.log(four_terms(x, period, activations, layers) * published),
+                         [1.0, 0.5, 0.1, 1.0], bounds=([0.0] * 4, [10.0, 5.0, 100.0, 100.0])).x
+
+
 def summary(name: str, ratios: list[float]) -> str:
     errors = [abs(r - 1.0) for r in ratios]
     return f"{name}: median {100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}%"
 
 
-def report(reading: str, found: dict[str, float]) -> None:
+def report(reading: str, found: dict[str, Built]) -> None:
     networks = sorted(found)
-    period = np.array([found[n] for n in networks])
+    period = np.array([found[n].period_s for n in networks])
+    activations = np.array([found[n].activation_bytes_per_chip for n in networks])
+    layers = np.array([found[n].layers for n in networks], dtype=float)
     published = np.array([mx3.MEASURED[n][1] for n in networks])
     as_is = list(period * published)
     g = fit_frame_time(period, published)
     fitted = list((period + g) * published)
-    left_out = []
+    left_out, four_left_out = [], []
     for i in range(len(networks)):
         keep = np.arange(len(networks)) != i
         left_out.append(float((period[i] + fit_frame_time(period[keep], published[keep])) * published[i]))
+        x = fit_four_terms(period[keep], activations[keep], layers[keep], published[keep])
+        four_left_out.append(float(four_terms(x, period[i], activations[i], layers[i]) * published[i]))
+    x = fit_four_terms(period, activations, layers, published)
+    four = list(four_terms(x, period, activations, layers) * published)
     print(f"\n{reading}: {len(networks)} networks; fitted per-frame time g = {1e3 * g:.3f} ms")
-    print(f"  {'network':22} {'measured FPS':>12} {'model FPS':>10} {'ratio':>6} {'with g':>7} {'left out':>9}")
+    print(f"  {'network':34} {'measured FPS':>12} {'model FPS':>10} {'ratio':>6} {'with g':>7} {'left out':>9}")
     for n, p, pub, r0, r1, r2 in zip(networks, period, published, as_is, fitted, left_out):
-        print(f"  {n:22} {pub:12.1f} {1 / p:10.1f} {r0:6.2f} {r1:7.2f} {r2:9.2f}")
+        print(f"  {n:34} {pub:12.1f} {1 / p:10.1f} {r0:6.2f} {r1:7.2f} {r2:9.2f}")
     print("  " + summary("as is", as_is))
     print("  " + summary("with g, in-sample", fitted))
     print("  " + summary("with g, left out", left_out))
+    print(f"  four terms ({x[0]:.3g} x the period + {x[1]:.3g} ms + {x[2]:.3g} ns per activation byte per chip + "
+          f"{x[3]:.3g} us per layer): " + summary("in-sample", four) + "; " + summary("left out", four_left_out))
+    worst = sorted(zip(four_left_out, networks), key=lambda t: -abs(t[0] - 1.0))[:4]
+    print("  four terms, worst left out: " + ", ".join(f"{n} {r:.2f}" for r, n in worst))
     resnet = found.get("resnet50")
     if resnet is not None:
         quote = 1800.0
-        print(f"  the ~1,800 FPS ResNet-50 quote: ratio {resnet * quote:.2f} as is, {(resnet + g) * quote:.2f} with g")
+        print(f"  the ~1,800 FPS ResNet-50 quote: ratio {resnet.period_s * quote:.2f} as is, "
+              f"{(resnet.period_s + g) * quote:.2f} with g")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         chip_gens = {"stated": "mx3", "two ops per MAC": str(halved_profile(work))}
         for reading in READINGS:
             print(f"building for the {reading} reading ...", flush=True)
-            report(reading, periods(args.models, work / reading.replace(" ", "_"), chip_gens[reading], args.jobs))
+            report(reading, built(args.models, work / reading.replace(" ", "_"), chip_gens[reading], args.jobs))
     return 0
 
 

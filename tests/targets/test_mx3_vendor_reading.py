@@ -36,3 +36,14 @@ def test_the_second_reading_halves_the_mac_rate_and_nothing_else(tmp_path: Path)
     assert halved.chip.mac_cores.macs_per_cycle * 2 == stated.chip.mac_cores.macs_per_cycle
     assert halved.peak_macs_per_cycle * 2 == stated.peak_macs_per_cycle
     assert halved.chip.alu_cores == stated.chip.alu_cores and halved.host_link == stated.host_link
+
+
+def test_the_four_terms_are_the_ones_the_measurements_were_made_with() -> None:
+    reading = _reading()
+    period = np.array([0.2e-3, 0.5e-3, 1.0e-3, 2.0e-3, 0.3e-3, 4.0e-3])
+    activations = np.array([1e6, 4e6, 2e5, 8e6, 3e6, 5e5])
+    layers = np.array([30.0, 120.0, 60.0, 200.0, 15.0, 90.0])
+    truth = np.array([1.5, 0.3, 0.02, 2.0])
+    measured_fps = 1.0 / reading.four_terms(truth, period, activations, layers)
+    fitted = reading.fit_four_terms(period, activations, layers, measured_fps)
+    assert fitted == pytest.approx(truth, rel=1e-3)
