@@ -668,7 +668,24 @@ def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
     """The mx3 profile against its published figures (``bench/credibility_mx3.py``): chip figures against
     its calibration and the vendor's own measurements (held out), end-to-end figures against Frigate's;
     nothing fitted."""
-    work = Path(tempfile.mkdtemp(prefix="accelbuild-credibility-mx3-"))
+    with tempfile.TemporaryDirectory(prefix="accelbuild-credibility-mx3-") as scratch:  # GBs of builds
+        rows, refused = _mx3_rows(points, folder, Path(scratch))
+    calibration = [r for r in rows if r["kind"] == "calibration"]
+    held_out = [r for r in rows if r["kind"] == "held_out"]
+    whole_rows = [r for r in rows if r["kind"] == "end_to_end"]
+    return {"platform": "mx3", "family": "mx3", "points": rows, "refused": refused, "fitted": {}, "free": [],
+            "not_fitted": "the one figure of the chips the profile was set to (ResNet-50, 1,800 FPS) and the "
+                          "vendor's own measurements of the chips disagree by about 2x on that network, and "
+                          "Frigate's figures are end to end, bound by its Python host code",
+            "in_sample": summary([error(r["simulated_ratio"]) for r in calibration]) if calibration else None,
+            "held_out": summary([error(r["simulated_ratio"]) for r in held_out]) if held_out else None,
+            "end_to_end": summary([error(r["simulated_ratio"]) for r in whole_rows]) if whole_rows else None,
+            "chips_sustain_published_fps": [r["chip"] >= r["published"] for r in whole_rows if r["metric"] == "fps"],
+            "leave_one_out": None}
+
+
+def _mx3_rows(points: list[Point], folder: Path, work: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each mx3 network built in ``work``: its compared rows, and the rows of the networks refused."""
     rows, refused = [], []
     for network in sorted({p.network for p in points}):
         mine = [p for p in points if p.network == network]
@@ -692,18 +709,7 @@ def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
                          "chip": chip[p.metric], "chip_ratio": _as_time_ratio(chip[p.metric], p),
                          "host_ms": (host.get("pre_ms") or 0.0) + (host.get("post_ms") or 0.0),
                          "bound": bench["end_to_end_bound"]})
-    calibration = [r for r in rows if r["kind"] == "calibration"]
-    held_out = [r for r in rows if r["kind"] == "held_out"]
-    whole_rows = [r for r in rows if r["kind"] == "end_to_end"]
-    return {"platform": "mx3", "family": "mx3", "points": rows, "refused": refused, "fitted": {}, "free": [],
-            "not_fitted": "the one figure of the chips the profile was set to (ResNet-50, 1,800 FPS) and the "
-                          "vendor's own measurements of the chips disagree by about 2x on that network, and "
-                          "Frigate's figures are end to end, bound by its Python host code",
-            "in_sample": summary([error(r["simulated_ratio"]) for r in calibration]) if calibration else None,
-            "held_out": summary([error(r["simulated_ratio"]) for r in held_out]) if held_out else None,
-            "end_to_end": summary([error(r["simulated_ratio"]) for r in whole_rows]) if whole_rows else None,
-            "chips_sustain_published_fps": [r["chip"] >= r["published"] for r in whole_rows if r["metric"] == "fps"],
-            "leave_one_out": None}
+    return rows, refused
 
 
 FullJob = tuple[tuple[str, ...], list[Point], Path]
