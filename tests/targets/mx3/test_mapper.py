@@ -170,3 +170,17 @@ def test_a_tensor_crosses_each_chip_boundary_once() -> None:
     placements = [cost.Placement(0, 1), cost.Placement(1, 1), cost.Placement(1, 1), cost.Placement(2, 1)]
     estimate = cost.evaluate(layers, placements, mx3(), cost.Traffic({"m": 0}, {"m": 0}), 3)
     assert estimate.chip_link_bytes == [1000, 1000]
+
+
+def test_a_refusal_names_only_the_remedies_that_free_the_short_resource() -> None:
+    hw = mx3()
+    alu = [Layer("m", f"a{i}", "Add", "alu", 1000.0, out_bytes=64, inputs=[f"a{i - 1}"] if i else [])
+           for i in range(hw.chip.alu_cores.count + 1)]
+    message = search.shortfall(alu, hw, 1)
+    assert f"ALU cores: {len(alu)} cores needed, {hw.chip.alu_cores.count} on 1 chip(s) (1 short)" in message
+    assert message.endswith(". Raise num_chips (or num_chips: min)")
+    wide = [Layer("m", f"f{i}", "Add", "alu", 1000.0, buffer_bytes=hw.chip.feature_memory_bytes // 2 + 1)
+            for i in range(2)]
+    assert search.shortfall(wide, hw, 1).endswith(" or use smaller input shapes")
+    assert search.shortfall(list(resnet_layers(16)), hw, 1).endswith(
+        ". Raise num_chips (or num_chips: min) or quantize weights to fewer bits")

@@ -182,6 +182,11 @@ def _too_big(layers: list[Layer], hw: HardwareProfile) -> str:
     return "a layer does not fit on one chip"
 
 
+# what else frees each resource besides more chips (ALU cores: nothing the config controls)
+REMEDY = {"weight memory": "quantize weights to fewer bits", "MAC cores": "quantize weights to fewer bits",
+          "feature memory": "use smaller input shapes"}
+
+
 def shortfall(layers: list[Layer], hw: HardwareProfile, num_chips: int) -> str:
     """Which resource the chips are short of and by how much: each layer at its fewest cores (enough MAC
     cores to hold its weights), in topological order."""
@@ -190,18 +195,22 @@ def shortfall(layers: list[Layer], hw: HardwareProfile, num_chips: int) -> str:
                             hw.chip.mac_cores.count, "cores"),
               "ALU cores": (sum(1 for layer in layers if layer.kind == "alu"), hw.chip.alu_cores.count, "cores"),
               "feature memory": (sum(layer.buffer_bytes for layer in layers), hw.chip.feature_memory_bytes, "bytes")}
-    parts = []
+    parts, short = [], []
     for name, (need, per_chip, unit) in totals.items():
         have = per_chip * num_chips
         if need > have:
             parts.append(f"{name}: {need:,} {unit} needed, {have:,} on {num_chips} chip(s) "
                          f"({need - have:,} short)")
+            short.append(name)
     if not parts:  # enough in total, but the layers cannot be packed in order into so few chips
         worst = max(totals, key=lambda n: totals[n][0] / (totals[n][1] * num_chips))
         need, per_chip, unit = totals[worst]
         parts.append(f"in total they fit, but not packed in topological order: {worst} is the tightest "
                      f"({need:,} of {per_chip * num_chips:,} {unit}, {need / (per_chip * num_chips):.0%})")
-    return "; ".join(parts) + ". Raise num_chips (or num_chips: min) or quantize weights to fewer bits"
+        short.append(worst)
+    remedies = dict.fromkeys(REMEDY[name] for name in short if name in REMEDY)  # only what frees the short resource
+    return "; ".join(parts) + ". Raise num_chips (or num_chips: min)" + "".join(f" or {r}" for r in remedies)
+
 
 
 def _min_fill(layers: list[Layer], hw: HardwareProfile) -> tuple[int, ...]:
