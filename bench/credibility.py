@@ -329,8 +329,7 @@ def export_networks(torch_python: str, folder: Path, names: list[str]) -> None:
     missing = sorted({n for n in names if not mx3.model_file(folder, n).exists()})
     keras = [n for n in missing if n in mx3.KERAS]
     mediapipe = [n for n in missing if n in mx3.MEDIAPIPE]
-    for_mx3 = [n for n in missing if n in mx3.NETWORKS and n not in mx3.KERAS and n not in mx3.MEDIAPIPE
-               and n not in mx3.FROM_NPU_EXPORTER]
+    for_mx3 = [n for n in missing if n in mx3.NETWORKS and n not in mx3.KERAS | mx3.MEDIAPIPE | mx3.FROM_NPU_EXPORTER]
     others = [n for n in missing if n not in keras and n not in mediapipe and n not in for_mx3]
     if keras:  # TensorFlow is accelbuild's own (the tensorflow extra), not the torch venv's
         logging.info("exporting %d Keras network(s)", len(keras))

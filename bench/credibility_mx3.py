@@ -125,8 +125,9 @@ MEASURED = {"k_resnet50": ("k_real_resnet50_performance_cascade_plus4x", 992.297
 NETWORKS = {"resnet50_224": False, "yolo_nas_s_320": True, "yolo_nas_s_640": True, "yolov9s_320": True,
             "yolov9s_640": True, "yolox_s_640": True, "ssdlite_mobilenetv2_320": True,
             **{network: False for network in MEASURED}}  # the vendor's diagnostics: the chips alone
-# where each network's file comes from: export_mx3_networks.py (torch venv), export_networks.py (torch venv) or
-# export_keras_networks.py (accelbuild's venv, TensorFlow); every other network is export_mx3_networks.py's
+# where each network's file comes from: export_networks.py (torch venv; FROM_NPU_EXPORTER), export_keras_networks.py
+# (accelbuild's venv, TensorFlow; KERAS), mediapipe_models.py (mediapipe's wheel; MEDIAPIPE); every other network is
+# export_mx3_networks.py's (torch venv)
 FROM_NPU_EXPORTER = frozenset({"resnet18", "resnet34", "resnet50", "repvgg_a2", "repvgg_b0", "gernet_s", "gernet_m",
                                "mnasnet1_0_tv", "yolox_nano_lite_416", "yolox_tiny_lite_416", "yolox_s_lite_640",
                                "yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224",
@@ -180,6 +181,11 @@ def pipeline_yaml(network: str, model: Path, chip_gen: str = "mx3") -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def artifacts(work: Path, network: str) -> Path:
+    """Where ``build(network, ..., work)`` leaves the network's artifacts (benchmark.json, mapping.json, ...)."""
+    return work / "build" / network
+
+
 def build(network: str, folder: Path, work: Path, chip_gen: str = "mx3") -> dict[str, Any]:
     """``accelbuild run`` of the network's pipeline (the built-in mx3 profile unless ``chip_gen`` names another);
     its benchmark.json."""
@@ -192,7 +198,7 @@ def build(network: str, folder: Path, work: Path, chip_gen: str = "mx3") -> dict
         output = (result.stderr + result.stdout).splitlines()
         said = [m[1] for line in output if (m := re.match(rf".*{re.escape(config.name)}(?::\d+)*: (.*)", line))]
         raise AccelbuildError(f"{network}: accelbuild run failed: {said[0] if said else output[-1] if output else ''}")
-    return json.loads((work / "build" / network / "benchmark.json").read_text())
+    return json.loads((artifacts(work, network) / "benchmark.json").read_text())
 
 
 def chip_figures(bench: dict[str, Any]) -> tuple[float, float]:

@@ -74,7 +74,7 @@ def built(models: Path, work: Path, chip_gen: str, jobs: int) -> dict[str, Built
             fps, _ = mx3.chip_figures(mx3.build(network, models, work / network, chip_gen))
         except AccelbuildError as error:
             return network, None, str(error)
-        layers = json.loads((work / network / "build" / network / "mapping.json").read_text())["layers"]
+        layers = json.loads((mx3.artifacts(work / network, network) / "mapping.json").read_text())["layers"]
         activations = sum(layer.get("out_bytes", 0) for layer in layers) / mx3.chips(network)
         return network, Built(1.0 / fps, activations, len(layers)), ""
 

@@ -212,7 +212,6 @@ def shortfall(layers: list[Layer], hw: HardwareProfile, num_chips: int) -> str:
     return "; ".join(parts) + ". Raise num_chips (or num_chips: min)" + "".join(f" or {r}" for r in remedies)
 
 
-
 def _min_fill(layers: list[Layer], hw: HardwareProfile) -> tuple[int, ...]:
     boundaries = _fill(layers, hw, [cost.min_cores(layer, hw) for layer in layers])
     if boundaries is None:
