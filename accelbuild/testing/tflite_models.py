@@ -124,6 +124,33 @@ def mobilenet_like(seed: int = 0) -> bytes:
     return b.finish([x], [probs])
 
 
+def blaze_blocks(seed: int = 0, keep_dims: bool = True) -> bytes:
+    """MediaPipe's BlazeFace blocks, channel-last ops between convolutions: ``input`` [1, 32, 32, 3] ->
+    stem conv (stride 2, RELU), then depthwise + 1x1 conv beside a channel PAD of the shortcut, ADD/RELU,
+    PRELU (alpha per channel), CONCATENATION on the channels with a LOGISTIC branch, MUL by a per-channel
+    constant, MEAN over H, W (``keep_dims``) -> ``features``."""
+    b = TFLiteBuilder(seed)
+    image = b.add_tensor("input", (1, 32, 32, 3))
+    x = conv(b, "stem", image, 8, 5, stride=2, act="RELU")
+    y = conv(b, "block/pw", conv(b, "block/dw", x, 8, 5, depthwise=True), 16, 1)
+    shortcut = b.add_tensor("block/pad", (1, 16, 16, 16))
+    b.add_op("PAD", [x, b.const("block/paddings", np.array([[0, 0], [0, 0], [0, 0], [0, 8]], np.int32), "int32")],
+             [shortcut])
+    added = b.add_tensor("block/add", (1, 16, 16, 16))
+    b.add_op("ADD", [y, shortcut], [added], {"fused_activation_function": "RELU"})
+    prelu = b.add_tensor("block/prelu", (1, 16, 16, 16))
+    b.add_op("PRELU", [added, b.const("block/alpha", b.rng.uniform(0.0, 0.3, (1, 1, 16)).astype(np.float32))],
+             [prelu])
+    gate = unary(b, "LOGISTIC", "gate", conv(b, "gate/conv", prelu, 8, 3))
+    joined = b.add_tensor("joined", (1, 16, 16, 24))
+    b.add_op("CONCATENATION", [prelu, gate], [joined], {"axis": 3, "fused_activation_function": "NONE"})
+    scaled = b.add_tensor("scaled", (1, 16, 16, 24))
+    b.add_op("MUL", [joined, b.const("scale", b.rng.uniform(0.5, 1.5, 24).astype(np.float32))], [scaled])
+    out = b.add_tensor("features", (1, 1, 1, 24) if keep_dims else (1, 24))
+    b.add_op("MEAN", [scaled, b.const("axes", np.array([1, 2], np.int32), "int32")], [out], {"keep_dims": keep_dims})
+    return b.finish([image], [out])
+
+
 def detection_head(seed: int = 0, anchors: int = 2, classes: int = 3) -> bytes:
     """``features`` [1, 8, 8, 16] -> box and class convs, reshape, logistic, concat -> ``detections``."""
     b = TFLiteBuilder(seed)

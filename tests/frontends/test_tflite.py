@@ -522,13 +522,15 @@ def test_tflite_names_and_layout_are_kept(tmp_path: Path) -> None:
     assert nodes["logits"].op_type == "Gemm"
     clip_bounds = {t.name: list(t.dims) for t in g.initializer if t.name.startswith("const/")}
     assert clip_bounds and all(dims == [] for dims in clip_bounds.values())  # Clip bounds are scalars
-    assert "block/pw" in tensors  # a conv output consumed channel-last keeps its name...
+    assert "gap" in tensors  # a value read channel-last (by the flattening Reshape) keeps its name...
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in g.value_info}
-    assert shapes["block/pw"] == [1, 8, 8, 16]  # ...and its TFLite shape
+    assert shapes["gap"] == [1, 1, 1, 16]  # ...and its TFLite shape
     # conv -> depthwise stays channel-first: the NHWC copy between them collapsed away
     assert "stem/conv" not in tensors and "stem/conv/nchw" in tensors
     assert nodes["block/dw"].input[0] == "stem/conv/nchw"
-    assert sum(n.op_type == "Transpose" for n in g.node) == 4
+    # the hard-swish between the 1x1 conv and the pool runs channel-first: no Transpose pair around it
+    assert nodes["block/hswish"].input[0] == "block/pw/nchw" and nodes["pool"].input[0] == "block/hswish/nchw"
+    assert [n.name for n in g.node if n.op_type == "Transpose"] == ["stem/conv/nchw_in", "gap/nhwc"]
 
 
 def test_duplicate_and_empty_tensor_names_are_made_unique(tmp_path: Path) -> None:

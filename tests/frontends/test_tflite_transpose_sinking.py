@@ -1,0 +1,52 @@
+"""Layout Transposes moved below layout-agnostic ops (``frontends/tflite/transpose_sinking.py``): the
+converted model keeps LiteRT's results, the TFLite names, and loses the Transpose pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from accelbuild.frontends.tflite.transpose_sinking import sink_transposes
+from accelbuild.testing import tflite_models as tm
+from frontends.test_tflite import compare
+
+
+def _transposes(model: onnx.ModelProto) -> list[str]:
+    return [n.name for n in model.graph.node if n.op_type == "Transpose"]
+
+
+@pytest.mark.parametrize("keep_dims", [True, False])
+def test_blaze_blocks_run_channel_first_between_input_and_output(tmp_path: Path, keep_dims: bool) -> None:
+    model, _ = compare(tm.blaze_blocks(keep_dims=keep_dims), tmp_path)
+    nodes = {n.name: n for n in model.graph.node}
+    # PAD, ADD, its RELU, PRELU, CONCATENATION and MUL read channel-first values: no Transpose between them
+    assert nodes["block/pad"].input[0] == "stem/nchw"
+    assert nodes["block/add"].input == ["block/pw/nchw", "block/pad/nchw"]
+    assert nodes["joined"].input == ["block/prelu/nchw", "gate/nchw"]
+    assert helper.get_attribute_value(next(a for a in nodes["joined"].attribute if a.name == "axis")) == 1
+    alpha = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}[nodes["block/prelu"].input[1]]
+    assert alpha.shape == (1, 16, 1, 1)  # the per-channel slope follows the channels
+    if keep_dims:  # the MEAN too, over H and W as axes 2, 3; one Transpose back at the output
+        assert _transposes(model) == ["stem/nchw_in", "features/nhwc"]
+        assert nodes["features"].input[0] == "scaled/nchw"
+    else:  # a MEAN that drops its axes changes the rank: it stays channel-last behind one Transpose
+        assert _transposes(model) == ["stem/nchw_in", "scaled/nhwc"]
+    assert [o.name for o in model.graph.output] == ["features"]
+
+
+def test_an_op_with_a_channel_last_operand_stays_as_it_is() -> None:
+    """Add(Transpose(a), b) with b an activation in the other layout cannot move."""
+    nodes = [helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[0, 2, 3, 1]),
+             helper.make_node("Add", ["t", "b"], ["y"], name="y")]
+    assert sink_transposes(nodes, {}, lambda name: name) == nodes
+
+
+def test_a_constant_with_more_dimensions_than_the_transpose_blocks_the_move() -> None:
+    nodes = [helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[1, 0]),
+             helper.make_node("Mul", ["t", "c"], ["y"], name="y")]
+    constants = {"c": numpy_helper.from_array(np.ones((2, 3, 4), np.float32), "c")}
+    assert sink_transposes(nodes, constants, lambda name: name) == nodes
