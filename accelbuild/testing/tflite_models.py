@@ -151,6 +151,28 @@ def blaze_blocks(seed: int = 0, keep_dims: bool = True) -> bytes:
     return b.finish([image], [out])
 
 
+def channel_slices(seed: int = 0) -> bytes:
+    """Channel slicing between convolutions (MediaPipe's hand re-crop model): ``input`` [1, 16, 16, 3] ->
+    conv to 16 channels -> STRIDED_SLICE of channels 0-7 added to a conv of it, and SPLIT of the 16 into
+    two halves added together -> CONCATENATION -> conv -> ``output`` [1, 16, 16, 4]."""
+    b = TFLiteBuilder(seed)
+    image = b.add_tensor("input", (1, 16, 16, 3))
+    x = conv(b, "stem", image, 16, 3, act="RELU")
+    first = b.add_tensor("first", (1, 16, 16, 8))
+    b.add_op("STRIDED_SLICE", [x, *(b.const(f"first/{k}", np.array(v, np.int32), "int32") for k, v in
+                                    (("begin", [0, 0, 0, 0]), ("end", [1, 16, 16, 8]), ("strides", [1, 1, 1, 1])))],
+             [first], {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0})
+    residual = b.add_tensor("residual", (1, 16, 16, 8))
+    b.add_op("ADD", [first, conv(b, "branch", first, 8, 3)], [residual])
+    low, high = b.add_tensor("low", (1, 16, 16, 8)), b.add_tensor("high", (1, 16, 16, 8))
+    b.add_op("SPLIT", [b.const("split/axis", np.array([3], np.int32), "int32"), x], [low, high], {"num_splits": 2})
+    halves = b.add_tensor("halves", (1, 16, 16, 8))
+    b.add_op("ADD", [low, high], [halves])
+    joined = b.add_tensor("joined", (1, 16, 16, 16))
+    b.add_op("CONCATENATION", [residual, halves], [joined], {"axis": 3, "fused_activation_function": "NONE"})
+    return b.finish([image], [conv(b, "output", joined, 4, 1)])
+
+
 def detection_head(seed: int = 0, anchors: int = 2, classes: int = 3) -> bytes:
     """``features`` [1, 8, 8, 16] -> box and class convs, reshape, logistic, concat -> ``detections``."""
     b = TFLiteBuilder(seed)

@@ -30,12 +30,24 @@ def test_blaze_blocks_run_channel_first_between_input_and_output(tmp_path: Path,
     assert helper.get_attribute_value(next(a for a in nodes["joined"].attribute if a.name == "axis")) == 1
     alpha = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}[nodes["block/prelu"].input[1]]
     assert alpha.shape == (1, 16, 1, 1)  # the per-channel slope follows the channels
-    if keep_dims:  # the MEAN too, over H and W as axes 2, 3; one Transpose back at the output
+    assert nodes["features"].input[0] == "scaled/nchw"  # the MEAN too, over H and W as axes 2, 3
+    axes = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}[nodes["features"].input[1]]
+    assert axes.tolist() == [2, 3]
+    if keep_dims:  # one Transpose back to [1, 1, 1, 24] at the output
         assert _transposes(model) == ["stem/nchw_in", "features/nhwc"]
-        assert nodes["features"].input[0] == "scaled/nchw"
-    else:  # a MEAN that drops its axes changes the rank: it stays channel-last behind one Transpose
-        assert _transposes(model) == ["stem/nchw_in", "scaled/nhwc"]
+    else:  # [1, 24] whichever layout it was taken in: no Transpose at all after the input's
+        assert _transposes(model) == ["stem/nchw_in"]
     assert [o.name for o in model.graph.output] == ["features"]
+
+
+def test_channel_slices_and_splits_run_channel_first(tmp_path: Path) -> None:
+    model, _ = compare(tm.channel_slices(), tmp_path)
+    nodes = {n.name: n for n in model.graph.node}
+    assert _transposes(model) == ["stem/nchw_in", "output/nhwc"]
+    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert constants[nodes["first"].input[3]].tolist() == [0, 2, 3, 1]  # the sliced axes, channel-first
+    assert helper.get_attribute_value(next(a for a in nodes["low"].attribute if a.name == "axis")) == 1
+    assert nodes["halves"].input == ["low/nchw", "high/nchw"]
 
 
 def test_an_op_with_a_channel_last_operand_stays_as_it_is() -> None:

@@ -12,8 +12,10 @@ puts one Transpose after it instead (the tf2onnx and onnxruntime transpose optim
 
 - elementwise ops (``ELEMENTWISE``), when every input that is not a constant comes from a Transpose of
   the same permutation; constants are permuted to match (broadcast from the right, as ONNX does);
-- ``Pad`` (its pads permuted), ``Concat`` and ``Softmax`` (their axis) and the reductions with
-  ``keepdims=1`` (their axes), when their one data input comes from a Transpose.
+- ``Pad`` (its pads permuted), ``Concat``, ``Split`` and ``Softmax`` (their axis), ``Slice`` and the
+  reductions (their axes), when their data input comes from a Transpose. A reduction that drops its
+  axes needs no Transpose after it when the axes it keeps stay in order (a global mean over H and W
+  of NHWC is a mean over axes 2 and 3 of NCHW: ``[N, C]`` either way).
 
 The op keeps its node name (so the layer ``T`` is still the node ``T``); its channel-first result is
 ``<output>/nchw`` and the Transpose after it, named ``<output>/nhwc``, produces the output's own name,
@@ -35,7 +37,7 @@ ELEMENTWISE = {"Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "L
                "Abs", "Neg", "Sqrt", "Floor", "Ceil", "Round", "Erf", "Softplus", "Reciprocal", "Sign", "Cast",
                "Identity", "Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu", "Equal", "Less", "Greater",
                "Where"}
-AXIS_OPS = {"Concat", "Softmax"}
+AXIS_OPS = {"Concat", "Softmax", "Split"}
 REDUCTIONS = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}
 
 
@@ -62,7 +64,7 @@ def _common_perm(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto],
     """The permutation of the Transposes feeding every data input of ``node``, if they share one."""
     if node.op_type in ELEMENTWISE:
         data = [name for name in node.input if name and name not in initializers]
-    elif node.op_type in AXIS_OPS or node.op_type in REDUCTIONS or node.op_type == "Pad":
+    elif node.op_type in AXIS_OPS or node.op_type in REDUCTIONS or node.op_type in ("Pad", "Slice"):
         data = list(node.input) if node.op_type == "Concat" else node.input[:1]
     else:
         return None
@@ -96,16 +98,31 @@ def _rewrite(node: onnx.NodeProto, perm: tuple[int, ...], producer: dict[str, on
         inputs[1] = _add(initializers, fresh(f"{inputs[1]}/perm"), moved)
     elif node.op_type in AXIS_OPS:
         attrs["axis"] = perm[int(attrs.get("axis", -1 if node.op_type == "Softmax" else 0)) % rank]
+    elif node.op_type == "Slice":
+        starts = _constant(inputs[1], initializers)
+        axes = _constant(inputs[3], initializers) if len(inputs) > 3 and inputs[3] else \
+            None if starts is None else np.arange(len(starts), dtype=np.int64)
+        if axes is None or any(name and name not in initializers for name in inputs[1:]):
+            return None
+        inputs[3:4] = [_add(initializers, fresh(f"{inputs[3] if len(inputs) > 3 and inputs[3] else node.name}/axes_perm"),
+                            np.array([perm[int(a) % rank] for a in axes], dtype=axes.dtype))]
     else:  # reductions
         axes = _constant(inputs[1], initializers) if len(inputs) > 1 and inputs[1] else None
-        if axes is None or int(attrs.get("keepdims", 1)) != 1:
+        if axes is None or int(attrs.get("noop_with_empty_axes", 0)):
             return None
+        axes = sorted({int(a) % rank for a in axes})
         inputs[1] = _add(initializers, fresh(f"{inputs[1]}/perm"),
-                         np.array(sorted(perm[int(a) % rank] for a in axes), dtype=axes.dtype))
+                         np.array(sorted(perm[a] for a in axes), dtype=np.int64))
+        if int(attrs.get("keepdims", 1)) == 0:
+            kept = [a for a in range(rank) if a not in axes]
+            perm = tuple(int(i) for i in np.argsort(np.argsort([perm[a] for a in kept])))  # output axis -> new
     for k, name in enumerate(inputs):
         source = producer.get(name)
         if source is not None and source.op_type == "Transpose" and name not in initializers:
             inputs[k] = source.input[0]
+    if perm == tuple(range(len(perm))):  # the result is in the output's own layout already
+        return [helper.make_node(node.op_type, inputs, list(node.output), name=node.name, domain=node.domain or None,
+                                 **attrs)]
     outputs = [fresh(f"{out}/nchw") for out in node.output]
     moved_node = helper.make_node(node.op_type, inputs, outputs, name=node.name, domain=node.domain or None, **attrs)
     back = [layout.transpose_node(fresh(f"{out}/nhwc"), inner, out, perm) for out, inner in zip(node.output, outputs)]
