@@ -108,6 +108,15 @@ def global_pool_mean() -> onnx.ModelProto:
     return n.model(n.op("GlobalAveragePool", [n.op("Relu", [y], "relu")], "gap"), [1, 8, 1, 1])
 
 
+def spatial_mean_head() -> onnx.ModelProto:
+    """A classifier head as the TFLite import writes Keras' GlobalAveragePooling2D: a mean over H and W
+    without keepdims (channel-last in TFLite, [N, C] either way), then a fully connected layer."""
+    n = Net()
+    y = n.op("ReduceMean", [_stem(n)], "mean", axes=[2, 3], keepdims=0)
+    w = n.const("fc.w", n.rng.normal(0, 0.3, (10, 8)))
+    return n.model(n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 10))], "fc", transB=1), [1, 10])
+
+
 def activations() -> onnx.ModelProto:
     n = Net()
     y = n.op("LeakyRelu", [_stem(n)], "leaky", alpha=0.1)
@@ -186,7 +195,7 @@ def hard_sigmoid_div() -> onnx.ModelProto:
 CASES: dict[str, Callable[[], onnx.ModelProto]] = {f.__name__: f for f in (
     hard_sigmoid_div,
     conv_relu, conv_stride2_same, conv_explicit_pad, depthwise_relu6, depthwise_multiplier, gemm_relu, matmul_bias,
-    add_sub_mul, pools, global_pool_mean, activations, bounded, concat_channels, reshapes, reshape_into_conv,
+    add_sub_mul, pools, global_pool_mean, spatial_mean_head, activations, bounded, concat_channels, reshapes, reshape_into_conv,
     resize_nearest, resize_bilinear, pad_slice_split)}
 
 

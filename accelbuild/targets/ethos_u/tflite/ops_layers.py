@@ -225,8 +225,9 @@ def mean(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("an activation after a mean that its output range does not imply")
     nhwc = w.is_nhwc(x)
     tfl_axes = sorted(layout.axis(a, rank, nhwc) for a in axes)
-    if not keep and nhwc:
-        raise Unsupported("a mean over a channel-last tensor without keepdims")
+    kept = [layout.axis(a, rank, nhwc) for a in range(rank) if a not in {b % rank for b in axes}]
+    if not keep and kept != sorted(kept):  # a global mean over H, W keeps [N, C] in both layouts
+        raise Unsupported("a mean over a channel-last tensor without keepdims that reorders the axes it keeps")
     w.op("MEAN", [w.tensor(x), w.int32(f"{node.name}/axes", tfl_axes)], [w.tensor(out)], {"keep_dims": bool(keep)})
     w.done.update(fused.nodes)
 
