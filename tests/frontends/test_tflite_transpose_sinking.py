@@ -50,6 +50,22 @@ def test_channel_slices_and_splits_run_channel_first(tmp_path: Path) -> None:
     assert nodes["halves"].input == ["low/nchw", "high/nchw"]
 
 
+def test_moves_that_would_leave_more_transposes_are_not_made(tmp_path: Path) -> None:
+    """conv -> SPLIT in two -> each part flattened channel-last: moving the one Transpose below the Split
+    would need one per part, so the graph keeps the Split channel-last."""
+    b = tm.TFLiteBuilder(0)
+    image = b.add_tensor("input", (1, 8, 8, 3))
+    x = tm.conv(b, "stem", image, 8, 3)
+    low, high = b.add_tensor("low", (1, 8, 8, 4)), b.add_tensor("high", (1, 8, 8, 4))
+    b.add_op("SPLIT", [b.const("split/axis", np.array([3], np.int32), "int32"), x], [low, high], {"num_splits": 2})
+    flat = [tm.reshape(b, f"{name}/flat", part, (1, 256)) for name, part in (("low", low), ("high", high))]
+    out = b.add_tensor("joined", (1, 512))
+    b.add_op("CONCATENATION", flat, [out], {"axis": 1, "fused_activation_function": "NONE"})
+    model, _ = compare(b.finish([image], [out]), tmp_path)
+    assert _transposes(model) == ["stem/nchw_in", "stem/nhwc"]
+    assert {n.name: n for n in model.graph.node}["low"].input[0] == "stem"
+
+
 def test_an_op_with_a_channel_last_operand_stays_as_it_is() -> None:
     """Add(Transpose(a), b) with b an activation in the other layout cannot move."""
     nodes = [helper.make_node("Transpose", ["a"], ["t"], name="t", perm=[0, 2, 3, 1]),

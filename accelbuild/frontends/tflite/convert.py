@@ -16,13 +16,12 @@ from onnx import helper
 
 import accelbuild
 from accelbuild.errors import StageError
-from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops import spec_for
 from accelbuild.frontends.tflite.reader import Model
 from accelbuild.frontends.tflite.supported import find_unsupported, unsupported_error
 from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, NUMPY_TYPES, constant_values, is_quantized
-from accelbuild.frontends.tflite.transpose_sinking import sink_transposes
+from accelbuild.frontends.tflite.transpose_sinking import fewest_transposes
 
 OPSET = 21
 IR_VERSION = 10
@@ -114,7 +113,7 @@ def graph_output(g: Graph, index: int) -> onnx.ValueInfoProto:
 def assemble(g: Graph, inputs: list, outputs: list) -> onnx.ModelProto:
     """Collapse layout Transposes, keep used initializers, add TFLite shapes and metadata, check."""
     keep = {v.name for v in outputs}
-    nodes = layout.collapse_transposes(sink_transposes(g.nodes, g.initializers, g.fresh), keep)
+    nodes = fewest_transposes(g.nodes, g.initializers, g.fresh, keep)
     used = {name for node in nodes for name in node.input}
     produced = {name for node in nodes for name in node.output} - keep
     value_info = [g.value_info(i) for i in range(len(g.model.tensors))

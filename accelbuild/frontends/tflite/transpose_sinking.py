@@ -20,7 +20,8 @@ puts one Transpose after it instead (the tf2onnx and onnxruntime transpose optim
 The op keeps its node name (so the layer ``T`` is still the node ``T``); its channel-first result is
 ``<output>/nchw`` and the Transpose after it, named ``<output>/nhwc``, produces the output's own name,
 so a graph output or a value a crop point names means what it meant. Nodes must be in topological
-order; the result is, too.
+order; the result is, too. :func:`fewest_transposes` is what the converter calls: it keeps the graph
+without the moves in the rare case where they leave more Transposes than they remove.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ ELEMENTWISE = {"Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "L
                "Where"}
 AXIS_OPS = {"Concat", "Softmax", "Split"}
 REDUCTIONS = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}
+
+
+def fewest_transposes(nodes: list[onnx.NodeProto], initializers: dict[str, onnx.TensorProto],
+                      fresh: Callable[[str], str], keep: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` with the Transposes that undo each other collapsed (:func:`.layout.collapse_transposes`),
+    after :func:`sink_transposes` unless that leaves more Transposes than collapsing alone (a Split whose
+    parts are each read channel-last needs a Transpose per part where one stood before it)."""
+    plain = layout.collapse_transposes([_copy(node) for node in nodes], keep)
+    moved = layout.collapse_transposes(sink_transposes(nodes, initializers, fresh), keep)
+    return moved if _count(moved) <= _count(plain) else plain
 
 
 def sink_transposes(nodes: list[onnx.NodeProto], initializers: dict[str, onnx.TensorProto],
@@ -155,3 +166,13 @@ def _perm(node: onnx.NodeProto) -> tuple[int, ...]:
         if attr.name == "perm":
             return tuple(attr.ints)
     return ()
+
+
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    return copy
+
+
+def _count(nodes: list[onnx.NodeProto]) -> int:
+    return sum(node.op_type == "Transpose" for node in nodes)
