@@ -16,6 +16,7 @@ from onnx import helper
 
 import accelbuild
 from accelbuild.errors import StageError
+from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops import spec_for
 from accelbuild.frontends.tflite.reader import Model
@@ -114,6 +115,8 @@ def assemble(g: Graph, inputs: list, outputs: list) -> onnx.ModelProto:
     """Collapse layout Transposes, keep used initializers, add TFLite shapes and metadata, check."""
     keep = {v.name for v in outputs}
     nodes = fewest_transposes(g.nodes, g.initializers, g.fresh, keep)
+    shapes = {name: g.shape(i) for i in range(len(g.model.tensors)) for name in {g.names[i], g.values[i]}}
+    nodes = layout.trivial_transposes_as_reshapes(nodes, shapes, g.ints)
     used = {name for node in nodes for name in node.input}
     produced = {name for node in nodes for name in node.output} - keep
     value_info = [g.value_info(i) for i in range(len(g.model.tensors))

@@ -4,13 +4,15 @@ Every ONNX tensor that stands for a TFLite tensor keeps the TFLite (NHWC) layout
 outputs and crop points mean what they mean in the ``.tflite`` file. Layout-sensitive ONNX ops are
 wrapped as ``Transpose(0,3,1,2) -> op -> Transpose(0,2,3,1)``, weights are permuted once at conversion
 time, and afterwards :func:`collapse_transposes` removes every Transpose that undoes the one feeding it,
-so a chain of convolutions stays channel-first in between. This module also holds TFLite's padding
+so a chain of convolutions stays channel-first in between (:mod:`.transpose_sinking` first moves
+Transposes below the ops that do not care about layout, so that more of them meet);
+:func:`trivial_transposes_as_reshapes` turns those that move only axes of size 1 into Reshapes. This module also holds TFLite's padding
 arithmetic (SAME is asymmetric, with the extra pixel at the end) as explicit ONNX ``pads``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -92,6 +94,41 @@ def collapse_transposes(nodes: list[onnx.NodeProto], keep: set[str]) -> list[onn
         result.append(node)
         producer.update({out: node for out in node.output})
     return remove_dead_nodes(result, keep)
+
+
+def trivial_transposes_as_reshapes(nodes: list[onnx.NodeProto], shapes: Mapping[str, Sequence[int]],
+                                   add_ints: Callable[[str, Sequence[int]], str]) -> list[onnx.NodeProto]:
+    """Each Transpose that moves only axes of size 1 (``[1, 1, 1, C]`` to ``[1, C, 1, 1]``: the values keep
+    their order in memory) as a Reshape to its output shape, which every family treats as free.
+
+    ``shapes`` holds the static shapes of the TFLite tensors (a Transpose's input or output is one);
+    ``add_ints`` makes the shape constant. Other nodes are returned as they are.
+    """
+    result = []
+    for node in nodes:
+        shape = _input_shape(node, shapes) if node.op_type == "Transpose" else None
+        if shape is not None:
+            perm = _perm(node)
+            kept = [axis for axis in perm if shape[axis] != 1]
+            if kept == sorted(kept):
+                node = helper.make_node("Reshape", [node.input[0], add_ints(f"{node.name}/shape",
+                                                                            [shape[a] for a in perm])],
+                                        list(node.output), name=node.name)
+        result.append(node)
+    return result
+
+
+def _input_shape(node: onnx.NodeProto, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...] | None:
+    """The static input shape of a Transpose, from its input's or its output's TFLite shape."""
+    perm = _perm(node)
+    if node.input[0] in shapes:
+        shape = tuple(shapes[node.input[0]])
+    elif node.output[0] in shapes and perm:
+        out = tuple(shapes[node.output[0]])
+        shape = tuple(out[perm.index(axis)] for axis in range(len(perm))) if len(out) == len(perm) else ()
+    else:
+        return None
+    return shape if perm and len(shape) == len(perm) and all(d > 0 for d in shape) else None
 
 
 def remove_dead_nodes(nodes: list[onnx.NodeProto], keep: set[str]) -> list[onnx.NodeProto]:
