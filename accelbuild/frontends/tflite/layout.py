@@ -5,9 +5,10 @@ outputs and crop points mean what they mean in the ``.tflite`` file. Layout-sens
 wrapped as ``Transpose(0,3,1,2) -> op -> Transpose(0,2,3,1)``, weights are permuted once at conversion
 time, and afterwards :func:`collapse_transposes` removes every Transpose that undoes the one feeding it,
 so a chain of convolutions stays channel-first in between (:mod:`.transpose_sinking` first moves
-Transposes below the ops that do not care about layout, so that more of them meet);
-:func:`trivial_transposes_as_reshapes` turns those that move only axes of size 1 into Reshapes. This module also holds TFLite's padding
-arithmetic (SAME is asymmetric, with the extra pixel at the end) as explicit ONNX ``pads``.
+Transposes below the ops that do not care about layout, so that more of them meet), and
+:func:`trivial_transposes_as_reshapes` turns those that move only axes of size 1 into Reshapes. This
+module also holds TFLite's padding arithmetic (SAME is asymmetric, with the extra pixel at the end) as
+explicit ONNX ``pads``.
 """
 
 from __future__ import annotations
