@@ -24,6 +24,7 @@ from accelbuild.util import onnx_graph as g
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
+CHANNEL_FIRST_SUFFIX = "/nchw"  # the TFLite import's name of a value it keeps channel-first
 
 CHECK_SAMPLES = 2
 CHECK_SEED = 0
@@ -89,12 +90,19 @@ def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[s
 
 
 def _names(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Every name a crop point may use: tensor names, and node names (meaning the node's outputs)."""
+    """Every name a crop point may use: tensor names; a TFLite tensor ``T`` that the import keeps only
+    channel-first, as ``T/nchw`` (``frontends/tflite/graph.py``); and node names (meaning the node's
+    outputs). ``T/nchw`` comes before node ``T``: when ``T`` had a fused activation, node ``T`` makes the
+    value before it."""
     names: dict[str, list[str]] = {v.name: [v.name] for v in model.graph.input}
     for node in model.graph.node:
         for out in node.output:
             if out:
                 names[out] = [out]
+    for node in model.graph.node:
+        for out in node.output:
+            if out.endswith(CHANNEL_FIRST_SUFFIX) and out[: -len(CHANNEL_FIRST_SUFFIX)] not in names:
+                names[out[: -len(CHANNEL_FIRST_SUFFIX)]] = [out]
     for node in model.graph.node:
         if node.name and node.name not in names:
             names[node.name] = [o for o in node.output if o]

@@ -118,3 +118,4 @@ def test_a_transpose_of_unit_axes_is_a_reshape(shape: tuple, perm: tuple, reshap
     assert node.op_type == ("Reshape" if reshaped else "Transpose") and node.output == ["y"]
     if reshaped:
         assert made == {"t/shape": [shape[a] for a in perm]}
+

@@ -81,6 +81,23 @@ def test_node_name_means_its_outputs(project: Path) -> None:
     assert set(record["sections"]) == {"ai"}
 
 
+def test_a_tflite_tensor_kept_channel_first_is_cut_after_its_fused_activation(project: Path) -> None:
+    """BlazeFace's ADD with a fused RELU: the import keeps "block/add" only channel-first, as
+    "block/add/nchw"; the node "block/add" makes the sum before the RELU. The crop point means the tensor of
+    the .tflite file, after the RELU."""
+    from accelbuild.testing import tflite_models
+
+    (project / "models/blaze.tflite").write_bytes(tflite_models.blaze_blocks())
+    write(project / "p.yaml", "accelbuild: 1\nname: p\nmodels:\n  - name: det\n    path: models/blaze.tflite\n"
+                              "    crop: {outputs: [block/add]}\n")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "crop", cwd=project)
+    assert result.code == 0, result.stderr
+    record = _record(project)
+    assert record["outputs"] == ["block/add/nchw"] and record["check"]["max_rel_err"] < 1e-4
+    (ai_output,) = [o.name for o in read_section(project / "build/p/det/ai.onnx").graph.output]
+    assert ai_output == "block/add/nchw"
+
+
 def test_overlapping_cut_fails_the_crop_naming_the_tensors_still_needed(project: Path) -> None:
     result = _crop(project, "{outputs: [head.p3]}", expect=1)
     assert "p:det:crop: det: cannot crop: the post section still needs 'neck.p4.fuse.act.mul', " \

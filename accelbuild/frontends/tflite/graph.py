@@ -23,7 +23,9 @@ Naming scheme (so crop points and per-layer bit tables can use the names Netron 
   (ConvTranspose); constants used as they are keep the TFLite name ``W``.
 
 When a channel-last copy ``T`` sits between two channel-first ops it is removed by
-:func:`layout.collapse_transposes`; the value then lives on as ``T/nchw``.
+:func:`layout.collapse_transposes` (after :mod:`.transpose_sinking` moved Transposes below the ops that do
+not care about layout); the value then lives on as ``T/nchw``, and a crop point ``T`` means it
+(``stages/crop.py``), not the output of node ``T``, which comes before a fused activation.
 """
 
 from __future__ import annotations
