@@ -592,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.work:
         results = build_all(models, families, paths, args.work, args)
     else:  # a whole run's builds take about 3 GB: a temporary folder goes when the run ends
-        with tempfile.TemporaryDirectory(prefix="accelbuild-corpus-") as temporary:
+        with tempfile.TemporaryDirectory(prefix="accelbuild-corpus-", ignore_cleanup_errors=True) as temporary:
             results = build_all(models, families, paths, Path(temporary), args)
         for result in results:
             result.folder = ""
