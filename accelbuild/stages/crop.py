@@ -17,6 +17,7 @@ from accelbuild import accuracy
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError, StageError
 from accelbuild.frontends import onnx_model
+from accelbuild.frontends.tflite.layout import CHANNEL_FIRST_SUFFIX
 from accelbuild.passes import auto_crop, sections
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import CropParams
@@ -24,7 +25,6 @@ from accelbuild.util import onnx_graph as g
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)
-CHANNEL_FIRST_SUFFIX = "/nchw"  # the TFLite import's name of a value it keeps channel-first
 
 CHECK_SAMPLES = 2
 CHECK_SEED = 0

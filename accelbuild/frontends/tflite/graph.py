@@ -159,7 +159,8 @@ class Graph:
             log.warning("%s: fused activation %s of %s (tensor %r) is ignored, as the TFLite interpreter "
                         "ignores it", self.model.path, act, op.name, base)
             act = "NONE"
-        before_tail = final if tail is None else self.fresh(f"{base}/{'nchw' if tail[0] == 'nhwc' else tail[1][1]}")
+        before_tail = final if tail is None else \
+            self.fresh(f"{base}{layout.CHANNEL_FIRST_SUFFIX}" if tail[0] == "nhwc" else f"{base}/{tail[1][1]}")
         before_act = before_tail if act == "NONE" else self.fresh(f"{before_tail}_pre" if tail else f"{base}/pre")
         self.node(op_type, inputs, [before_act], base, **attrs)
         if act != "NONE":

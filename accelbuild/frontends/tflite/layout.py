@@ -21,6 +21,7 @@ from onnx import helper
 
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)
+CHANNEL_FIRST_SUFFIX = "/nchw"  # ``T/nchw``: TFLite tensor T's value, channel-first (graph.py's naming scheme)
 
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
@@ -63,7 +64,7 @@ def ohwi_to_iohw(weights: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weights.transpose(3, 0, 1, 2))
 
 
-def _perm(node: onnx.NodeProto) -> tuple[int, ...]:
+def perm_of(node: onnx.NodeProto) -> tuple[int, ...]:
     for attr in node.attribute:
         if attr.name == "perm":
             return tuple(attr.ints)
@@ -72,7 +73,7 @@ def _perm(node: onnx.NodeProto) -> tuple[int, ...]:
 
 def _undoes(first: onnx.NodeProto, second: onnx.NodeProto) -> bool:
     """Whether Transpose ``second`` restores the layout that Transpose ``first`` changed."""
-    p, q = _perm(first), _perm(second)
+    p, q = perm_of(first), perm_of(second)
     return len(p) == len(q) > 0 and all(p[q[i]] == i for i in range(len(p)))
 
 
@@ -109,7 +110,7 @@ def trivial_transposes_as_reshapes(nodes: list[onnx.NodeProto], shapes: Mapping[
     for node in nodes:
         shape = _input_shape(node, shapes) if node.op_type == "Transpose" else None
         if shape is not None:
-            perm = _perm(node)
+            perm = perm_of(node)
             kept = [axis for axis in perm if shape[axis] != 1]
             if kept == sorted(kept):
                 node = helper.make_node("Reshape", [node.input[0], add_ints(f"{node.name}/shape",
@@ -121,7 +122,7 @@ def trivial_transposes_as_reshapes(nodes: list[onnx.NodeProto], shapes: Mapping[
 
 def _input_shape(node: onnx.NodeProto, shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...] | None:
     """The static input shape of a Transpose, from its input's or its output's TFLite shape."""
-    perm = _perm(node)
+    perm = perm_of(node)
     if node.input[0] in shapes:
         shape = tuple(shapes[node.input[0]])
     elif node.output[0] in shapes and perm:

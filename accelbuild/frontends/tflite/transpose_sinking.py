@@ -82,7 +82,7 @@ def _common_perm(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto],
     sources = [producer.get(name) for name in data]
     if not sources or any(s is None or s.op_type != "Transpose" for s in sources):
         return None
-    perms = {_perm(s) for s in sources}
+    perms = {layout.perm_of(s) for s in sources}
     return perms.pop() if len(perms) == 1 and perms != {()} else None
 
 
@@ -134,7 +134,7 @@ def _rewrite(node: onnx.NodeProto, perm: tuple[int, ...], producer: dict[str, on
     if perm == tuple(range(len(perm))):  # the result is in the output's own layout already
         return [helper.make_node(node.op_type, inputs, list(node.output), name=node.name, domain=node.domain or None,
                                  **attrs)]
-    outputs = [fresh(f"{out}/nchw") for out in node.output]
+    outputs = [fresh(f"{out}{layout.CHANNEL_FIRST_SUFFIX}") for out in node.output]
     moved_node = helper.make_node(node.op_type, inputs, outputs, name=node.name, domain=node.domain or None, **attrs)
     back = [layout.transpose_node(fresh(f"{out}/nhwc"), inner, out, perm) for out, inner in zip(node.output, outputs)]
     return [moved_node, *back]
@@ -159,13 +159,6 @@ def _constant(name: str, initializers: dict[str, onnx.TensorProto]) -> np.ndarra
 def _add(initializers: dict[str, onnx.TensorProto], name: str, value: np.ndarray) -> str:
     initializers[name] = numpy_helper.from_array(value, name)
     return name
-
-
-def _perm(node: onnx.NodeProto) -> tuple[int, ...]:
-    for attr in node.attribute:
-        if attr.name == "perm":
-            return tuple(attr.ints)
-    return ()
 
 
 def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
