@@ -10,8 +10,8 @@ Two kinds of figure are not bytes of the build and are compared apart:
   only where no host section was timed;
 - figures measured by running models in onnxruntime (cosine, SQNR, max errors, the import check's error)
   depend on the CPU's SIMD kernels in their last digits (AVX-512 and AVX2 machines accumulate float sums in
-  different orders; one such pair differed by 0.02 dB of output SQNR), so they are compared within a
-  tolerance. Everything else in those records, and every model and program file, must match to the byte.
+  different orders; such pairs differed by 0.02 dB and by 0.118 dB of a frame's output SQNR), so they are
+  compared within a tolerance. Everything else in those records, and every model and program file, must match to the byte.
 
 Re-record (only when an issue says the bytes may change): ``ACCELBUILD_RECORD=1 python -m pytest
 tests/test_phase1_bytes.py``.
@@ -32,7 +32,7 @@ from conftest import REPO, run_cli
 RECORD = Path(__file__).parent / "fixtures" / "phase1_artifacts.json"
 HOST_MEASURED = ("host", "end_to_end_fps", "end_to_end_bound", "end_to_end")
 # (relative, absolute) tolerance of each figure measured by running a model in onnxruntime
-MEASURED = {"cosine": (0.0, 1e-4), "start_cosine": (0.0, 1e-4), "sqnr_db": (0.0, 0.1),
+MEASURED = {"cosine": (0.0, 1e-4), "start_cosine": (0.0, 1e-4), "sqnr_db": (0.0, 0.3),
             "mean_cosine": (0.0, 1e-4), "worst_cosine": (0.0, 1e-4),
             "max_abs_err": (0.1, 1e-6), "max_rel_err": (0.1, 1e-6), "verify": (0.1, 1e-6)}
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
