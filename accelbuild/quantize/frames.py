@@ -12,6 +12,14 @@ score) has no meaningful cosine of its own: one value's cosine is its sign. The 
 chosen frames (cosine and SQNR over their outputs together, ``"headline": "pooled"``) and the worst frame is
 the one with the lowest SQNR.
 
+**Several outputs.** One cosine over a frame's outputs together is dominated by its largest output (a pose
+model's segmentation logits in the thousands hide its world landmarks at cosine 0.1). So with more than one
+output each output is compared on its own: a frame's ``cosine`` / ``sqnr_db`` are its worst output's (of the
+outputs with signal in that frame), each frame row lists ``outputs`` (name, cosine, sqnr_db, signal), and the
+record's ``outputs`` gives each output's worst over the frames the headline is taken from (an output of fewer
+than ``MIN_FRAME_VALUES`` values pooled over them). The headline is the lowest of those, and
+``worst_output`` names it. A model with one output gets the record it always had.
+
 **Signal.** A frame has no signal when the peak magnitude of its float outputs is 0, or below
 ``SIGNAL_FRACTION`` (1 %) of the median peak of the frames measured; such frames are listed with
 ``"signal": false``, counted in ``no_signal_frames`` and left out of the mean and the worst.
@@ -50,33 +58,44 @@ def labelled(names: Sequence[str], calibration: int | None, random: bool) -> lis
 
 
 def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
-           frames: Sequence[Frame]) -> dict[str, object]:
-    """The accuracy record of ``measured`` against ``reference`` (outputs per frame, in frame order).
+           frames: Sequence[Frame], outputs: Sequence[str] | None = None) -> dict[str, object]:
+    """The accuracy record of ``measured`` against ``reference`` (outputs per frame, in frame order;
+    ``outputs``: their names, default ``output 0``, ...).
 
-    ``cosine`` / ``sqnr_db``: the worst frame with signal among the held-out frames (else among all);
-    ``max_abs_err``: over every frame; ``frames``: each frame's figures; ``measured_on``: the role of the
-    frames the headline comes from.
+    ``cosine`` / ``sqnr_db``: the worst frame with signal among the held-out frames (else among all), and
+    with several outputs the worst output (module docstring); ``max_abs_err``: over every frame; ``frames``:
+    each frame's figures; ``measured_on``: the role of the frames the headline comes from.
     """
     if len(frames) != len(reference) or len(reference) != len(measured):
         raise ValueError(f"{len(frames)} frame labels for {len(reference)} reference and {len(measured)} "
                          "measured frames")
     flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
     signal, pooled = _signal(flat)
+    split = _split(reference, measured, outputs)
     rows = [{"file": frame.file, "role": frame.role, "cosine": round(cosine_similarity(want, got), 6),
              "sqnr_db": round(sqnr_db(want, got), 3), "signal": has}
             for (want, got), frame, has in zip(flat, frames, signal)]
+    if split is not None:
+        for i, row in enumerate(rows):
+            row.update(split.frame_row(i))
     errors = [float(np.max(np.abs(want - got))) if want.size else 0.0 for want, got in flat]
     held_out = [i for i, row in enumerate(rows) if row["role"] == "held-out"]
     pool = held_out or list(range(len(rows)))
     chosen = [i for i in pool if rows[i]["signal"]] or pool
+    extra: dict[str, object] = {}
     if pooled:
         worst = min(chosen, key=lambda i: rows[i]["sqnr_db"]) if chosen else None
         want, got = (np.concatenate([flat[i][part] for i in chosen]) if chosen else np.zeros(0) for part in (0, 1))
         headline = (round(cosine_similarity(want, got), 6), round(sqnr_db(want, got), 3))
+        extra["headline"] = "pooled"
     else:
         worst = min(chosen, key=lambda i: (rows[i]["cosine"], rows[i]["sqnr_db"])) if chosen else None
         headline = (rows[worst]["cosine"], rows[worst]["sqnr_db"]) if worst is not None else (1.0, 0.0)
-    extra = {"headline": "pooled"} if pooled else {}
+    if split is not None and chosen:
+        per_output = split.summary(chosen)
+        lowest = min(per_output, key=lambda o: (o["cosine"], o["sqnr_db"]))
+        headline = min(headline, (lowest["cosine"], lowest["sqnr_db"]))
+        extra.update(outputs=per_output, worst_output=lowest["name"])
     return {
         "cosine": headline[0],
         "sqnr_db": headline[1],
@@ -92,15 +111,16 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
 
 
 def said(accuracy: dict) -> str:
-    """What a headline cosine covers, for a console line: ``worst of 4 held-out frames: img2.jpg; 2 without
-    signal`` ("" for a record without frames)."""
+    """What a headline cosine covers, for a console line: ``worst of 4 held-out frames: img2.jpg, output
+    scores; 2 without signal`` ("" for a record without frames)."""
     rows = accuracy.get("frames")
     if not rows:
         return ""
     pool = [row for row in rows if row["role"] == accuracy.get("measured_on")] or rows
     quiet = accuracy.get("no_signal_frames") or 0
+    output = accuracy.get("worst_output")
     return (f"worst of {len(pool)} {accuracy.get('measured_on')} frame(s): {accuracy.get('worst_file')}"
-            + (f"; {quiet} without signal" if quiet else ""))
+            + (f", output {output}" if output else "") + (f"; {quiet} without signal" if quiet else ""))
 
 
 def cell(accuracy: dict) -> str:
@@ -118,7 +138,12 @@ def cell(accuracy: dict) -> str:
 
 def worst_cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]]) -> float:
     """The headline ``record`` gives, unrounded (auto_precision ranks small differences): the lowest cosine
-    of a frame with signal, or the pooled cosine of those frames when outputs are small."""
+    of a frame with signal, or the pooled cosine of those frames when outputs are small; with several outputs,
+    the lowest output's."""
+    split = _split(reference, measured, None)
+    if split is not None:  # each output's worst over the frames with signal
+        chosen = [i for i in range(len(reference)) if split.frame_signal(i)] or list(range(len(reference)))
+        return min(split.cosine(o, chosen) for o in range(len(split.names)))
     flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
     signal, pooled = _signal(flat)
     kept = [pair for pair, has in zip(flat, signal) if has] or flat
@@ -136,6 +161,75 @@ def _signal(flat: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[bool], bool
     floor = SIGNAL_FRACTION * float(np.median(peaks)) if peaks else 0.0
     pooled = bool(flat) and min(want.size for want, _ in flat) < MIN_FRAME_VALUES
     return [peak > 0.0 and peak >= floor for peak in peaks], pooled
+
+
+class _Split:
+    """The outputs of a model with several, compared one by one (``o``: output, ``i``: frame)."""
+
+    def __init__(self, reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
+                 names: Sequence[str]) -> None:
+        self.names = list(names)
+        count = len(self.names)
+        self.want = [[_flat([frame[o]]) for frame in reference] for o in range(count)]
+        self.got = [[_flat([frame[o]]) for frame in measured] for o in range(count)]
+        self.small = [min(w.size for w in wants) < MIN_FRAME_VALUES for wants in self.want]
+        self.signal = [_signal(list(zip(wants, gots)))[0] for wants, gots in zip(self.want, self.got)]
+
+    def _rated(self, i: int) -> list[int]:
+        """The outputs frame ``i`` is rated on: those of ``MIN_FRAME_VALUES`` values or more with signal."""
+        return [o for o in range(len(self.names)) if not self.small[o] and self.signal[o][i]]
+
+    def frame_signal(self, i: int) -> bool:
+        return bool(self._rated(i))
+
+    def frame_row(self, i: int) -> dict[str, object]:
+        """Frame ``i``'s figures: its worst rated output, and every output's."""
+        each = [{"name": name, "cosine": round(cosine_similarity(self.want[o][i], self.got[o][i]), 6),
+                 "sqnr_db": round(sqnr_db(self.want[o][i], self.got[o][i]), 3),
+                 "signal": bool(self.signal[o][i])} for o, name in enumerate(self.names)]
+        rated = self._rated(i)
+        row: dict[str, object] = {"outputs": each}
+        if rated:
+            row.update(cosine=min(each[o]["cosine"] for o in rated), sqnr_db=min(each[o]["sqnr_db"] for o in rated),
+                       signal=True)
+        elif not all(self.small):  # no output with signal in this frame
+            row["signal"] = False
+        return row
+
+    def _pooled(self, o: int, frames: list[int]) -> tuple[float, float]:
+        want, got = (np.concatenate([side[o][i] for i in frames]) for side in (self.want, self.got))
+        return cosine_similarity(want, got), sqnr_db(want, got)
+
+    def cosine(self, o: int, frames: list[int]) -> float:
+        """Output ``o``'s worst cosine over ``frames`` (those where it has signal, if any), pooled when small."""
+        if self.small[o]:
+            return self._pooled(o, frames)[0]
+        kept = [i for i in frames if self.signal[o][i]] or frames
+        return min(cosine_similarity(self.want[o][i], self.got[o][i]) for i in kept)
+
+    def summary(self, frames: list[int]) -> list[dict[str, object]]:
+        """Each output's worst over ``frames``: its worst frame's figures, or pooled when small."""
+        result: list[dict[str, object]] = []
+        for o, name in enumerate(self.names):
+            if self.small[o]:
+                cos, sqnr = self._pooled(o, frames)
+                result.append({"name": name, "cosine": round(cos, 6), "sqnr_db": round(sqnr, 3), "pooled": True})
+                continue
+            kept = [i for i in frames if self.signal[o][i]] or frames
+            figures = [(cosine_similarity(self.want[o][i], self.got[o][i]), sqnr_db(self.want[o][i], self.got[o][i]))
+                       for i in kept]
+            cos, sqnr = min(figures)
+            result.append({"name": name, "cosine": round(cos, 6), "sqnr_db": round(sqnr, 3)})
+        return result
+
+
+def _split(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
+           names: Sequence[str] | None) -> _Split | None:
+    """The per-output comparison of a model with several outputs (None: one output, or no frames)."""
+    count = len(reference[0]) if reference else 0
+    if count < 2 or any(len(frame) != count for frame in [*reference, *measured]):
+        return None
+    return _Split(reference, measured, names if names is not None else [f"output {o}" for o in range(count)])
 
 
 def _measured_on(pool: list[dict]) -> str:

@@ -73,7 +73,8 @@ def run(ctx: StageContext) -> None:
         "activations": q.precision.activations,
         # weights are quantized without data; the frames are held out unless auto_precision chose by them
         "output": {**frames.record(reference, measured, frames.labelled(
-                       names, len(names) if q.auto_precision is not None else None, random)),
+                       names, len(names) if q.auto_precision is not None else None, random),
+                                   [o.name for o in ai.graph.output]),
                    **accuracy.describe_inputs(q.accuracy, q.data, len(samples))},
         "auto_precision": auto_record,
         **get_target(q.family).quantize_record(ai, q.target),

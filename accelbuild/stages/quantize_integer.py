@@ -82,7 +82,7 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
                 "symmetric": q.precision.symmetric, "frames": len(calibration)}
     write_json_atomic(ctx.outputs["calibration.json"], {**settings, **result.calibration_record()})
     output = {**accuracy.describe_inputs(q.accuracy, q.data, len(measured_on)),
-              **frames.record(reference, measured, labels)}
+              **frames.record(reference, measured, labels, [o.name for o in ai.graph.output])}
     goal = q.auto_precision
     if auto_record is not None and goal is not None and output["measured_on"] == "held-out" \
             and output["cosine"] < goal.min_cosine:

@@ -72,3 +72,62 @@ def test_one_score_per_frame_is_pooled_not_a_cosine_of_one_value() -> None:
     assert [f["cosine"] for f in record["frames"]] == [1.0, 1.0, 1.0]
     assert record["headline"] == "pooled" and record["cosine"] < 0.7 and record["worst_file"] == "b"
     assert frames.worst_cosine(want, got) == pytest.approx(record["cosine"], abs=1e-6)
+
+
+def _pose_like(seed: int = 0) -> tuple[list, list]:
+    """MediaPipe's full pose landmarker in the corpus: segmentation logits in the thousands (measured well),
+    117 world-landmark values near 0.5 (measured badly) and a one-value pose flag, per frame."""
+    rng = np.random.default_rng(seed)
+    reference, measured = [], []
+    for _ in range(3):
+        mask = (rng.standard_normal(4096) * 500).astype(np.float32)
+        world = (rng.standard_normal(117) * 0.3).astype(np.float32)
+        flag = np.array([0.003], np.float32)
+        reference.append([mask, world, flag])
+        measured.append([mask + (rng.standard_normal(4096) * 5).astype(np.float32),
+                         world + (rng.standard_normal(117) * 0.6).astype(np.float32), np.array([0.5], np.float32)])
+    return reference, measured
+
+
+def test_each_output_is_compared_on_its_own() -> None:
+    """One cosine over a frame's outputs together is the segmentation logits' (0.9999): the world landmarks'
+    ~0.4 would be averaged away. The headline is the worst output's, named, and each frame lists them all."""
+    reference, measured = _pose_like()
+    names = ["segmentation", "world_landmarks", "pose_flag"]
+    record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False), names)
+    together = measure.compare(reference, measured)["cosine"]
+    assert together > 0.999
+    by_name = {o["name"]: o for o in record["outputs"]}
+    assert by_name["segmentation"]["cosine"] > 0.999 and by_name["world_landmarks"]["cosine"] < 0.6
+    assert record["worst_output"] == "world_landmarks" and record["cosine"] == by_name["world_landmarks"]["cosine"]
+    assert by_name["pose_flag"].get("pooled") is True  # one value a frame: pooled over the frames
+    frame = record["frames"][0]
+    assert [o["name"] for o in frame["outputs"]] == names
+    assert frame["cosine"] == min(o["cosine"] for o in frame["outputs"][:2])  # the flag is too small to rate alone
+    assert frames.worst_cosine(reference, measured) == pytest.approx(record["cosine"], abs=1e-6)
+
+
+def test_an_output_without_signal_in_a_frame_does_not_rate_it() -> None:
+    """A detector's class map that is ~0 in one frame (nothing there) compares noise with noise: that frame is
+    rated on its other outputs; a frame with no output with signal has none."""
+    rng = np.random.default_rng(1)
+    boxes = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+    scores = [rng.standard_normal(64).astype(np.float32), np.full(64, 1e-9, np.float32),
+              rng.standard_normal(64).astype(np.float32)]
+    noisy = [s + rng.standard_normal(64).astype(np.float32) * (1.0 if i == 1 else 0.01) for i, s in enumerate(scores)]
+    reference = [[b, s] for b, s in zip(boxes, scores)]
+    measured = [[b, n] for b, n in zip(boxes, noisy)]
+    record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False))
+    second = record["frames"][1]
+    assert second["signal"] is True and second["cosine"] == 1.0  # rated on its boxes alone
+    assert second["outputs"][1]["signal"] is False and second["outputs"][1]["cosine"] < 0.1
+    assert record["cosine"] > 0.99 and record["worst_output"] in ("output 0", "output 1")
+    quiet = [[np.zeros(64, np.float32), np.zeros(64, np.float32)]] * 2 + reference[:1]
+    assert frames.record(quiet, quiet, frames.labelled(["x", "y", "z"], None, random=False))["no_signal_frames"] == 2
+
+
+def test_one_output_keeps_the_record_it_had() -> None:
+    reference, measured = _frames([1.0, 1.0, 0.5], [0.01, 0.3, 0.02])
+    record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False), ["y"])
+    assert "outputs" not in record and "worst_output" not in record
+    assert all("outputs" not in f for f in record["frames"])

@@ -76,7 +76,7 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     return {
         "name": name,
         **figures,
-        "accuracy": {**frames_record(reference, measured, names, p, name, data),
+        "accuracy": {**frames_record(reference, measured, names, p, name, data, [o.name for o in ai.graph.output]),
                      "runtime": (f"TVM, model.so ({config['precision']})" if p.backend == "tvm" else
                                  f"onnxruntime, model.ort ({config['precision']})"),
                      "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
@@ -85,10 +85,11 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
 
 
 def frames_record(reference: list[list[Any]], measured: list[list[Any]], names: list[str], p: CpuBenchmarkParams,
-                  model: str, data: Any) -> dict[str, Any]:
+                  model: str, data: Any, outputs: list[str] | None = None) -> dict[str, Any]:
     """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so."""
     calibrated = p.calibration_frames[p.models.index(model)] if p.calibration_frames else None
-    return frames.record(reference, measured, frames.labelled(names, calibrated, accuracy.is_random(p.accuracy, data)))
+    return frames.record(reference, measured, frames.labelled(names, calibrated, accuracy.is_random(p.accuracy, data)),
+                         outputs)
 
 
 def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, config: dict[str, Any],

@@ -39,7 +39,7 @@ def run(ctx: StageContext) -> None:
     checked = verify.check(data, qdq, feeds, measure.session(ai))
     layers, outputs = checked.layers, checked.outputs
     labels = frames.labelled(names, p.calibration_frames, accuracy.is_random(p.accuracy, p.data))
-    against_float = frames.record(checked.reference, checked.lite, labels)
+    against_float = frames.record(checked.reference, checked.lite, labels, [o.name for o in ai.graph.output])
     record = {
         "bytes": len(data),
         "operators": dict(sorted(Counter(_builtins(data)).items())),

@@ -48,7 +48,8 @@ def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, 
     reference = measure.run_all(measure.session(ai), feeds)
     quantized = measure.bf16_outputs(onnx.load(str(files.quantized)), feeds)
     figures = frames.record(reference, chip, frames.labelled(names, len(names) if tuned else None,
-                                                             accuracy.is_random(source, data)))
+                                                             accuracy.is_random(source, data)),
+                            [o.name for o in ai.graph.output])
     crosscheck = measure.compare(quantized, chip)
     return ({**figures, **accuracy.describe_inputs(source, data, len(feeds))},
             {"against": "quantized.onnx in onnxruntime, bfloat16 activations", **crosscheck}, feeds)

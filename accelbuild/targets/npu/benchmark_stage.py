@@ -118,7 +118,8 @@ def _accuracy(ctx: StageContext, members: dict[str, bytes], name: str, data: Any
     timed.update({s.name: numerics.Recorded(s.session()) for s in steps if s.build is not None})
     measured = numerics.run_sequence(steps, feeds, [o.name for o in ai.graph.output], timed)
     labels = frames.labelled(names, calibrated, accuracy.is_random(b.accuracy, data))
-    return ({**frames.record(reference, measured, labels), **accuracy.describe_inputs(b.accuracy, data, len(feeds))},
+    return ({**frames.record(reference, measured, labels, [o.name for o in ai.graph.output]),
+             **accuracy.describe_inputs(b.accuracy, data, len(feeds))},
             feeds)
 
 
