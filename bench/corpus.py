@@ -174,6 +174,18 @@ MODELS: tuple[Model, ...] = (
     Model("mp_iris_landmark", "iris landmarks", "mediapipe",
           "mediapipe/modules/iris_landmark/iris_landmark.tflite",
           "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"),
+    Model("mp_face_mesh_attention", "face mesh with attention (refined lips, eyes, irises)", "mediapipe",
+          "mediapipe/modules/face_landmark/face_landmark_with_attention.tflite",
+          "e06a804e0144f9929eda782122916b35d60c697c3c9344013ca2bbe76a6ce2b4"),
+    Model("mp_pose_landmark_full", "BlazePose landmarks, full (heatmap and segmentation heads)", "mediapipe",
+          "mediapipe/modules/pose_landmark/pose_landmark_full.tflite",
+          "e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f"),
+    Model("mp_palm_detection_full", "palm detector, full", "mediapipe",
+          "mediapipe/modules/palm_detection/palm_detection_full.tflite",
+          "1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54"),
+    Model("mp_hand_recrop", "hand re-crop regressor (holistic)", "mediapipe",
+          "mediapipe/modules/holistic_landmark/hand_recrop.tflite",
+          "67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d"),
 )
 MODELS_BY_NAME = {m.name: m for m in MODELS}
 
@@ -403,6 +415,7 @@ def read_figures(out_dir: Path, model: str, family: str) -> dict[str, Any]:
     figures: dict[str, Any] = {"fps": entry.get("fps", bench.get("fps")),
                                "cosine": (entry.get("accuracy") or {}).get("cosine"),
                                "max_abs_err": (entry.get("accuracy") or {}).get("max_abs_err"),
+                               "worst_output": (entry.get("accuracy") or {}).get("worst_output"),
                                "weight_bytes": quant.get("weight_bytes"),
                                "has_benchmark": bool(bench)}
     if family.startswith("npu"):
@@ -460,7 +473,10 @@ def _num(value: Any, digits: str) -> str:
 
 
 def summarize(figures: dict[str, Any], family: str) -> str:
-    parts = [f"{_num(figures.get('fps'), ',.1f')} fps", f"cosine {_num(figures.get('cosine'), '.4f')}"]
+    cosine = f"cosine {_num(figures.get('cosine'), '.4f')}"
+    if figures.get("worst_output"):  # a model with several outputs: the one the headline is
+        cosine += f" ({figures['worst_output']})"
+    parts = [f"{_num(figures.get('fps'), ',.1f')} fps", cosine]
     if family.startswith("npu"):
         parts.append(f"npu/host layers {figures.get('npu_layers')}/{figures.get('host_layers')}")
     elif family == "ethos-u":
