@@ -143,7 +143,7 @@ def worst_cosine(reference: list[list[np.ndarray]], measured: list[list[np.ndarr
     split = _split(reference, measured, None)
     if split is not None:  # each output's worst over the frames with signal
         chosen = [i for i in range(len(reference)) if split.frame_signal(i)] or list(range(len(reference)))
-        return min(split.cosine(o, chosen) for o in range(len(split.names)))
+        return min(split.worst(o, chosen)[0] for o in range(len(split.names)))
     flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
     signal, pooled = _signal(flat)
     kept = [pair for pair, has in zip(flat, signal) if has] or flat
@@ -196,30 +196,23 @@ class _Split:
             row["signal"] = False
         return row
 
-    def _pooled(self, o: int, frames: list[int]) -> tuple[float, float]:
-        want, got = (np.concatenate([side[o][i] for i in frames]) for side in (self.want, self.got))
-        return cosine_similarity(want, got), sqnr_db(want, got)
-
-    def cosine(self, o: int, frames: list[int]) -> float:
-        """Output ``o``'s worst cosine over ``frames`` (those where it has signal, if any), pooled when small."""
+    def worst(self, o: int, frames: list[int]) -> tuple[float, float]:
+        """Output ``o``'s worst (cosine, SQNR) over ``frames`` (those where it has signal, if any); pooled over
+        them when it is small."""
         if self.small[o]:
-            return self._pooled(o, frames)[0]
+            want, got = (np.concatenate([side[o][i] for i in frames]) for side in (self.want, self.got))
+            return cosine_similarity(want, got), sqnr_db(want, got)
         kept = [i for i in frames if self.signal[o][i]] or frames
-        return min(cosine_similarity(self.want[o][i], self.got[o][i]) for i in kept)
+        return min((cosine_similarity(self.want[o][i], self.got[o][i]), sqnr_db(self.want[o][i], self.got[o][i]))
+                   for i in kept)
 
     def summary(self, frames: list[int]) -> list[dict[str, object]]:
-        """Each output's worst over ``frames``: its worst frame's figures, or pooled when small."""
+        """Each output's worst over ``frames``, rounded as records are."""
         result: list[dict[str, object]] = []
         for o, name in enumerate(self.names):
-            if self.small[o]:
-                cos, sqnr = self._pooled(o, frames)
-                result.append({"name": name, "cosine": round(cos, 6), "sqnr_db": round(sqnr, 3), "pooled": True})
-                continue
-            kept = [i for i in frames if self.signal[o][i]] or frames
-            figures = [(cosine_similarity(self.want[o][i], self.got[o][i]), sqnr_db(self.want[o][i], self.got[o][i]))
-                       for i in kept]
-            cos, sqnr = min(figures)
-            result.append({"name": name, "cosine": round(cos, 6), "sqnr_db": round(sqnr, 3)})
+            cos, sqnr = self.worst(o, frames)
+            result.append({"name": name, "cosine": round(cos, 6), "sqnr_db": round(sqnr, 3),
+                           **({"pooled": True} if self.small[o] else {})})
         return result
 
 
