@@ -218,7 +218,8 @@ def worst_frames(sides: list[Side]) -> dict[str, list[dict[str, Any]]]:
     for name in sorted(m["name"] for m in sides[0].metrics["models"]):
         per = [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides]
         result[name] = [{"file": m.get("worst_file"), "measured_on": m.get("cosine_measured_on"),
-                         "no_signal_frames": m.get("no_signal_frames")} for m in per]
+                         "no_signal_frames": m.get("no_signal_frames"),
+                         **({"output": m["worst_output"]} if m.get("worst_output") else {})} for m in per]
     return result
 
 
@@ -226,7 +227,8 @@ def _frame_text(entry: dict[str, Any]) -> str:
     if not entry["file"]:
         return "n/a (no per-frame record)"
     quiet = f", {entry['no_signal_frames']} without signal" if entry.get("no_signal_frames") else ""
-    return f"{entry['file']} ({entry['measured_on']}{quiet})"
+    output = f", output {entry['output']}" if entry.get("output") else ""
+    return f"{entry['file']} ({entry['measured_on']}{quiet}){output}"
 
 
 def _kind_text(side: Side) -> str:

@@ -42,6 +42,8 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
                                  "cosine": figures.get("cosine"), "worst_file": figures.get("worst_file"),
                                  "cosine_measured_on": figures.get("measured_on"),
                                  "no_signal_frames": figures.get("no_signal_frames")}
+        if figures.get("worst_output"):  # a model with several outputs: the one its cosine is
+            model["worst_output"] = figures["worst_output"]
         whole = entry.get("end_to_end")
         if isinstance(whole, dict):  # the model with its host sections: accelerator kind + host machine
             model.update(end_to_end_fps=whole.get("fps"), end_to_end_latency_ms=whole.get("latency_ms"),
@@ -152,6 +154,8 @@ def accuracy_warnings(pipeline: str, figures: dict[str, Any] | None, floor: floa
                f"(benchmark.accuracy.warn_below)"
         if model.get("worst_file"):
             line += f" on its worst {model.get('cosine_measured_on')} frame, {model['worst_file']}"
+        if model.get("worst_output"):
+            line += f", output {model['worst_output']}"
         weakest = _weakest_layer(artifacts.get(f"{model['name']}/quantize.json"))
         if weakest:
             line += f"; weakest layer {weakest[0]} ({weakest[1]:.1f} dB weight SQNR in quantize.json)"
