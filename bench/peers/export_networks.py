@@ -209,6 +209,9 @@ NETWORKS = {
     "mnasnet1_0_tv": (lambda: torchvision_net("mnasnet1_0"), 224),
     "squeezenet1_1_tv": (lambda: torchvision_net("squeezenet1_1"), 224),
     "vgg16_tv": (lambda: torchvision_net("vgg16"), 224),
+    # SiMa's model zoo's torchvision rows whose weights dominate their frame (bench/credibility.py: mlsoc)
+    **{f"{name}_tv": ((lambda name=name: torchvision_net(name)), 224) for name in (
+        "alexnet", "vgg11", "vgg19", "wide_resnet50_2", "wide_resnet101_2", "regnet_x_16gf", "regnet_y_16gf")},
     **{f"yolov8{s}_cls_224": ((lambda s=s: yolo_cls(f"yolov8{s}-cls.yaml")), 224) for s in "nsmlx"},
     **{f"yolov5{s}u_640": ((lambda s=s: yolo(f"yolov5{s}u.yaml")), 640) for s in "nsmlx"},
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},
