@@ -42,7 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from copy import deepcopy
 from pathlib import Path
@@ -317,7 +317,7 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
     return found
 
 
-def group_parameters(raws: dict[str, dict[str, Any]], points: list[Point] = ()) -> list[Free]:
+def group_parameters(raws: dict[str, dict[str, Any]], points: Sequence[Point] = ()) -> list[Free]:
     """A fit's free parameters: each platform's alone, or a joint fit's shared ones plus each member's
     ``PER_PLATFORM`` ones (every member's profile has the same units); and for each measurement setup among
     ``points``, its own value of each of its platform's ``SETUP_PARAMETERS``."""
