@@ -217,19 +217,18 @@ class Free:
     the one platform of a joint fit it belongs to (None: every platform the fit covers); ``setup``: the one
     measurement setup whose figures it prices (``SETUPS``; None: the profile's value)."""
 
-    @property
-    def key(self) -> str:
-        """The path, and the setup's name for a setup's own value (``crossing.call_us@rdk_cls``)."""
-        return self.path if self.setup is None else f"{self.path}@{self.setup}"
-
-
     path: str
     low: float
     high: float
     meaning: str
     integer: bool = False
     platform: str | None = None
-    setup: str | None = None  # the one measurement setup (SETUPS) it belongs to; None: the profile's own value
+    setup: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The path, and the setup's name for a setup's own value (``crossing.call_us@rdk_cls``)."""
+        return self.path if self.setup is None else f"{self.path}@{self.setup}"
 
 
 # Platforms fitted together, with one set of values for the parameters of their shared cores and software:

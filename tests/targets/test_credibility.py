@@ -188,3 +188,25 @@ def test_each_vendor_row_is_built_for_the_chips_its_program_was_compiled_for() -
     sources = {network: source for network, _, _, source in mx3.published()}
     assert "DFP compiled for 1 chip," in sources["mp_hand_landmark_lite"]
     assert "DFP compiled for 2 chips," in sources["resnet18"]
+
+
+def test_a_measurement_setups_own_call_time_prices_only_its_points() -> None:
+    """Horizon's classification table (another runtime release) gets its own crossing.call_us: its points are
+    priced on it, the YOLO table's on the profile's value, which is what the profile file keeps."""
+    import numpy as np
+
+    from accelbuild.targets.npu.hardware import NPU_PROFILES
+    from accelbuild.targets.profile_files import load_profile
+
+    bench = _bench()
+    raws = {"x5": load_profile(builtin_profiles()["x5"], NPU_PROFILES)}
+    classification = bench.Point("x5", "resnet18", "latency_ms", 2.95, bench.RDK_CLS)
+    yolo = bench.Point("x5", "yolov8n_640", "latency_ms", 7.0, bench.RDK_X5)
+    free = bench.group_parameters(raws, [classification, yolo])
+    keys = [f.key for f in free]
+    assert keys.count("crossing.call_us") == 1 and "crossing.call_us@rdk_cls" in keys
+    values = np.array([bench.get(raws["x5"], f.path) for f in free], dtype=float)
+    values[keys.index("crossing.call_us")], values[keys.index("crossing.call_us@rdk_cls")] = 5.0, 300.0
+    hws = bench.Hardware(raws, free, values)
+    assert (hws.of(yolo).crossing.call_us, hws.of(classification).crossing.call_us) == (5.0, 300.0)
+    assert bench.with_values(raws["x5"], free, values, "x5")["crossing"]["call_us"] == 5.0
