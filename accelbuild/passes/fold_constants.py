@@ -17,7 +17,10 @@ from onnx import helper, numpy_helper
 
 from accelbuild.util import onnx_graph as g
 
-MAX_FOLDED_ELEMENTS = 1 << 22  # don't materialise huge Expand/Tile/ConstantOfShape results
+# don't materialise huge Expand/Tile/ConstantOfShape results: a folded tensor may be larger only where one of
+# its inputs already is (a weight standardised at run time, as NFNet's and BiT's convolutions export, is no
+# larger than the weight, and a convolution whose weight is left computed runs on the host)
+MAX_FOLDED_ELEMENTS = 1 << 22
 _NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                "Bernoulli", "If", "Loop", "Scan"}
 MAX_ROUNDS = 16
@@ -98,11 +101,14 @@ def _can_fold(model: onnx.ModelProto, node: onnx.NodeProto, known: set[str]) -> 
         return False
     if not all(name in known for name in node.input):
         return False
-    for out in node.output:
-        shape = g.static_shape(model, out)
-        if shape is not None and int(np.prod(shape, dtype=np.int64)) > MAX_FOLDED_ELEMENTS:
-            return False
-    return True
+    limit = max([MAX_FOLDED_ELEMENTS, *(_elements(model, name) for name in node.input if name)])
+    return all(_elements(model, out) <= limit for out in node.output)
+
+
+def _elements(model: onnx.ModelProto, name: str) -> int:
+    """A tensor's element count where its shape is known, else 0."""
+    shape = g.static_shape(model, name)
+    return 0 if shape is None else int(np.prod(shape, dtype=np.int64))
 
 
 def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],

@@ -63,6 +63,31 @@ def test_constants_and_shape_chains_become_initializers() -> None:
     assert not [n for n in model.graph.node if n.op_type in ("Shape", "Constant")]
 
 
+def test_a_weight_standardised_at_run_time_folds_however_large() -> None:
+    """A convolution weight computed from an initializer (NFNet's and BiT's weight standardisation) folds even
+    above MAX_FOLDED_ELEMENTS (NFNet-F0's last 1x1 weight, 4.7 M elements, stayed computed and ran on the
+    host); an Expand that would grow a small constant past it still does not."""
+    from accelbuild.passes.fold_constants import MAX_FOLDED_ELEMENTS
+
+    c_out = MAX_FOLDED_ELEMENTS // 1024 + 8  # c_out x 1024 weights: just above the limit
+    weight = np.random.default_rng(0).standard_normal((c_out, 1024, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("ReduceMean", ["w"], ["mean"], axes=[1, 2, 3], keepdims=1),
+             helper.make_node("Sub", ["w", "mean"], ["centred"]),
+             helper.make_node("Conv", ["x", "centred"], ["y"]),
+             helper.make_node("Expand", ["one", "big"], ["grown"]),
+             helper.make_node("ReduceSum", ["grown"], ["total"], keepdims=0)]
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.ones(1, np.float32), "one"),
+             numpy_helper.from_array(np.array([c_out, 1024], np.int64), "big")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024, 1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, 1, 1]),
+                               helper.make_tensor_value_info("total", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    fold_constants(model)
+    assert [n.op_type for n in model.graph.node] == ["Conv", "Expand", "ReduceSum"]
+    (folded,) = [t for t in model.graph.initializer if t.name == "centred"]
+    np.testing.assert_allclose(numpy_helper.to_array(folded), weight - weight.mean(axis=(1, 2, 3), keepdims=True))
+
+
 def _conv_bn(with_bias: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")]
