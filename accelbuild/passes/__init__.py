@@ -19,7 +19,7 @@ from accelbuild.errors import StageError
 from accelbuild.passes import opset
 from accelbuild.passes import verify as verify_mod
 from accelbuild.passes.activations import mark_fused_activations
-from accelbuild.passes.batchnorm import fold_batchnorm, fold_scale_shift
+from accelbuild.passes.batchnorm import fold_batchnorm, fold_input_scale, fold_pad, fold_scale_shift
 from accelbuild.passes.cleanup import name_nodes, prune_unused, remove_identities
 from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
@@ -55,6 +55,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("spatial_mean", spatial_mean_to_global_pool, quiet=True),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("fold_scale_shift", fold_scale_shift, quiet=True),
+    Pass("fold_pad", fold_pad, quiet=True),
+    Pass("fold_input_scale", fold_input_scale, quiet=True),
     Pass("decompose", decompose),
     Pass("mark_fused_activations", mark_fused_activations),
     Pass("prune_unused", prune_unused),

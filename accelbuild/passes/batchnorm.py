@@ -1,5 +1,7 @@
-"""Fold BatchNormalization into the Conv, ConvTranspose or Gemm before it (exact up to float rounding), and
-(``fold_scale_shift``) a constant Mul or Add after a Conv or ConvTranspose into its weights and bias.
+"""Fold BatchNormalization into the Conv, ConvTranspose or Gemm before it (exact up to float rounding),
+(``fold_scale_shift``) a constant Mul or Add after a Conv or ConvTranspose into its weights and bias, and
+(``fold_input_scale``) a constant Mul that only convolutions read into their weights, after (``fold_pad``) a
+zero Pad that only convolutions read into their ``pads``.
 
 PP-OCRv4's backbone (PP-LCNetV3) follows each convolution with a learnable scalar scale and shift, exported as
 ``Mul(conv, s)`` and ``Add(_, b)``: two elementwise operators per layer on an accelerator (PP-OCRv4 det on
@@ -58,6 +60,139 @@ def fold_scale_shift(model: onnx.ModelProto) -> list[str]:
                 folded = True
                 break
     return notes
+
+
+def fold_input_scale(model: onnx.ModelProto) -> list[str]:
+    """``Conv(x * s)`` as ``Conv'(x)``: a float constant ``s`` (one value, or one per channel for ungrouped
+    convolutions) scales the weights' input channels. NFNet exports two such scalars per block (the
+    activation's gain and the block's input scale), each a full pass of a vector unit when left; zero padding
+    commutes with the scale, so the fold is exact up to float rounding."""
+    graph = model.graph
+    notes: list[str] = []
+    folded = True
+    while folded:  # Mul -> Mul -> Conv: the first Mul feeds the Conv once the second is folded
+        folded = False
+        for node in graph.node:
+            scale = _input_scale(model, node)
+            if scale is None:
+                continue
+            data, value = scale
+            convs = g.readers(graph, node.output[0])
+            for conv in convs:
+                _scale_inputs(graph, conv, value)
+                conv.input[0] = data
+            graph.node.remove(node)
+            notes.append(f"Mul {node.name} into {', '.join(c.name for c in convs)}")
+            folded = True
+            break
+    return notes
+
+
+def fold_pad(model: onnx.ModelProto) -> list[str]:
+    """A zero Pad of the spatial axes that only convolutions read, as their ``pads``: TensorFlow's and timm's
+    "same" padding of strided convolutions exports as an asymmetric Pad before them, an elementwise pass of the
+    whole feature map on an accelerator when left, where every convolution pads as it reads."""
+    graph = model.graph
+    notes: list[str] = []
+    for pad in [n for n in graph.node if n.op_type == "Pad"]:
+        amounts = _spatial_zero_pads(model, pad)
+        convs = g.readers(graph, pad.output[0])
+        if amounts is None or not convs or pad.output[0] in g.graph_output_names(graph) or \
+                any(c.op_type != "Conv" or list(c.input).index(pad.output[0]) != 0 or
+                    g.attribute(c, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") for c in convs):
+            continue
+        for conv in convs:
+            spatial = len(amounts) // 2
+            old = list(g.attribute(conv, "pads", [0] * 2 * spatial))  # type: ignore[call-overload]
+            _set_ints(conv, "pads", [a + b for a, b in zip(old, amounts)])
+            conv.input[0] = pad.input[0]
+        graph.node.remove(pad)
+        notes.append(f"{pad.name} into {', '.join(c.name for c in convs)}")
+    return notes
+
+
+def _spatial_zero_pads(model: onnx.ModelProto, pad: onnx.NodeProto) -> list[int] | None:
+    """The Pad's spatial amounts in a Conv's ``pads`` order (begins, then ends) when it pads only the axes
+    after N and C, by non-negative amounts, with zeros; else None."""
+    graph = model.graph
+    mode = g.attribute(pad, "mode", b"constant")
+    if mode not in (b"constant", "constant") or len(pad.input) < 2:
+        return None
+    amounts = g.constant(graph, pad.input[1])
+    fill = g.constant(graph, pad.input[2]) if len(pad.input) > 2 and pad.input[2] else None
+    shape = g.static_shape(model, pad.input[0])
+    axes_given = len(pad.input) > 3 and pad.input[3]
+    if amounts is None or axes_given or shape is None or len(shape) < 3 or amounts.size != 2 * len(shape) or \
+            (fill is not None and np.any(fill != 0)):
+        return None
+    begins, ends = [int(v) for v in amounts[:len(shape)]], [int(v) for v in amounts[len(shape):]]
+    if begins[:2] != [0, 0] or ends[:2] != [0, 0] or min(begins + ends) < 0:
+        return None
+    return begins[2:] + ends[2:]
+
+
+def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            node.attribute.remove(attr)
+            break
+    node.attribute.append(onnx.helper.make_attribute(name, values))
+
+
+def _input_scale(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
+    """``(x, s)`` when ``node`` is ``x * s`` with ``s`` a float constant that every reader of its output, all of
+    them convolutions with constant float weights, can take into its weights."""
+    graph = model.graph
+    if node.op_type != "Mul" or len(node.input) != 2 or node.output[0] in g.graph_output_names(graph):
+        return None
+    convs = g.readers(graph, node.output[0])
+    if not convs or any(c.op_type != "Conv" or list(c.input).index(node.output[0]) != 0 for c in convs):
+        return None
+    for data, other in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+        value = g.constant(graph, other)
+        if value is None or g.constant(graph, data) is not None:
+            continue
+        if value.dtype != np.float32 or _ends_erf_gelu(graph, data) or \
+                any(not _takes_scale(graph, conv, value) for conv in convs):
+            return None
+        return data, value
+    return None
+
+
+def _ends_erf_gelu(graph: onnx.GraphProto, data: str) -> bool:
+    """``data`` is x * (1 + erf(...)): the Mul by 0.5 after it completes the erf-form GELU, which accelerators
+    run as one activation (npu fusion chains name it); folding the 0.5 away would leave four elementwise ops."""
+    producers = g.producers(graph)
+    chain = [producers.get(data)]
+    for op in ("Mul", "Add", "Erf"):
+        node = chain[-1]
+        if node is None or node.op_type != op:
+            return False
+        chain.append(next((producers[i] for i in node.input if i in producers and
+                           producers[i].op_type == {"Mul": "Add", "Add": "Erf", "Erf": "Div"}[op]), None))
+    return chain[-1] is not None
+
+
+def _takes_scale(graph: onnx.GraphProto, conv: onnx.NodeProto, value: np.ndarray) -> bool:
+    weight = g.constant(graph, conv.input[1])
+    if weight is None or weight.dtype != np.float32 or value.ndim > weight.ndim:
+        return False
+    if value.size == 1:
+        return True
+    shape = (1,) * (weight.ndim - value.ndim) + value.shape
+    return int(g.attribute(conv, "group", 1)) == 1 and shape[1] == weight.shape[1] and \
+        all(d == 1 for i, d in enumerate(shape) if i != 1)
+
+
+def _scale_inputs(graph: onnx.GraphProto, conv: onnx.NodeProto, value: np.ndarray) -> None:
+    weight = g.constant(graph, conv.input[1])
+    assert weight is not None
+    shape = [1] * weight.ndim
+    shape[1] = 1 if value.size == 1 else weight.shape[1]
+    scaled = (weight.astype(np.float64) * value.astype(np.float64).reshape(shape)).astype(np.float32)
+    name = _private_name(graph, conv.input[1], conv)
+    g.set_initializer(graph, name, scaled)
+    conv.input[1] = name
 
 
 def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],

@@ -1,4 +1,5 @@
-"""A constant scale and shift after a convolution (PP-LCNetV3's learnable affine blocks) folded into it."""
+"""A constant scale and shift after a convolution (PP-LCNetV3's learnable affine blocks) folded into it, and a
+constant scale before convolutions (NFNet's activation gains and block input scales) folded into them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.passes.batchnorm import fold_scale_shift
+from accelbuild.passes.batchnorm import fold_input_scale, fold_scale_shift
 
 RNG = np.random.default_rng(0)
 
@@ -63,3 +64,48 @@ def test_what_would_change_the_result_is_left_alone(case: str) -> None:
                  helper.make_node("Mul", ["c", "s"], ["y"], name="mul")]
     model = _model(after, constants, outputs)
     assert fold_scale_shift(model) == []
+
+
+def _scaled_inputs(scales: dict[str, np.ndarray], readers: list[onnx.NodeProto], group: int = 1) -> onnx.ModelProto:
+    """x -> Relu -> Mul(scale_a) -> Mul(scale_b) -> ``readers`` (of "m"); a 4-channel input."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    outputs = sorted({o for n in readers for o in n.output})
+    ys = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs]
+    inits = [numpy_helper.from_array(RNG.normal(0, 0.5, (4, 4 // group, 3, 3)).astype(np.float32), "w"),
+             *(numpy_helper.from_array(v.astype(np.float32), k) for k, v in scales.items())]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
+             helper.make_node("Mul", ["r", "scale_a"], ["ra"], name="gain"),
+             helper.make_node("Mul", ["scale_b", "ra"], ["m"], name="beta"), *readers]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], ys, inits), opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("group", [1, 4])
+def test_scales_before_convolutions_fold_into_their_weights(group: int) -> None:
+    per_channel = RNG.uniform(0.5, 2, (1, 4, 1, 1)) if group == 1 else RNG.uniform(0.5, 2, ())
+    readers = [helper.make_node("Conv", ["m", "w"], ["y1"], name="conv1", pads=[1, 1, 1, 1], group=group),
+               helper.make_node("Conv", ["m", "w"], ["y2"], name="conv2", strides=[2, 2], group=group)]
+    model = _scaled_inputs({"scale_a": RNG.uniform(0.5, 2, (1,)), "scale_b": per_channel}, readers, group)
+    x = RNG.normal(0, 1, (1, 4, 8, 8)).astype(np.float32)
+    want = _run(model, x)
+    assert fold_input_scale(model) == ["Mul beta into conv1, conv2", "Mul gain into conv1, conv2"]
+    assert [n.op_type for n in model.graph.node] == ["Relu", "Conv", "Conv"]
+    np.testing.assert_allclose(_run(model, x), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["another reader", "weight operand", "channels of a grouped conv"])
+def test_a_scale_a_reader_cannot_take_stays(case: str) -> None:
+    scales = {"scale_a": RNG.uniform(0.5, 2, (1,)), "scale_b": RNG.uniform(0.5, 2, (1,))}
+    readers = [helper.make_node("Conv", ["m", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    group = 1
+    if case == "another reader":  # a pool reads the scaled tensor too
+        readers.append(helper.make_node("MaxPool", ["m"], ["p"], name="pool", kernel_shape=[2, 2]))
+    elif case == "weight operand":  # the scaled tensor is a convolution's weight, not its input
+        readers = [helper.make_node("Conv", ["w", "m"], ["y"], name="conv")]
+    else:  # one scale per channel cannot go into a depthwise weight's single input channel
+        scales["scale_b"] = RNG.uniform(0.5, 2, (1, 4, 1, 1))
+        group = 4
+        readers = [helper.make_node("Conv", ["m", "w"], ["y"], name="conv", pads=[1, 1, 1, 1], group=group)]
+    model = _scaled_inputs(scales, readers, group)
+    assert fold_input_scale(model) == []
