@@ -192,6 +192,11 @@ POINTS = [
     *[Point("mlsoc", net, "latency_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
         ("alexnet_tv", 483), ("vgg11_tv", 266), ("vgg19_tv", 223), ("wide_resnet50_2_tv", 438),
         ("wide_resnet101_2_tv", 276), ("regnet_x_16gf_tv", 453), ("regnet_y_16gf_tv", 297))],
+    # the same table's rows with what the profile had not seen, each predicted before they joined the fit:
+    # ERFNet at 208x976 (dilation 16, transposed convolutions, a 20 x 208 x 976 output), NFNet-F0 at 256 (GELU,
+    # weight standardisation, scalar gains), DLA-34 (tree aggregation)
+    *[Point("mlsoc", net, "latency_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+        ("erfnet_208x976", 521), ("dm_nfnet_f0_256", 308), ("dla34", 929))],
 ]
 
 # Networks whose published build raised every layer to 16 bits: the RDK X5 zoo's conversion configs set

@@ -25,6 +25,7 @@ Prints one JSON line per network: its name, file and parameter count. Existing f
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import export_cli
@@ -161,6 +162,50 @@ class YoloxLite(nn.Module):
         return results
 
 
+class _Downsampler(nn.Module):
+    """ERFNet's downsampler: a stride-2 3x3 convolution beside a 2x2 max-pool, concatenated."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv, self.pool = nn.Conv2d(c_in, c_out - c_in, 3, 2, 1), nn.MaxPool2d(2, 2)
+        self.bn = nn.BatchNorm2d(c_out, eps=1e-3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(torch.cat([self.conv(x), self.pool(x)], 1)))
+
+
+class _NonBottleneck1d(nn.Module):
+    """ERFNet's residual block: 3x1 and 1x3 convolutions, the second pair dilated by ``dilation``."""
+
+    def __init__(self, channels: int, dilation: int) -> None:
+        super().__init__()
+        c, d = channels, dilation
+        self.conv1 = nn.Sequential(nn.Conv2d(c, c, (3, 1), padding=(1, 0)), nn.ReLU(),
+                                   nn.Conv2d(c, c, (1, 3), padding=(0, 1)), nn.BatchNorm2d(c, eps=1e-3), nn.ReLU())
+        self.conv2 = nn.Sequential(nn.Conv2d(c, c, (3, 1), padding=(d, 0), dilation=(d, 1)), nn.ReLU(),
+                                   nn.Conv2d(c, c, (1, 3), padding=(0, d), dilation=(1, d)),
+                                   nn.BatchNorm2d(c, eps=1e-3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv2(self.conv1(x)) + x)
+
+
+def _upsampler(c_in: int, c_out: int) -> nn.Module:
+    return nn.Sequential(nn.ConvTranspose2d(c_in, c_out, 3, 2, 1, output_padding=1), nn.BatchNorm2d(c_out, eps=1e-3),
+                         nn.ReLU())
+
+
+def erfnet(classes: int = 20) -> nn.Module:
+    """ERFNet (Romera et al., 2017; OpenVINO's erfnet, Cityscapes' 20 classes): factorised residual blocks,
+    dilated by 2 to 16 in the encoder's last stage, transposed convolutions back to full size."""
+    dilated = [_NonBottleneck1d(128, d) for _ in range(2) for d in (2, 4, 8, 16)]
+    return nn.Sequential(_Downsampler(3, 16), _Downsampler(16, 64), *[_NonBottleneck1d(64, 1) for _ in range(5)],
+                         _Downsampler(64, 128), *dilated,
+                         _upsampler(128, 64), _NonBottleneck1d(64, 1), _NonBottleneck1d(64, 1),
+                         _upsampler(64, 16), _NonBottleneck1d(16, 1), _NonBottleneck1d(16, 1),
+                         nn.ConvTranspose2d(16, classes, 2, 2))
+
+
 def yolo_cls(config: str) -> nn.Module:
     from ultralytics.nn.tasks import ClassificationModel
 
@@ -180,8 +225,8 @@ def yolo(config: str, v5_head: bool = False) -> nn.Module:
     return model
 
 
-# name -> (builder, input size)
-NETWORKS = {
+# name -> (builder, input size: square, or (height, width))
+NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
     "resnet18": (lambda: timm_net("resnet18"), 224),
     "resnet50": (lambda: timm_net("resnet50"), 224),
     "mobileone_s0": (lambda: timm_net("mobileone_s0", True), 224),
@@ -212,6 +257,12 @@ NETWORKS = {
     # SiMa's model zoo's torchvision rows whose weights dominate their frame (bench/credibility.py: mlsoc)
     **{f"{name}_tv": ((lambda name=name: torchvision_net(name)), 224) for name in (
         "alexnet", "vgg11", "vgg19", "wide_resnet50_2", "wide_resnet101_2", "regnet_x_16gf", "regnet_y_16gf")},
+    # the same table's rows with operators or limits the mlsoc profile had not seen: dilation 16, GELU,
+    # tree aggregation (OpenVINO's erfnet at 208x976, nfnet-f0 at 256 and dla-34; timm's dm_nfnet_f0 is
+    # DeepMind's NFNet-F0, the weights OpenVINO converted)
+    "erfnet_208x976": (erfnet, (208, 976)),
+    "dm_nfnet_f0_256": (lambda: timm_net("dm_nfnet_f0"), 256),
+    "dla34": (lambda: timm_net("dla34"), 224),
     **{f"yolov8{s}_cls_224": ((lambda s=s: yolo_cls(f"yolov8{s}-cls.yaml")), 224) for s in "nsmlx"},
     **{f"yolov5{s}u_640": ((lambda s=s: yolo(f"yolov5{s}u.yaml")), 640) for s in "nsmlx"},
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},
@@ -226,6 +277,7 @@ NETWORKS = {
 
 def export(name: str, out: Path) -> dict:
     builder, size = NETWORKS[name]
+    height, width = size if isinstance(size, tuple) else (size, size)
     target = out / f"{name}.onnx"
     torch.manual_seed(0)
     model = builder().eval()
@@ -233,7 +285,7 @@ def export(name: str, out: Path) -> dict:
     if not target.exists():
         tmp = target.with_suffix(".tmp.onnx")
         with torch.no_grad():
-            torch.onnx.export(model, torch.zeros(1, 3, size, size), str(tmp), opset_version=OPSET,
+            torch.onnx.export(model, torch.zeros(1, 3, height, width), str(tmp), opset_version=OPSET,
                               input_names=["input"], dynamo=False, do_constant_folding=True)
         tmp.replace(target)
     return {"name": name, "file": str(target), "input_size": size, "parameters": params}
