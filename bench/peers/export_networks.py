@@ -206,6 +206,77 @@ def erfnet(classes: int = 20) -> nn.Module:
                          nn.ConvTranspose2d(16, classes, 2, 2))
 
 
+def _cbm(c_in: int, c_out: int, k: int = 1, s: int = 1, mish: bool = True) -> nn.Module:
+    """Darknet's convolution, batch norm and Mish (backbone) or leaky ReLU 0.1 (neck)."""
+    act = nn.Mish() if mish else nn.LeakyReLU(0.1)
+    return nn.Sequential(nn.Conv2d(c_in, c_out, k, s, k // 2, bias=False), nn.BatchNorm2d(c_out), act)
+
+
+class _CspStage(nn.Module):
+    """CSPDarknet53's stage: a stride-2 convolution, two 1x1 halves, ``n`` residual blocks on one, a 1x1 over
+    both (the first stage keeps full width in its halves)."""
+
+    def __init__(self, c_in: int, c_out: int, n: int) -> None:
+        super().__init__()
+        half = c_out if n == 1 else c_out // 2
+        inner = c_out // 2 if n == 1 else half
+        self.down, self.short, self.main = _cbm(c_in, c_out, 3, 2), _cbm(c_out, half), _cbm(c_out, half)
+        self.blocks = nn.ModuleList(nn.Sequential(_cbm(half, inner), _cbm(inner, half, 3)) for _ in range(n))
+        self.after, self.final = _cbm(half, half), _cbm(2 * half, c_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.down(x)
+        y = self.main(x)
+        for block in self.blocks:
+            y = y + block(y)
+        return self.final(torch.cat([self.after(y), self.short(x)], 1))
+
+
+def _five(c_in: int, c: int) -> nn.Module:
+    """The neck's five alternating 1x1 / 3x3 convolutions."""
+    return nn.Sequential(_cbm(c_in, c, mish=False), _cbm(c, 2 * c, 3, mish=False), _cbm(2 * c, c, mish=False),
+                         _cbm(c, 2 * c, 3, mish=False), _cbm(2 * c, c, mish=False))
+
+
+class YoloV4(nn.Module):
+    """YOLOv4 (Bochkovskiy et al., 2020; OpenVINO's yolo-v4-tf, from keras-YOLOv3-model-set): CSPDarknet53 with
+    Mish, SPP (max-pools of 5, 9 and 13), PANet with leaky ReLU, three 1x1 heads of 3 x 85 channels."""
+
+    def __init__(self, classes: int = 80) -> None:
+        super().__init__()
+        out = 3 * (5 + classes)
+        self.stem = _cbm(3, 32, 3)
+        self.stages = nn.ModuleList(_CspStage(c_in, c_out, n) for c_in, c_out, n in (
+            (32, 64, 1), (64, 128, 2), (128, 256, 8), (256, 512, 8), (512, 1024, 4)))
+        self.pre_spp = nn.Sequential(_cbm(1024, 512, mish=False), _cbm(512, 1024, 3, mish=False),
+                                     _cbm(1024, 512, mish=False))
+        self.pools = nn.ModuleList(nn.MaxPool2d(k, 1, k // 2) for k in (5, 9, 13))
+        self.post_spp = nn.Sequential(_cbm(2048, 512, mish=False), _cbm(512, 1024, 3, mish=False),
+                                      _cbm(1024, 512, mish=False))
+        self.up5, self.lat4, self.td4 = _cbm(512, 256, mish=False), _cbm(512, 256, mish=False), _five(512, 256)
+        self.up4, self.lat3, self.td3 = _cbm(256, 128, mish=False), _cbm(256, 128, mish=False), _five(256, 128)
+        self.down3, self.bu4 = _cbm(128, 256, 3, 2, mish=False), _five(512, 256)
+        self.down4, self.bu5 = _cbm(256, 512, 3, 2, mish=False), _five(1024, 512)
+        self.heads = nn.ModuleList(nn.Sequential(_cbm(c, 2 * c, 3, mish=False), nn.Conv2d(2 * c, out, 1))
+                                   for c in (128, 256, 512))
+        self.upsample = nn.Upsample(scale_factor=2, mode="nearest")
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        x = self.stem(x)
+        features = []
+        for stage in self.stages:
+            x = stage(x)
+            features.append(x)
+        c3, c4, c5 = features[2:]
+        p5 = self.pre_spp(c5)
+        p5 = self.post_spp(torch.cat([p5, *(pool(p5) for pool in self.pools)], 1))
+        p4 = self.td4(torch.cat([self.lat4(c4), self.upsample(self.up5(p5))], 1))
+        p3 = self.td3(torch.cat([self.lat3(c3), self.upsample(self.up4(p4))], 1))
+        n4 = self.bu4(torch.cat([self.down3(p3), p4], 1))
+        n5 = self.bu5(torch.cat([self.down4(n4), p5], 1))
+        return [head(level) for head, level in zip(self.heads, (p3, n4, n5))]
+
+
 def yolo_cls(config: str) -> nn.Module:
     from ultralytics.nn.tasks import ClassificationModel
 
@@ -258,11 +329,12 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
     **{f"{name}_tv": ((lambda name=name: torchvision_net(name)), 224) for name in (
         "alexnet", "vgg11", "vgg19", "wide_resnet50_2", "wide_resnet101_2", "regnet_x_16gf", "regnet_y_16gf")},
     # the same table's rows with operators or limits the mlsoc profile had not seen: dilation 16, GELU,
-    # tree aggregation (OpenVINO's erfnet at 208x976, nfnet-f0 at 256 and dla-34; timm's dm_nfnet_f0 is
-    # DeepMind's NFNet-F0, the weights OpenVINO converted)
+    # tree aggregation, Mish and 13x13 pools (OpenVINO's erfnet at 208x976, nfnet-f0 at 256, dla-34 and
+    # yolo-v4-tf at 416; timm's dm_nfnet_f0 is DeepMind's NFNet-F0, the weights OpenVINO converted)
     "erfnet_208x976": (erfnet, (208, 976)),
     "dm_nfnet_f0_256": (lambda: timm_net("dm_nfnet_f0"), 256),
     "dla34": (lambda: timm_net("dla34"), 224),
+    "yolov4_416": (YoloV4, 416),
     **{f"yolov8{s}_cls_224": ((lambda s=s: yolo_cls(f"yolov8{s}-cls.yaml")), 224) for s in "nsmlx"},
     **{f"yolov5{s}u_640": ((lambda s=s: yolo(f"yolov5{s}u.yaml")), 640) for s in "nsmlx"},
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},

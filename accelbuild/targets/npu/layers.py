@@ -22,14 +22,15 @@ from accelbuild.targets.npu.hardware import NpuHardware, Unit
 # compilers place them
 FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat"})
 DEPTHWISE_WINDOW_TAPS = 9  # a 3x3 window: a larger depthwise kernel keeps Unit.large_depthwise_efficiency lanes
-_TWO_OPS = frozenset({"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
+_TWO_OPS = frozenset({"Sigmoid", "Tanh", "Softplus", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
                       "Log", "Erf", "Gelu"})
 SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
 # a fusion-chain op: x * 0.5 * (1 + erf(x / sqrt 2)) as exporters write GELU below opset 20: Div, Erf, Add,
 # Mul(x, .), Mul(., 0.5)
 GELU = "GELU"
 _GELU_PATH = ("Div", "Erf", "Add", "Mul", "Mul")  # from x; the first Mul reads x again
-CHAIN_OP_NODES = {SILU: 2, GELU: 5}  # nodes a chain op stands for
+MISH = "Mish"  # a fusion-chain op: x * tanh(softplus(x)) as exporters write Mish below opset 18
+CHAIN_OP_NODES = {SILU: 2, GELU: 5, MISH: 3}  # nodes a chain op stands for
 _REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                      "ArgMax", "ArgMin"})
 
@@ -174,7 +175,7 @@ def _tensor_bits(info: GraphInfo, layer: str | None, default_bits: int) -> int:
 def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside: set[str]) -> list[list[onnx.NodeProto]]:
     """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one (``SiLU``
     in a chain is the pair Sigmoid(x), Mul(x, Sigmoid(x)) reading the previous member, ``GELU`` the five
-    nodes of the erf form)."""
+    nodes of the erf form, ``Mish`` Softplus(x), Tanh, Mul(x, .))."""
     heads = hw.fusion_heads()
     edges = info.layer_edges(inside)
     taken: set[str] = set()
@@ -211,11 +212,16 @@ def _follower(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto
     if op == GELU:
         return _gelu(info, edges, readers, inside)
     by_type = {info.node(r).op_type: info.node(r) for r in readers}
-    sigmoid, mul = by_type.get("Sigmoid"), by_type.get("Mul")
-    if sigmoid is None or mul is None or edges.get(sigmoid.name, []) != [mul.name] or \
-            _leaves(info, {sigmoid.name}, inside):
+    first, mul = by_type.get("Softplus" if op == MISH else "Sigmoid"), by_type.get("Mul")
+    if first is None or mul is None or _leaves(info, {first.name}, inside):
         return None
-    return [sigmoid, mul]
+    path = [first]
+    if op == MISH:  # Softplus -> Tanh -> the Mul that reads x
+        after = edges.get(first.name, [])
+        if len(after) != 1 or info.node(after[0]).op_type != "Tanh" or _leaves(info, {after[0]}, inside):
+            return None
+        path.append(info.node(after[0]))
+    return path + [mul] if edges.get(path[-1].name, []) == [mul.name] else None
 
 
 def _gelu(info: GraphInfo, edges: dict[str, list[str]], readers: list[str], inside: set[str]) -> list[onnx.NodeProto] | None:

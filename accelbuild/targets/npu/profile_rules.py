@@ -77,6 +77,8 @@ def _fusion_problems(p: dict[str, Any]) -> Iterator[Problem]:
         npu_ops.add("SiLU")  # the Sigmoid + Mul pair
     if {"Div", "Erf", "Add", "Mul"} <= npu_ops:
         npu_ops.add("GELU")  # the erf form: Div, Erf, Add, Mul, Mul
+    if {"Softplus", "Tanh", "Mul"} <= npu_ops:
+        npu_ops.add("Mish")  # Softplus, Tanh, Mul
     for index, chain in enumerate(p["fusion"]):
         for position, op in enumerate(chain):
             if op not in npu_ops:

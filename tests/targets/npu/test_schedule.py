@@ -194,6 +194,35 @@ def test_gelu_in_its_erf_form_runs_in_the_convolutions_output_stage() -> None:
     assert len(schedule(_conv_gelu(), without).layers) == 6
 
 
+def _conv_mish(leak: bool = False) -> onnx.ModelProto:
+    """Conv 1x1 16->16 on 8x8, then Mish as torch exports it below opset 18: Softplus, Tanh, Mul(x, .);
+    ``leak``: a Relu also reads the Softplus' output."""
+    w = numpy_helper.from_array(np.full((16, 16, 1, 1), 0.01, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Softplus", ["c"], ["s"], name="softplus"),
+             helper.make_node("Tanh", ["s"], ["t"], name="tanh"),
+             helper.make_node("Mul", ["c", "t"], ["y"], name="mul")]
+    shape = [1, 16, 8, 8]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if leak:
+        nodes.append(helper.make_node("Relu", ["s"], ["r"], name="relu"))
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outputs,
+                              [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_mish_runs_in_the_convolutions_output_stage() -> None:
+    """mlsoc fuses Conv + Mish (Softplus, Tanh, Mul(x, .): YOLOv4's backbone) into one layer; an intermediate
+    read elsewhere keeps them apart, as does a profile without the chain."""
+    mlsoc = load_npu_hardware("mlsoc")
+    fused = schedule(_conv_mish(), mlsoc)
+    assert [p.layer.members for p in fused.layers] == [("conv", "softplus", "tanh", "mul")]
+    assert len(schedule(_conv_mish(leak=True), mlsoc).layers) == 5
+    without = dataclasses.replace(mlsoc, fusion=tuple(c for c in mlsoc.fusion if "Mish" not in c))
+    assert len(schedule(_conv_mish(), without).layers) == 4
+
+
 def test_batch_shrinks_when_feature_maps_do_not_fit() -> None:
     small = npu_graphs.chain(["conv", "relu", "conv"], channels=16, size=16)   # 8 KB per frame per layer
     big = npu_graphs.chain(["conv", "relu", "conv"], channels=128, size=112)  # 1.6 MB per tensor and frame
