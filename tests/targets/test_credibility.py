@@ -150,6 +150,28 @@ def test_a_network_published_as_a_16_bit_build_is_built_at_16_bits() -> None:
     assert npu_seconds[16] > 2 * npu_seconds[8] > 0
 
 
+def test_an_accelerator_ms_point_is_the_npu_subgraphs_and_the_call_without_conversions() -> None:
+    """SiMa's zoo times the compiled MLA stage in accelerator mode: such a point prices the NPU subgraphs' stages
+    and the runtime's call (what perf.json lists), in the fit's cost model and the simulator alike, and none of
+    the host's conversions; the zoo's call time is its own."""
+    from accelbuild.testing import npu_graphs
+
+    bench = _bench()
+    zoo = [p for p in bench.POINTS if p.source == bench.SIMA_ZOO]
+    assert {p.metric for p in zoo} == {"accelerator_ms"} and {bench.setup_of(p) for p in zoo} == {"sima_zoo"}
+    hw = load_npu_hardware("mlsoc")
+    model = npu_graphs.chain(["conv", "conv", "conv"], channels=64, size=64)
+    alone, whole = (bench.Point("mlsoc", "chain", m, 1.0, "test") for m in ("accelerator_ms", "latency_ms"))
+    products = bench.ProductFigures(hw)
+    case = bench.prepare(alone, model, hw)
+    cost, simulated = products.figure(case)
+    stages = products.run(case)[1].stages
+    npu = sum(s.seconds for s in stages if s.resource == "npu") * 1e3
+    assert simulated == pytest.approx(npu + hw.crossing.call_us * 1e-3) and hw.crossing.call_us > 0
+    assert simulated < products.figure(bench.prepare(whole, model, hw))[1]  # the conversions are the difference
+    assert bench.fast_figure(case, hw, {}) == pytest.approx(cost)  # the fit needs no host part for it
+
+
 def test_edgenext_frame_rates_are_not_points() -> None:
     """The X5 table's EdgeNeXt FPS is 1000 / its single-thread latency, not a 4-thread measurement."""
     edgenext = [p for p in _bench().POINTS if p.platform == "x5" and p.network.startswith("edgenext")]
