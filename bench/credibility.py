@@ -200,6 +200,11 @@ POINTS = [
     # weight standardisation, scalar gains), DLA-34 (tree aggregation), YOLOv4 at 416 (Mish, SPP's 13x13 pools)
     *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
         ("erfnet_208x976", 521), ("dm_nfnet_f0_256", 308), ("dla34", 929), ("yolov4_416", 195))],
+    # and its torchvision EfficientNets (squeeze-excite gating, residual adds: vector work that only NFNet-F0
+    # priced before), predicted before they joined the fit
+    *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+        ("efficientnet_b1_tv", 592), ("efficientnet_b3_tv", 492), ("efficientnet_b5_tv", 317),
+        ("efficientnet_b7_tv", 208), ("efficientnet_v2_s_tv", 327), ("efficientnet_v2_m_tv", 243))],
 ]
 
 # Networks whose published build raised every layer to 16 bits: the RDK X5 zoo's conversion configs set

@@ -335,6 +335,10 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
     "dm_nfnet_f0_256": (lambda: timm_net("dm_nfnet_f0"), 256),
     "dla34": (lambda: timm_net("dla34"), 224),
     "yolov4_416": (YoloV4, 416),
+    # and its torchvision EfficientNets, whose squeeze-excite gating and residual adds are vector work
+    **{f"{name}_tv": ((lambda name=name: torchvision_net(name)), 224) for name in (
+        "efficientnet_b1", "efficientnet_b3", "efficientnet_b5", "efficientnet_b7", "efficientnet_v2_s",
+        "efficientnet_v2_m")},
     **{f"yolov8{s}_cls_224": ((lambda s=s: yolo_cls(f"yolov8{s}-cls.yaml")), 224) for s in "nsmlx"},
     **{f"yolov5{s}u_640": ((lambda s=s: yolo(f"yolov5{s}u.yaml")), 640) for s in "nsmlx"},
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},
