@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.passes.batchnorm import fold_input_scale, fold_scale_shift
+from accelbuild.passes.batchnorm import fold_input_scale, fold_pad, fold_scale_shift
 
 RNG = np.random.default_rng(0)
 
@@ -109,3 +109,36 @@ def test_a_scale_a_reader_cannot_take_stays(case: str) -> None:
         readers = [helper.make_node("Conv", ["m", "w"], ["y"], name="conv", pads=[1, 1, 1, 1], group=group)]
     model = _scaled_inputs(scales, readers, group)
     assert fold_input_scale(model) == []
+
+
+def _padded(pads: list[int], mode: str = "constant", reader: str = "Conv") -> onnx.ModelProto:
+    """x -> Pad(pads) -> a stride-2 3x3 Conv (or ``reader``): "same" padding as timm and TensorFlow export it."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    inits = [numpy_helper.from_array(RNG.normal(0, 0.5, (4, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    read = helper.make_node("Conv", ["p", "w"], ["y"], name="conv", strides=[2, 2]) if reader == "Conv" else \
+        helper.make_node("MaxPool", ["p"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2])
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode=mode), read]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                                None)], inits),
+                              opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_a_zero_pad_before_a_convolution_becomes_its_pads() -> None:
+    model = _padded([0, 0, 0, 0, 0, 0, 1, 1])  # bottom and right only: TensorFlow's "same" at stride 2
+    x = RNG.normal(0, 1, (1, 4, 8, 8)).astype(np.float32)
+    want = _run(model, x)
+    assert fold_pad(model) == ["pad into conv"]
+    (conv,) = model.graph.node
+    assert list(helper.get_attribute_value(conv.attribute[-1])) == [0, 0, 1, 1] and conv.input[0] == "x"
+    np.testing.assert_allclose(_run(model, x), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["reflect", "channels padded", "pool reads it"])
+def test_a_pad_a_convolution_cannot_take_stays(case: str) -> None:
+    pads = [0, 1, 0, 0, 0, 1, 1, 1] if case == "channels padded" else [0, 0, 0, 0, 0, 0, 1, 1]
+    model = _padded(pads, mode="reflect" if case == "reflect" else "constant",
+                    reader="MaxPool" if case == "pool reads it" else "Conv")
+    assert fold_pad(model) == []
