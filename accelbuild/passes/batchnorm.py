@@ -104,7 +104,7 @@ def fold_pad(model: onnx.ModelProto) -> list[str]:
         for conv in convs:
             spatial = len(amounts) // 2
             old = list(g.attribute(conv, "pads", [0] * 2 * spatial))  # type: ignore[call-overload]
-            _set_ints(conv, "pads", [a + b for a, b in zip(old, amounts)])
+            _set_attr(conv, "pads", [a + b for a, b in zip(old, amounts)])
             conv.input[0] = pad.input[0]
         graph.node.remove(pad)
         notes.append(f"{pad.name} into {', '.join(c.name for c in convs)}")
@@ -129,14 +129,6 @@ def _spatial_zero_pads(model: onnx.ModelProto, pad: onnx.NodeProto) -> list[int]
     if begins[:2] != [0, 0] or ends[:2] != [0, 0] or min(begins + ends) < 0:
         return None
     return begins[2:] + ends[2:]
-
-
-def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
-    for attr in node.attribute:
-        if attr.name == name:
-            node.attribute.remove(attr)
-            break
-    node.attribute.append(onnx.helper.make_attribute(name, values))
 
 
 def _input_scale(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
@@ -272,7 +264,7 @@ def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto) -> s
     return fresh
 
 
-def _set_attr(node: onnx.NodeProto, name: str, value: float) -> None:
+def _set_attr(node: onnx.NodeProto, name: str, value: float | list[int]) -> None:
     for attr in node.attribute:
         if attr.name == name:
             node.attribute.remove(attr)
