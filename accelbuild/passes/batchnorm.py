@@ -11,6 +11,8 @@ converter folds them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 
@@ -39,27 +41,22 @@ def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
 
 def fold_scale_shift(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
-    notes: list[str] = []
-    folded = True
-    while folded:  # Conv -> Mul -> Add: the Add reads the Conv once the Mul is folded
-        folded = False
-        producers = g.producers(graph)
-        for node in graph.node:
-            if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
-                continue
-            match = _affine_operand(model, producers, node)
-            if match is None:
-                continue
-            producer, channel_values = match
-            factor = channel_values if node.op_type == "Mul" else np.ones_like(channel_values)
-            shift = channel_values if node.op_type == "Add" else np.zeros_like(channel_values)
-            if _fold_into(graph, producer, factor, shift):
-                producer.output[0] = node.output[0]
-                graph.node.remove(node)
-                notes.append(f"{node.op_type} {node.name} into {producer.name}")
-                folded = True
-                break
-    return notes
+
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
+        if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
+            return None
+        match = _affine_operand(model, producers, node)
+        if match is None:
+            return None
+        producer, channel_values = match
+        factor = channel_values if node.op_type == "Mul" else np.ones_like(channel_values)
+        shift = channel_values if node.op_type == "Add" else np.zeros_like(channel_values)
+        if not _fold_into(graph, producer, factor, shift):
+            return None
+        producer.output[0] = node.output[0]
+        graph.node.remove(node)
+        return f"{node.op_type} {node.name} into {producer.name}"
+    return _until_nothing_folds(graph, fold)  # Conv -> Mul -> Add: the Add reads the Conv once the Mul is folded
 
 
 def fold_input_scale(model: onnx.ModelProto) -> list[str]:
@@ -68,24 +65,33 @@ def fold_input_scale(model: onnx.ModelProto) -> list[str]:
     activation's gain and the block's input scale), each a full pass of a vector unit when left; zero padding
     commutes with the scale, so the fold is exact up to float rounding."""
     graph = model.graph
+
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
+        scale = _input_scale(model, producers, node)
+        if scale is None:
+            return None
+        data, value = scale
+        convs = g.readers(graph, node.output[0])
+        for conv in convs:
+            _scale_inputs(graph, conv, value)
+            conv.input[0] = data
+        graph.node.remove(node)
+        return f"Mul {node.name} into {', '.join(c.name for c in convs)}"
+    return _until_nothing_folds(graph, fold)  # Mul -> Mul -> Conv: the first feeds the Conv once the second folds
+
+
+def _until_nothing_folds(graph: onnx.GraphProto,
+                         fold: Callable[[onnx.NodeProto, dict[str, onnx.NodeProto]], str | None]) -> list[str]:
+    """``fold`` (which changes the graph and says how, or returns None) on the first node it takes, from the
+    top again after each, until it takes none: one fold can make the next possible. ``fold`` gets the round's
+    producers."""
     notes: list[str] = []
-    folded = True
-    while folded:  # Mul -> Mul -> Conv: the first Mul feeds the Conv once the second is folded
-        folded = False
-        for node in graph.node:
-            scale = _input_scale(model, node)
-            if scale is None:
-                continue
-            data, value = scale
-            convs = g.readers(graph, node.output[0])
-            for conv in convs:
-                _scale_inputs(graph, conv, value)
-                conv.input[0] = data
-            graph.node.remove(node)
-            notes.append(f"Mul {node.name} into {', '.join(c.name for c in convs)}")
-            folded = True
-            break
-    return notes
+    while True:
+        producers = g.producers(graph)
+        note = next((n for n in (fold(node, producers) for node in list(graph.node)) if n is not None), None)
+        if note is None:
+            return notes
+        notes.append(note)
 
 
 def fold_pad(model: onnx.ModelProto) -> list[str]:
@@ -131,7 +137,8 @@ def _spatial_zero_pads(model: onnx.ModelProto, pad: onnx.NodeProto) -> list[int]
     return begins[2:] + ends[2:]
 
 
-def _input_scale(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
+def _input_scale(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+                 node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
     """``(x, s)`` when ``node`` is ``x * s`` with ``s`` a float constant that every reader of its output, all of
     them convolutions with constant float weights, can take into its weights."""
     graph = model.graph
@@ -144,17 +151,16 @@ def _input_scale(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple[str, np.
         value = g.constant(graph, other)
         if value is None or g.constant(graph, data) is not None:
             continue
-        if value.dtype != np.float32 or _ends_erf_gelu(graph, data) or \
+        if value.dtype != np.float32 or _ends_erf_gelu(producers, data) or \
                 any(not _takes_scale(graph, conv, value) for conv in convs):
             return None
         return data, value
     return None
 
 
-def _ends_erf_gelu(graph: onnx.GraphProto, data: str) -> bool:
+def _ends_erf_gelu(producers: dict[str, onnx.NodeProto], data: str) -> bool:
     """``data`` is x * (1 + erf(...)): the Mul by 0.5 after it completes the erf-form GELU, which accelerators
     run as one activation (npu fusion chains name it); folding the 0.5 away would leave four elementwise ops."""
-    producers = g.producers(graph)
     chain = [producers.get(data)]
     for op in ("Mul", "Add", "Erf"):
         node = chain[-1]

@@ -22,8 +22,8 @@ from accelbuild.targets.npu.hardware import NpuHardware, Unit
 # compilers place them
 FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat"})
 DEPTHWISE_WINDOW_TAPS = 9  # a 3x3 window: a larger depthwise kernel keeps Unit.large_depthwise_efficiency lanes
-_TWO_OPS = frozenset({"Sigmoid", "Tanh", "Softplus", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization", "Sqrt",
-                      "Log", "Erf", "Gelu"})
+_TWO_OPS = frozenset({"Sigmoid", "Tanh", "Softplus", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization",
+                      "Sqrt", "Log", "Erf", "Gelu"})
 SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
 # a fusion-chain op: x * 0.5 * (1 + erf(x / sqrt 2)) as exporters write GELU below opset 20: Div, Erf, Add,
 # Mul(x, .), Mul(., 0.5)
