@@ -110,6 +110,11 @@ def _pair(platform: str, network: str, latency_ms: float, fps: float, source: st
     return [Point(platform, network, "latency_ms", latency_ms, source), Point(platform, network, "fps", fps, source)]
 
 
+def _sima_zoo(rows: tuple[tuple[str, float], ...]) -> list[Point]:
+    """Rows of SiMa's zoo table, (network, FPS): each one frame through the accelerator, 1000 / FPS ms."""
+    return [Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in rows]
+
+
 def _pairs(platform: str, source: str, rows: tuple[tuple[str, float, float], ...]) -> list[Point]:
     """A source's table of (network, latency_ms, fps) rows."""
     return [q for network, latency_ms, fps in rows for q in _pair(platform, network, latency_ms, fps, source)]
@@ -186,25 +191,25 @@ POINTS = [
     Point("mlsoc", "resnet50", "fps", 2190, "MLPerf Inference v3.0, closed edge, SiMa.ai MLSoC: Offline", batch=8),
     Point("mlsoc", "resnet50", "latency_ms", 1.202, "MLPerf Inference v3.0, closed edge, SiMa.ai MLSoC: "
           "SingleStream p90"),
-    *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+    *_sima_zoo((
         ("resnet18", 1022), ("resnet34", 857), ("resnet101", 559), ("resnet152", 453), ("mobilenet_v2_tv", 1267),
         ("efficientnet_b0", 760), ("regnetx_004", 1255), ("regnetx_008", 1228), ("squeezenet1_1_tv", 1573),
-        ("vgg16_tv", 237), ("densenet121", 480))],
+        ("vgg16_tv", 237), ("densenet121", 480))),
     # the same table's torchvision rows whose weights dominate their frame (added after the profile was fitted
     # without them: the DDR's rate)
-    *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+    *_sima_zoo((
         ("alexnet_tv", 483), ("vgg11_tv", 266), ("vgg19_tv", 223), ("wide_resnet50_2_tv", 438),
-        ("wide_resnet101_2_tv", 276), ("regnet_x_16gf_tv", 453), ("regnet_y_16gf_tv", 297))],
+        ("wide_resnet101_2_tv", 276), ("regnet_x_16gf_tv", 453), ("regnet_y_16gf_tv", 297))),
     # the same table's rows with what the profile had not seen, each predicted before they joined the fit:
     # ERFNet at 208x976 (dilation 16, transposed convolutions, a 20 x 208 x 976 output), NFNet-F0 at 256 (GELU,
     # weight standardisation, scalar gains), DLA-34 (tree aggregation), YOLOv4 at 416 (Mish, SPP's 13x13 pools)
-    *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
-        ("erfnet_208x976", 521), ("dm_nfnet_f0_256", 308), ("dla34", 929), ("yolov4_416", 195))],
+    *_sima_zoo((
+        ("erfnet_208x976", 521), ("dm_nfnet_f0_256", 308), ("dla34", 929), ("yolov4_416", 195))),
     # and its torchvision EfficientNets (squeeze-excite gating, residual adds: vector work that only NFNet-F0
     # priced before), predicted before they joined the fit
-    *[Point("mlsoc", net, "accelerator_ms", round(1000 / fps, 3), SIMA_ZOO) for net, fps in (
+    *_sima_zoo((
         ("efficientnet_b1_tv", 592), ("efficientnet_b3_tv", 492), ("efficientnet_b5_tv", 317),
-        ("efficientnet_b7_tv", 208), ("efficientnet_v2_s_tv", 327), ("efficientnet_v2_m_tv", 243))],
+        ("efficientnet_b7_tv", 208), ("efficientnet_v2_s_tv", 327), ("efficientnet_v2_m_tv", 243))),
 ]
 
 # Networks whose published build raised every layer to 16 bits: the RDK X5 zoo's conversion configs set
@@ -1006,8 +1011,8 @@ LIMITS = """\
   and no float conversion: ERFNet's 4 M-element output could not be converted on the host within its
   1.92 ms, and priced so it came out 1.48x slow with the host's conversion rate at its bound; without the
   call, ResNet-18 and SqueezeNet came out at half their published time). The model's latency is one frame
-  alone with the host hand-overs (on x5 also the runtime's fixed time per call, `crossing.call_us`, which frames in flight
-  overlap); its FPS the steady state with frames in flight. Where a source's definition differs, the
+  alone with the host hand-overs (on x5 and mlsoc also the runtime's fixed time per call, `crossing.call_us`,
+  which frames in flight overlap); its FPS the steady state with frames in flight. Where a source's definition differs, the
   crossing parameters absorb it. Horizon's two X5 tables come from different runtime releases: a classifier
   at 224 takes 0.37-1.02 ms more alone than its time per frame at 4 threads in the classification table and
   0.21-0.33 ms more in the YOLO table, so the runtime's time per call is fitted for each (the profile keeps
