@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import export_cli
@@ -80,8 +81,9 @@ class _V5Head(nn.Module):
         return [conv(level) for conv, level in zip(self.m, x)]
 
 
-def _conv(c_in: int, c_out: int, k: int = 1, s: int = 1) -> nn.Module:
-    return nn.Sequential(nn.Conv2d(c_in, c_out, k, s, k // 2, bias=False), nn.BatchNorm2d(c_out), nn.ReLU())
+def _conv(c_in: int, c_out: int, k: int = 1, s: int = 1, act: Callable[[], nn.Module] = nn.ReLU) -> nn.Module:
+    """Convolution (no bias), batch norm and ``act``."""
+    return nn.Sequential(nn.Conv2d(c_in, c_out, k, s, k // 2, bias=False), nn.BatchNorm2d(c_out), act())
 
 
 class _Csp(nn.Module):
@@ -206,10 +208,8 @@ def erfnet(classes: int = 20) -> nn.Module:
                          nn.ConvTranspose2d(16, classes, 2, 2))
 
 
-def _cbm(c_in: int, c_out: int, k: int = 1, s: int = 1, mish: bool = True) -> nn.Module:
-    """Darknet's convolution, batch norm and Mish (backbone) or leaky ReLU 0.1 (neck)."""
-    act = nn.Mish() if mish else nn.LeakyReLU(0.1)
-    return nn.Sequential(nn.Conv2d(c_in, c_out, k, s, k // 2, bias=False), nn.BatchNorm2d(c_out), act)
+_mish = partial(_conv, act=nn.Mish)  # Darknet's convolutions: Mish in YOLOv4's backbone,
+_leaky = partial(_conv, act=partial(nn.LeakyReLU, 0.1))  # leaky ReLU 0.1 in its neck
 
 
 class _CspStage(nn.Module):
@@ -220,9 +220,9 @@ class _CspStage(nn.Module):
         super().__init__()
         half = c_out if n == 1 else c_out // 2
         inner = c_out // 2 if n == 1 else half
-        self.down, self.short, self.main = _cbm(c_in, c_out, 3, 2), _cbm(c_out, half), _cbm(c_out, half)
-        self.blocks = nn.ModuleList(nn.Sequential(_cbm(half, inner), _cbm(inner, half, 3)) for _ in range(n))
-        self.after, self.final = _cbm(half, half), _cbm(2 * half, c_out)
+        self.down, self.short, self.main = _mish(c_in, c_out, 3, 2), _mish(c_out, half), _mish(c_out, half)
+        self.blocks = nn.ModuleList(nn.Sequential(_mish(half, inner), _mish(inner, half, 3)) for _ in range(n))
+        self.after, self.final = _mish(half, half), _mish(2 * half, c_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.down(x)
@@ -234,8 +234,8 @@ class _CspStage(nn.Module):
 
 def _five(c_in: int, c: int) -> nn.Module:
     """The neck's five alternating 1x1 / 3x3 convolutions."""
-    return nn.Sequential(_cbm(c_in, c, mish=False), _cbm(c, 2 * c, 3, mish=False), _cbm(2 * c, c, mish=False),
-                         _cbm(c, 2 * c, 3, mish=False), _cbm(2 * c, c, mish=False))
+    return nn.Sequential(_leaky(c_in, c), _leaky(c, 2 * c, 3), _leaky(2 * c, c),
+                         _leaky(c, 2 * c, 3), _leaky(2 * c, c))
 
 
 class YoloV4(nn.Module):
@@ -245,19 +245,19 @@ class YoloV4(nn.Module):
     def __init__(self, classes: int = 80) -> None:
         super().__init__()
         out = 3 * (5 + classes)
-        self.stem = _cbm(3, 32, 3)
+        self.stem = _mish(3, 32, 3)
         self.stages = nn.ModuleList(_CspStage(c_in, c_out, n) for c_in, c_out, n in (
             (32, 64, 1), (64, 128, 2), (128, 256, 8), (256, 512, 8), (512, 1024, 4)))
-        self.pre_spp = nn.Sequential(_cbm(1024, 512, mish=False), _cbm(512, 1024, 3, mish=False),
-                                     _cbm(1024, 512, mish=False))
+        self.pre_spp = nn.Sequential(_leaky(1024, 512), _leaky(512, 1024, 3),
+                                     _leaky(1024, 512))
         self.pools = nn.ModuleList(nn.MaxPool2d(k, 1, k // 2) for k in (5, 9, 13))
-        self.post_spp = nn.Sequential(_cbm(2048, 512, mish=False), _cbm(512, 1024, 3, mish=False),
-                                      _cbm(1024, 512, mish=False))
-        self.up5, self.lat4, self.td4 = _cbm(512, 256, mish=False), _cbm(512, 256, mish=False), _five(512, 256)
-        self.up4, self.lat3, self.td3 = _cbm(256, 128, mish=False), _cbm(256, 128, mish=False), _five(256, 128)
-        self.down3, self.bu4 = _cbm(128, 256, 3, 2, mish=False), _five(512, 256)
-        self.down4, self.bu5 = _cbm(256, 512, 3, 2, mish=False), _five(1024, 512)
-        self.heads = nn.ModuleList(nn.Sequential(_cbm(c, 2 * c, 3, mish=False), nn.Conv2d(2 * c, out, 1))
+        self.post_spp = nn.Sequential(_leaky(2048, 512), _leaky(512, 1024, 3),
+                                      _leaky(1024, 512))
+        self.up5, self.lat4, self.td4 = _leaky(512, 256), _leaky(512, 256), _five(512, 256)
+        self.up4, self.lat3, self.td3 = _leaky(256, 128), _leaky(256, 128), _five(256, 128)
+        self.down3, self.bu4 = _leaky(128, 256, 3, 2), _five(512, 256)
+        self.down4, self.bu5 = _leaky(256, 512, 3, 2), _five(1024, 512)
+        self.heads = nn.ModuleList(nn.Sequential(_leaky(c, 2 * c, 3), nn.Conv2d(2 * c, out, 1))
                                    for c in (128, 256, 512))
         self.upsample = nn.Upsample(scale_factor=2, mode="nearest")
 
