@@ -991,8 +991,10 @@ LIMITS = """\
   matrix and vector units; a MatMul of two run-time tensors keeps its own share of the array (x5:
   `dynamic_matmul_efficiency`, one number for every head size and token count); LayerNormalization is vector
   work. GELU in the erf form exporters write runs in the output stage of the convolution or matrix layer
-  before it where the profile lists the chain op (x5), else as Erf and four elementwise ops. No fused
-  attention kernel is modelled, and nothing explains FastViT-SA12's one attention stage doubling S12's time.
+  before it where the profile lists the chain op (x5), else (after a residual Add, say) as one activation layer
+  of the vector unit, as do SiLU and Mish; a Mul or Div by one constant is its producer's requantization scale,
+  no work of its own. No fused attention kernel is modelled, and nothing explains FastViT-SA12's one attention
+  stage doubling S12's time.
 - **Operator support is this project's reading of the vendor's list.** An operator a profile's units do
   not list runs on the host, with its hand-overs (EdgeNeXt's ReduceL2 on x5, as the RDK X5 operator list
   says; RepViT's GELU on x3); where the vendor's toolchain runs it on the NPU after all, the network comes

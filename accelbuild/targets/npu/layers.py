@@ -175,7 +175,8 @@ def _tensor_bits(info: GraphInfo, layer: str | None, default_bits: int) -> int:
 def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside: set[str]) -> list[list[onnx.NodeProto]]:
     """Greedy, in order: a head starts the longest profile chain whose ops follow it one by one (``SiLU``
     in a chain is the pair Sigmoid(x), Mul(x, Sigmoid(x)) reading the previous member, ``GELU`` the five
-    nodes of the erf form, ``Mish`` Softplus(x), Tanh, Mul(x, .))."""
+    nodes of the erf form, ``Mish`` Softplus(x), Tanh, Mul(x, .)). A chain op no head took is one activation
+    layer of its own; a layer's output multiplied or divided by one constant is its requantization scale."""
     heads = hw.fusion_heads()
     edges = info.layer_edges(inside)
     taken: set[str] = set()
@@ -194,6 +195,10 @@ def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside
             if len(candidate) == sum(CHAIN_OP_NODES.get(op, 1) for op in chain):
                 group = candidate
                 break
+        if len(group) == 1:
+            group = _standalone_chain_op(info, edges, node, inside, taken) or group
+        while (rescale := _rescale(info, edges, group[-1], inside, taken)) is not None:
+            group.append(rescale)
         taken.update(n.name for n in group)
         groups.append(group)
     return groups
@@ -209,35 +214,62 @@ def _follower(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto
         return [info.node(readers[0])] if len(readers) == 1 and info.node(readers[0]).op_type == op else None
     if len(readers) != 2:
         return None
-    if op == GELU:
-        return _gelu(info, edges, readers, inside)
-    by_type = {info.node(r).op_type: info.node(r) for r in readers}
-    first, mul = by_type.get("Softplus" if op == MISH else "Sigmoid"), by_type.get("Mul")
-    if first is None or mul is None or _leaves(info, {first.name}, inside):
-        return None
-    path = [first]
-    if op == MISH:  # Softplus -> Tanh -> the Mul that reads x
-        after = edges.get(first.name, [])
-        if len(after) != 1 or info.node(after[0]).op_type != "Tanh" or _leaves(info, {after[0]}, inside):
-            return None
-        path.append(info.node(after[0]))
-    return path + [mul] if edges.get(path[-1].name, []) == [mul.name] else None
+    first = next((info.node(r) for r in readers if info.node(r).op_type == _CHAIN_OP_FIRST[op]), None)
+    path = None if first is None else _chain_op_path(info, edges, first, op, inside)
+    return path if path is not None and {n.name for n in path} >= set(readers) else None
 
 
-def _gelu(info: GraphInfo, edges: dict[str, list[str]], readers: list[str], inside: set[str]) -> list[onnx.NodeProto] | None:
-    """The erf-form GELU of x (``readers``: x's two readers), or None: Div -> Erf -> Add -> the Mul that reads x,
-    then the Mul by 0.5, no intermediate read elsewhere."""
-    by_type = {info.node(r).op_type: info.node(r) for r in readers}
-    first, product = by_type.get("Div"), by_type.get("Mul")
-    if first is None or product is None:
-        return None
+# the first node of a chain op: the one that reads x first (its last node, a Mul, reads x again)
+_CHAIN_OP_FIRST = {SILU: "Sigmoid", GELU: "Div", MISH: "Softplus"}
+_CHAIN_OP_PATH = {SILU: ("Sigmoid", "Mul"), GELU: _GELU_PATH, MISH: ("Softplus", "Tanh", "Mul")}
+
+
+def _chain_op_path(info: GraphInfo, edges: dict[str, list[str]], first: onnx.NodeProto, op: str,
+                   inside: set[str]) -> list[onnx.NodeProto] | None:
+    """Chain op ``op`` from its first node on, or None: each node the only reader of the one before, none of
+    them read outside the set, and the Mul that ends the activation (GELU: the one before the 0.5) reading
+    ``first``'s input x as well."""
     path = [first]
-    for op in _GELU_PATH[1:]:
+    for step in _CHAIN_OP_PATH[op][1:]:
         after = edges.get(path[-1].name, [])
-        if len(after) != 1 or info.node(after[0]).op_type != op or _leaves(info, {path[-1].name}, inside):
+        if len(after) != 1 or info.node(after[0]).op_type != step or _leaves(info, {path[-1].name}, inside):
             return None
         path.append(info.node(after[0]))
-    return path if path[3].name == product.name else None
+    product = path[3] if op == GELU else path[-1]
+    return path if any(_same_tensor(info, first.input[0], t) for t in product.input) else None
+
+
+def _same_tensor(info: GraphInfo, a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one tensor, or one layer's output through Q/DQ nodes of its own."""
+    source = _source_layer(info, a)
+    return a == b or (source is not None and source == _source_layer(info, b)
+                      and info.producer[a].op_type in QDQ_OPS and info.producer[b].op_type in QDQ_OPS)
+
+
+def _standalone_chain_op(info: GraphInfo, edges: dict[str, list[str]], node: onnx.NodeProto, inside: set[str],
+                         taken: set[str]) -> list[onnx.NodeProto] | None:
+    """The chain op ``node`` starts when no fusion head took it (GELU after a residual Add): one layer, as a
+    vector unit evaluates the activation in one pass, or None."""
+    for op, first in _CHAIN_OP_FIRST.items():
+        if node.op_type == first:
+            path = _chain_op_path(info, edges, node, op, inside)
+            if path is not None and not any(n.name in taken for n in path):
+                return path
+    return None
+
+
+def _rescale(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto, inside: set[str],
+             taken: set[str]) -> onnx.NodeProto | None:
+    """The Mul or Div by one constant that alone reads ``last``'s output, or None. An integer NPU runs it in
+    ``last``'s requantization (the output scale times the constant), as NFNet's gains and GELU's 0.5."""
+    readers = edges.get(last.name, [])
+    if len(readers) != 1 or readers[0] in taken or _leaves(info, {last.name}, inside):
+        return None
+    node = info.node(readers[0])
+    if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
+        return None
+    constant = node.input[1] if node.op_type == "Div" else next((t for t in node.input if info.is_constant(t)), "")
+    return node if constant and info.is_constant(constant) and info.elements(constant) == 1 else None
 
 
 def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
