@@ -28,9 +28,11 @@ SILU = "SiLU"  # a fusion-chain op: the Sigmoid + Mul pair of x * sigmoid(x)
 # a fusion-chain op: x * 0.5 * (1 + erf(x / sqrt 2)) as exporters write GELU below opset 20: Div, Erf, Add,
 # Mul(x, .), Mul(., 0.5)
 GELU = "GELU"
-_GELU_PATH = ("Div", "Erf", "Add", "Mul", "Mul")  # from x; the first Mul reads x again
 MISH = "Mish"  # a fusion-chain op: x * tanh(softplus(x)) as exporters write Mish below opset 18
-CHAIN_OP_NODES = {SILU: 2, GELU: 5, MISH: 3}  # nodes a chain op stands for
+# each chain op's nodes from x on, one reading the next; the Mul that ends the activation (GELU: the first Mul,
+# before the 0.5) reads x again
+_CHAIN_OP_PATH = {SILU: ("Sigmoid", "Mul"), GELU: ("Div", "Erf", "Add", "Mul", "Mul"), MISH: ("Softplus", "Tanh", "Mul")}
+CHAIN_OP_NODES = {op: len(path) for op, path in _CHAIN_OP_PATH.items()}  # nodes a chain op stands for
 _REDUCE = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                      "ArgMax", "ArgMin"})
 
@@ -214,14 +216,9 @@ def _follower(info: GraphInfo, edges: dict[str, list[str]], last: onnx.NodeProto
         return [info.node(readers[0])] if len(readers) == 1 and info.node(readers[0]).op_type == op else None
     if len(readers) != 2:
         return None
-    first = next((info.node(r) for r in readers if info.node(r).op_type == _CHAIN_OP_FIRST[op]), None)
+    first = next((info.node(r) for r in readers if info.node(r).op_type == _CHAIN_OP_PATH[op][0]), None)
     path = None if first is None else _chain_op_path(info, edges, first, op, inside)
     return path if path is not None and {n.name for n in path} >= set(readers) else None
-
-
-# the first node of a chain op: the one that reads x first (its last node, a Mul, reads x again)
-_CHAIN_OP_FIRST = {SILU: "Sigmoid", GELU: "Div", MISH: "Softplus"}
-_CHAIN_OP_PATH = {SILU: ("Sigmoid", "Mul"), GELU: _GELU_PATH, MISH: ("Softplus", "Tanh", "Mul")}
 
 
 def _chain_op_path(info: GraphInfo, edges: dict[str, list[str]], first: onnx.NodeProto, op: str,
@@ -250,11 +247,11 @@ def _standalone_chain_op(info: GraphInfo, edges: dict[str, list[str]], node: onn
                          taken: set[str]) -> list[onnx.NodeProto] | None:
     """The chain op ``node`` starts when no fusion head took it (GELU after a residual Add): one layer, as a
     vector unit evaluates the activation in one pass, or None."""
-    for op, first in _CHAIN_OP_FIRST.items():
-        if node.op_type == first:
-            path = _chain_op_path(info, edges, node, op, inside)
-            if path is not None and not any(n.name in taken for n in path):
-                return path
+    for op, path in _CHAIN_OP_PATH.items():
+        if node.op_type == path[0]:
+            found = _chain_op_path(info, edges, node, op, inside)
+            if found is not None and not any(n.name in taken for n in found):
+                return found
     return None
 
 
