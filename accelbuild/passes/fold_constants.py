@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from accelbuild.util import onnx_graph as g
+from accelbuild.util.shape_inference import infer_shapes
 
 # don't materialise huge Expand/Tile/ConstantOfShape results: a folded tensor may be larger only where one of
 # its inputs already is (a weight standardised at run time, as NFNet's and BiT's convolutions export, is no
@@ -31,7 +32,7 @@ def fold_constants(model: onnx.ModelProto) -> list[str]:
     notes: list[str] = []
     for _ in range(MAX_ROUNDS):
         model.graph.ClearField("value_info")  # stale entries may disagree with folded values
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = infer_shapes(model, data_prop=True)
         model.graph.value_info.extend(inferred.graph.value_info)
         folded = _fold_round(model)
         if not folded:

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from accelbuild.quantize.weights import cosine_similarity, sqnr_db
 from accelbuild.util.onnx_runtime import ModelRunError, serialize, session  # noqa: F401  (measure.session, ...)
+from accelbuild.util.shape_inference import infer_shapes
 
 Feeds = dict[str, np.ndarray]
 
@@ -23,7 +24,7 @@ def with_bf16_activations(model: onnx.ModelProto, skip: Iterable[str] = ()) -> o
     """A copy that rounds every float node output to bfloat16 (except tensors in ``skip``)."""
     result = onnx.ModelProto()
     result.CopyFrom(model)
-    inferred = onnx.shape_inference.infer_shapes(result)
+    inferred = infer_shapes(result)
     float_tensors = {v.name for v in [*inferred.graph.value_info, *inferred.graph.output]
                      if v.type.tensor_type.elem_type == TensorProto.FLOAT}
     skipped = set(skip)

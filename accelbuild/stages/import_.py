@@ -26,6 +26,7 @@ from accelbuild.passes.verify import Feeds, ModelShapeError
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import ImportParams
 from accelbuild.util.files import write_json_atomic
+from accelbuild.util.shape_inference import infer_shapes
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,11 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, quiet: bool = False) -> tu
     lenient inference runs, the lenient result is used, with a warning (unless ``quiet``: said before).
     """
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True), False
+        return infer_shapes(model, check_type=True, strict_mode=True, data_prop=True), False
     except _INFERENCE_ERRORS as exc:
         strict = _inference_reason(exc)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
     except _INFERENCE_ERRORS:
         raise InputFileError(path, f"shape inference failed with the given input shapes: {strict}") from None
     if not quiet:
@@ -171,7 +172,7 @@ def settle_output_shapes(model: onnx.ModelProto, name: str) -> dict[str, list[in
     for output in probe.graph.output:
         output.type.tensor_type.ClearField("shape")
     try:
-        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(probe, strict_mode=False, data_prop=True)
     except _INFERENCE_ERRORS:
         inferred = probe
     known = {o.name: model_dims(o) for o in inferred.graph.output}

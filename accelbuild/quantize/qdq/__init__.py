@@ -46,6 +46,7 @@ from accelbuild.quantize.qdq.plan import Plan, make_plan
 from accelbuild.quantize.qdq.rules import CONVENTIONS, TFLITE_FIXED
 from accelbuild.quantize.weights import weight_bytes
 from accelbuild.util import onnx_graph as g
+from accelbuild.util.shape_inference import infer_shapes
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
     ordered = g.topological_order(result.graph)
     del result.graph.node[:]
     result.graph.node.extend(ordered)
-    return onnx.shape_inference.infer_shapes(result)
+    return infer_shapes(result)
 
 
 def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig = QdqConfig()) -> Calibrated:

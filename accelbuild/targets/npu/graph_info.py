@@ -17,6 +17,7 @@ import onnx
 from onnx import TensorProto
 
 from accelbuild.util import onnx_graph as g
+from accelbuild.util.shape_inference import infer_shapes
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -51,7 +52,7 @@ class GraphInfo:
             name_nodes(named)
             model = named
         if infer:
-            model = onnx.shape_inference.infer_shapes(model)
+            model = infer_shapes(model)
         graph = model.graph
         constants = {t.name for t in graph.initializer}
         for node in graph.node:

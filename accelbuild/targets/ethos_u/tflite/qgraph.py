@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from accelbuild.util import onnx_graph as g
+from accelbuild.util.shape_inference import infer_shapes
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class QGraph:
 
 
 def read_qdq(model: onnx.ModelProto) -> QGraph:
-    model = onnx.shape_inference.infer_shapes(_constants_as_initializers(model))
+    model = infer_shapes(_constants_as_initializers(model))
     graph = model.graph
     producers = g.producers(graph)
     inits = g.initializers(graph)

@@ -15,6 +15,7 @@ import onnx
 
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.util import onnx_graph as g
+from accelbuild.util.shape_inference import infer_shapes
 
 FREE_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}  # relabel, no data moves
 # ALU operations per output element, for the ops that need more than one
@@ -51,7 +52,7 @@ class Layer:
 def extract_layers(model_name: str, model: onnx.ModelProto, bits: dict[str, int],
                    hw: HardwareProfile) -> list[Layer]:
     """The layers of one quantized AI section, in topological order."""
-    model = onnx.shape_inference.infer_shapes(model)
+    model = infer_shapes(model)
     graph = model.graph
     shapes = _shapes(model)
     weight_nodes = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
