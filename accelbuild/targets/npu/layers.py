@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import onnx
 
@@ -58,11 +59,11 @@ class Layer:
     rows: int = 1                               # output rows (H of an NCHW output; 1 when not spatial)
     kernel_rows: int = 1                        # input rows one output row reads (the head's kernel height)
 
-    @property
+    @cached_property  # the scheduler asks for both for every layer of every plan it tries
     def in_bytes(self) -> int:
         return sum(nbytes for _, nbytes in self.sources)
 
-    @property
+    @cached_property
     def free(self) -> bool:
         return all(op in FREE_OPS for op in self.ops)
 
