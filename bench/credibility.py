@@ -632,12 +632,16 @@ def simulator_corrections(cases: list[Case], fixed: list[dict[str, float]], raws
             for c, f in zip(cases, fixed)]
 
 
+# a left-out fit starts from the full fit's values and takes at most this many solver steps in each pass
+LEFT_OUT_STEPS = 15
+
+
 def fit_simulated(raws: dict[str, dict[str, Any]], free: list[Free], cases: list[Case], fixed: list[dict[str, float]],
                   start: np.ndarray | None = None) -> np.ndarray:
     """Fit the figures a build reports (the simulator's): the fast cost-model fit, then refitted once with
     the simulator's corrections at its answer. A left-out fit (``start``: the full fit's values) is capped."""
     points = [c.point for c in cases]
-    cap = None if start is None else 15
+    cap = None if start is None else LEFT_OUT_STEPS
     values = fit(raws, free, points, npu_predictor(cases, fixed, raws, free), start=start, max_evaluations=cap)
     corrections = simulator_corrections(cases, fixed, raws, free, values)
     return fit(raws, free, points, npu_predictor(cases, fixed, raws, free, corrections), start=values,
@@ -1073,6 +1077,9 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
            "- **Left out**: each network's figures predicted by a fit on the other networks only",
            "  (leave-one-network-out; in a joint fit, left out of every platform). The band a report quotes is",
            "  the worst left-out error where there are at least two networks, else the worst in-sample error.",
+           f"  Each left-out fit starts from the full fit's values and takes at most {LEFT_OUT_STEPS} steps of the",
+           "  solver in each of its two passes; a fit run to convergence could move further from the full fit",
+           "  than these did.",
            "- Ratio = predicted time / published time: above 1 the model is slower than the device.", "",
            "## Summary", "",
            "| platform | figures | networks | in-sample median / worst error | left-out median / worst error | "
