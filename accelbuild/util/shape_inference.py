@@ -10,6 +10,7 @@ Resize's scales: inference reads their values). The result is the model onnx wou
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import onnx
@@ -23,7 +24,7 @@ _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx
 def infer_shapes(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     """``onnx.shape_inference.infer_shapes(model, **options)``, with the large float weights kept out of it."""
     graph = model.graph
-    large = [t for t in graph.initializer if t.data_type in _FLOAT_TYPES and _elements(t) >= _LARGE_ELEMENTS]
+    large = [t for t in graph.initializer if t.data_type in _FLOAT_TYPES and math.prod(t.dims) >= _LARGE_ELEMENTS]
     if not large:
         return onnx.shape_inference.infer_shapes(model, **options)
     light = _without_initializers(model, {t.name for t in large})
@@ -39,13 +40,6 @@ def infer_shapes(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     inferred.graph.ClearField("initializer")
     inferred.graph.initializer.extend(graph.initializer)
     return inferred
-
-
-def _elements(tensor: onnx.TensorProto) -> int:
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count
 
 
 def _without_initializers(model: onnx.ModelProto, names: set[str]) -> onnx.ModelProto:
