@@ -868,9 +868,13 @@ def _as_time_ratio(figure: float, point: Point) -> float:
 def write_profile_values(path: Path, values: dict[str, float | int], source: str) -> None:
     """Set dotted-path values in a profile YAML in place (comments and layout kept): a block key's value, a
     key inside a one-line ``{...}`` mapping, or a new nested key under the deepest existing block; and set
-    each value's ``sources`` entry to ``source``."""
+    each value's ``sources`` entry to ``source``. A setup's own value (``crossing.call_us@rdk_cls``) goes to
+    the ``call_us`` of the profile's calibration points that setup measured."""
     lines = path.read_text().splitlines()
     for dotted, value in values.items():
+        if "@" in dotted:
+            lines = _set_calibration_call_us(lines, dotted, _yaml_number(value))
+            continue
         lines = _set(lines, dotted.split("."), _yaml_number(value))
         lines = _set_source(lines, dotted, source)
     tmp = path.with_suffix(".tmp")
@@ -932,6 +936,15 @@ def _set(lines: list[str], keys: list[str], text: str) -> list[str]:
     added = [" " * (2 * i) + f"{key}:" for i, key in enumerate(keys[:-1])]
     added.append(" " * (2 * (len(keys) - 1)) + f"{keys[-1]}: {text}")
     return lines[:before] + added + lines[before:]
+
+
+def _set_calibration_call_us(lines: list[str], key: str, text: str) -> list[str]:
+    """``crossing.call_us@<setup>`` into every calibration point marked ``setup: <setup>`` (others: none)."""
+    path, setup = key.split("@")
+    if path not in SETUP_PARAMETERS:
+        raise ValueError(f"{key}: only {', '.join(SETUP_PARAMETERS)} has a setup's own value in a profile")
+    marked = re.compile(rf"([{{,]\s*setup:\s*{re.escape(setup)}\s*,\s*call_us:\s*)[^,}}]+")
+    return [marked.sub(rf"\g<1>{text}", line) for line in lines]
 
 
 def _set_source(lines: list[str], dotted: str, source: str) -> list[str]:
@@ -1194,8 +1207,7 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
                 entries[name] = band_entry(r, digest)
             r["band"] = entries["mx3"]
             continue
-        profile_values = {path: v for path, v in r["fitted"].items() if "@" not in path}  # a setup's own: the page's
-        write_profile_values(builtin_profiles()[r["platform"]], profile_values, source(r.get("fitted_with") or []))
+        write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source(r.get("fitted_with") or []))
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
     table["generated_by"] = f"bench/credibility.py at {commit}"
     write_json_atomic(table_path, table)

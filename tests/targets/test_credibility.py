@@ -232,3 +232,19 @@ def test_a_measurement_setups_own_call_time_prices_only_its_points() -> None:
     hws = bench.Hardware(raws, free, values)
     assert (hws.of(yolo).crossing.call_us, hws.of(classification).crossing.call_us) == (5.0, 300.0)
     assert bench.with_values(raws["x5"], free, values, "x5")["crossing"]["call_us"] == 5.0
+
+
+def test_a_setups_own_call_time_is_written_to_the_points_it_measured(tmp_path: Path) -> None:
+    """--write puts crossing.call_us@rdk_cls into the x5 calibration points marked setup: rdk_cls (not into the
+    profile's crossing.call_us, which prices the YOLO table), and the committed profile holds the saved run's."""
+    bench = _bench()
+    path = tmp_path / "x5.yaml"
+    path.write_text(builtin_profiles()["x5"].read_text())
+    bench.write_profile_values(path, {"crossing.call_us": 2.5, "crossing.call_us@rdk_cls": 123.4}, "fitted here")
+    raw = yaml.safe_load(path.read_text())
+    assert raw["crossing"]["call_us"] == 2.5
+    assert [p["call_us"] for p in raw["calibration"]] == [123.4, 123.4]
+    assert not any("@" in key for key in raw["sources"])
+    run = json.loads(bench.RESULTS.read_text())
+    fitted = next(r["fitted"] for r in run["results"] if r["platform"] == "x5")
+    assert {p.call_us for p in load_npu_hardware("x5").calibration} == {fitted["crossing.call_us@rdk_cls"]}

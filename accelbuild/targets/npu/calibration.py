@@ -3,12 +3,13 @@
 Each point's network is generated with random weights (``accelbuild.testing.models``; a random-weight
 network times like a trained one), partitioned, scheduled at the point's batch size (effort normal,
 compile_mode latency) and simulated; ``latency_ms`` points compare one batch alone, ``fps`` points the
-steady state with frames in flight.
+steady state with frames in flight. A point measured by a setup of its own (``setup``, ``call_us``) is
+priced with that setup's host time per call, as docs/credibility.md prices it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelbuild.targets.npu.hardware import CalibrationPoint, NpuHardware
 from accelbuild.targets.npu.partition import Offload, partition
@@ -36,6 +37,8 @@ class CalibrationResult:
 def evaluate(hw: NpuHardware, point: CalibrationPoint) -> CalibrationResult:
     from accelbuild.testing import models
 
+    if point.call_us is not None:
+        hw = replace(hw, crossing=replace(hw.crossing, call_us=point.call_us))
     model = getattr(models, point.model)(size=point.input_size)
     part = partition(model, hw, Offload())
     schedules = {s.id: schedule(s.model, hw, batch_size=point.batch_size) for s in part.npu_subgraphs}

@@ -144,12 +144,17 @@ class Support:
 
 @dataclass(frozen=True)
 class CalibrationPoint:
+    """A published figure the profile is checked against. ``setup`` / ``call_us``: the measurement setup that
+    took it and its runtime's host time per call, when that differs from the profile's ``crossing.call_us``."""
+
     model: str
     input_size: int
     metric: Literal["latency_ms", "fps"]
     value: float
     batch_size: int
     source: str
+    setup: str | None = None
+    call_us: float | None = None
 
 
 @dataclass(frozen=True)

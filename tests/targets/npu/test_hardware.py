@@ -162,3 +162,13 @@ def test_missing_parent(tmp_path: Path) -> None:
     path = write(tmp_path / "orphan.yaml", "profile: 1\nname: orphan\ninherits: nowhere.yaml\n")
     with pytest.raises(InputFileError, match="neither a built-in profile nor a file"):
         load_npu_hardware(str(path))
+
+
+def test_a_calibration_points_setup_comes_with_its_call_time(tmp_path: Path) -> None:
+    """A point measured by another runtime names its setup and that setup's host time per call, both or
+    neither: a setup without its time could not be priced as the credibility page prices it."""
+    point = "{model: resnet18, input_size: 224, metric: fps, value: 400, batch_size: 1, source: s, setup: rdk_cls}"
+    path = write(tmp_path / "half.yaml", f"profile: 1\nname: half\ninherits: x5\ncalibration:\n  - {point}\n")
+    with pytest.raises(ConfigError, match=r"half\.yaml:5:\d+: .*call_us"):
+        load_npu_hardware(str(path))
+    assert [(p.setup, p.call_us) for p in load_npu_hardware("x5").calibration] == [("rdk_cls", 298.3)] * 2

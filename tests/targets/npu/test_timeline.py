@@ -48,6 +48,16 @@ def test_calibration_points_within_the_band_reports_quote(platform: str, index: 
     assert abs(timeline.agreement - 1) <= AGREEMENT_TOLERANCE or timeline.separated_by is not None
 
 
+def test_a_point_measured_by_a_setup_is_priced_with_its_call_time() -> None:
+    """x5's ResNet-18 points come from the classification table, whose runtime spends crossing.call_us@rdk_cls
+    per call (docs/credibility.md): its latency is the profile's plus the difference, once per frame."""
+    hw = load_npu_hardware("x5")
+    point = next(p for p in hw.calibration if p.metric == "latency_ms")
+    assert point.setup == "rdk_cls" and point.call_us > hw.crossing.call_us
+    own, profiles = evaluate(hw, point), evaluate(hw, dataclasses.replace(point, setup=None, call_us=None))
+    assert own.predicted - profiles.predicted == pytest.approx((point.call_us - hw.crossing.call_us) / 1e3)
+
+
 def test_batching_raises_throughput_and_latency() -> None:
     mlsoc = load_npu_hardware("mlsoc")
     model = models.resnet50(size=160)
