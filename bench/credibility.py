@@ -55,7 +55,7 @@ from accelbuild.errors import AccelbuildError
 from accelbuild.passes import run_passes
 from accelbuild.targets.npu.graph_info import GraphInfo
 from accelbuild.targets.npu.hardware import NPU_PROFILES, NpuHardware, builtin_profiles, npu_hardware
-from accelbuild.targets.npu.layers import Layer, array_util, layers_of
+from accelbuild.targets.npu.layers import Layer, array_util, compute_cycles, layers_of
 from accelbuild.targets.npu.partition import Offload, Partition, partition
 from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
@@ -480,8 +480,8 @@ def at_values(layers: list[Layer], info: GraphInfo, hw: NpuHardware) -> list[Lay
     moved = []
     for layer in layers:
         unit = hw.unit(layer.unit)
-        moved.append(layer if unit.kind != "matrix" else
-                     dataclasses.replace(layer, util=array_util(info, info.node(layer.name), unit)))
+        util = layer.util if unit.kind != "matrix" else array_util(info, info.node(layer.name), unit)
+        moved.append(layer if util == layer.util else dataclasses.replace(layer, util=util))
     return moved
 
 
@@ -516,21 +516,56 @@ class ProductFigures:
         return timeline.cost_model_latency_ms, timeline.latency_ms
 
 
-def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float]) -> float:
+class PlanMemo:
+    """``plan_layers``' (cycles, DDR bytes) of one NPU subgraph, keyed by all it reads: the layers (the point's
+    platform, network, bits and subgraph), the batch, each layer's compute cycles and the profile's clock,
+    memory and overheads. A fit's finite-difference steps move one value at a time, most move no layer of a
+    given network (a crossing value, a unit it has no layer on), and a network's latency and FPS points plan
+    the same layers: those are looked up instead of planned again. The figures are the same either way."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._plans: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+    def cycles_and_bytes(self, case: Case, sid: int, layers: list[Layer], hw: NpuHardware,
+                         batch: int) -> tuple[int, int]:
+        computes = tuple(0 if layer.free else compute_cycles(layer, hw.unit(layer.unit), batch) for layer in layers)
+        point = case.point
+        key = (point.platform, point.network, point.bits, sid, batch, computes, hw.clock_mhz, hw.memory,
+               hw.layer_overhead_cycles, hw.tile_overhead_cycles, hw.min_tiles)
+        found = self._plans.get(key)
+        if found is None:
+            plans = plan_layers(layers, hw, batch, "normal", "latency")
+            found = (plans[-1].end_cycle if plans else 0, sum(p.ddr_bytes for p in plans))
+            if len(self._plans) >= self.limit:
+                self._plans.clear()
+            self._plans[key] = found
+        return found
+
+
+PLANS = PlanMemo()
+
+
+def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float], memo: PlanMemo | None = PLANS) -> float:
     """The cost model's figure with the partition and host stages held: only the NPU layers are re-planned
-    (what the fit varies). ``fixed``: the host / crossing seconds and DDR bytes outside the NPU."""
+    (what the fit varies). ``fixed``: the host / crossing seconds and DDR bytes outside the NPU; ``memo``:
+    where plans already made are looked up (None: plan every subgraph)."""
     planned = []
     for sid, info in case.infos.items():  # the layers' utilisation depends on the fitted values too
         layers = at_values(case.layers[sid], info, hw)
-        planned.append((layers, actual_batch(layers, hw, case.point.batch)))
-    batch = max((actual for _, actual in planned), default=1)  # as the timeline: the largest actual batch
+        planned.append((sid, layers, actual_batch(layers, hw, case.point.batch)))
+    batch = max((actual for _, _, actual in planned), default=1)  # as the timeline: the largest actual batch
     npu = 0.0
     ddr = 0
-    for layers, actual in planned:
+    for sid, layers, actual in planned:
         jobs = math.ceil(batch / actual)
-        plans = plan_layers(layers, hw, actual, "normal", "latency")
-        npu += jobs * (plans[-1].end_cycle if plans else 0) / hw.clock_hz
-        ddr += jobs * sum(p.ddr_bytes for p in plans)
+        if memo is None:
+            plans = plan_layers(layers, hw, actual, "normal", "latency")
+            cycles, nbytes = (plans[-1].end_cycle if plans else 0), sum(p.ddr_bytes for p in plans)
+        else:
+            cycles, nbytes = memo.cycles_and_bytes(case, sid, layers, hw, actual)
+        npu += jobs * cycles / hw.clock_hz
+        ddr += jobs * nbytes
     if case.point.metric == "accelerator_ms":
         return npu * 1e3 + hw.crossing.call_us * 1e-3
     if case.point.metric == "latency_ms":

@@ -197,6 +197,42 @@ def test_the_fits_layers_at_other_values_are_the_layers_a_build_finds() -> None:
     assert bench.at_values(found, info, fitted) == layers_of(info, fitted) != found
 
 
+def test_the_fits_plan_memo_gives_the_figures_of_planning_afresh() -> None:
+    """A fit's finite-difference steps move one fitted value at a time: with the plans looked up (PlanMemo)
+    every figure is the one planning each subgraph again gives, and the steps that move no layer of the
+    network (a crossing value, a unit it does not use) plan nothing."""
+    import numpy as np
+
+    from accelbuild.targets.npu.hardware import NPU_PROFILES
+    from accelbuild.targets.profile_files import load_profile
+    from accelbuild.testing import npu_graphs
+
+    bench = _bench()
+    raws = {"x5": load_profile(builtin_profiles()["x5"], NPU_PROFILES)}
+    layers = ["conv", "relu", "dwconv", "conv1x1", "conv", "pool5"]
+    models = {"large_maps": npu_graphs.chain(layers, channels=256, size=112),
+              "large_weights": npu_graphs.chain(layers, channels=512, size=14)}
+    points = [bench.Point("x5", name, metric, 1.0, bench.RDK_X5) for name in models for metric in ("latency_ms", "fps")]
+    cases = [bench.prepare(p, models[p.network], load_npu_hardware("x5")) for p in points]
+    free = bench.group_parameters(raws, points)
+    base = np.array([float(bench.get(raws["x5"], f.path)) for f in free])
+    memo, figures, moving = bench.PlanMemo(), 0, set()
+    for moved in [None, *range(len(free))]:
+        values = base if moved is None else base * np.where(np.arange(len(base)) == moved, 1.3, 1.0)
+        hw = bench.Hardware(raws, free, values).of(points[0])
+        for case in cases:
+            fixed = bench.host_part(case, raws["x5"])
+            figure = bench.fast_figure(case, hw, fixed, memo)
+            assert figure == bench.fast_figure(case, hw, fixed, None), moved
+            if moved is not None and figure != bench.fast_figure(case, bench.Hardware(raws, free, base).of(case.point),
+                                                                  fixed, None):
+                moving.add(free[moved].path)
+            figures += 1
+    assert {"memory.ddr_efficiency", "memory.feature_buffer_bytes", "npu.layer_overhead_cycles",
+            "units.TAE.efficiency", "units.TAE.depthwise_efficiency"} <= moving  # what the plans depend on
+    assert 0 < len(memo._plans) < figures / 2  # the FPS point and the crossing steps planned nothing new
+
+
 def test_each_vendor_row_is_built_for_the_chips_its_program_was_compiled_for() -> None:
     """MemryX's run names each DFP's chips (``cascade_plus<N>x``, 1 without); Frigate's figures are the module's."""
     _bench()

@@ -211,13 +211,18 @@ def plan_layers(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort
 def _bufferings(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort) -> list[list[bool]]:
     """The per-layer double-buffering choices to try: every layer double-buffered (DMA overlaps compute, half
     the feature buffer), only the layers whose feature maps fit half the feature buffer, or none (the whole
-    buffer holds data; only weights stream during compute). lazy: the first only."""
+    buffer holds data; only weights stream during compute). lazy: the first only. A choice equal to an
+    earlier one (every layer fits, or none does) is not tried twice: it would lay out the same plans."""
     every = [True] * len(layers)
     if effort == "lazy":
         return [every]
     half = hw.memory.feature_buffer_bytes / 2
     fitting = [batch * (layer.in_bytes + layer.out_bytes) <= half for layer in layers]
-    return [every, fitting, [False] * len(layers)]
+    choices: list[list[bool]] = []
+    for choice in (every, fitting, [False] * len(layers)):
+        if choice not in choices:
+            choices.append(choice)
+    return choices
 
 
 def _lay_out(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort, compile_mode: CompileMode,
