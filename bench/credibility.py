@@ -331,6 +331,9 @@ def free_parameters(raw: dict[str, Any]) -> list[Free]:
                                   "share of the array a MatMul of two run-time tensors keeps (attention)"))
         else:
             found.append(Free(f"units.{name}.efficiency", 0.05, 1.0, f"{unit['kind']}-unit efficiency"))
+        if "overhead_cycles" in unit:
+            found.append(Free(f"units.{name}.overhead_cycles", 100, 30000, f"fixed cost of one layer on the "
+                              f"{unit['kind']} unit (its own set-up, sync), cycles", integer=True))
     return found
 
 
@@ -532,7 +535,8 @@ class PlanMemo:
         computes = tuple(0 if layer.free else compute_cycles(layer, hw.unit(layer.unit), batch) for layer in layers)
         point = case.point
         key = (point.platform, point.network, point.bits, sid, batch, computes, hw.clock_mhz, hw.memory,
-               hw.layer_overhead_cycles, hw.tile_overhead_cycles, hw.min_tiles)
+               hw.layer_overhead_cycles, tuple(u.overhead_cycles for u in hw.units), hw.tile_overhead_cycles,
+               hw.min_tiles)
         found = self._plans.get(key)
         if found is None:
             plans = plan_layers(layers, hw, batch, "normal", "latency")

@@ -39,6 +39,7 @@ class Unit:
     large_depthwise_efficiency: float | None = None
     dynamic_matmul_efficiency: float = 1.0  # matrix: the share a MatMul of two run-time tensors keeps (attention)
     elements_per_cycle: int = 0      # vector / pool / layout
+    overhead_cycles: int | None = None  # fixed cycles to start one layer here (None: npu.layer_overhead_cycles)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class NpuHardware:
     calibration: tuple[CalibrationPoint, ...]
     sources: tuple[tuple[str, str], ...]
     digest: str  # of the merged profile
+    channels_last: bool = False  # feature maps stored NHWC: an NCHW <-> NHWC Transpose moves no data
 
     @property
     def clock_hz(self) -> float:
@@ -192,6 +194,10 @@ class NpuHardware:
     def has_dsp(self) -> bool:
         """Whether ``offload.host: dsp`` is possible on this platform."""
         return self.dsp is not None
+
+    def layer_overhead(self, unit: Unit) -> int:
+        """Fixed cycles to start one layer on ``unit``: its own set-up, or the profile's per-layer one."""
+        return self.layer_overhead_cycles if unit.overhead_cycles is None else unit.overhead_cycles
 
     def unit_for(self, op_type: str) -> Unit | None:
         """The unit that runs ``op_type`` (``None``: the NPU does not run it)."""
@@ -259,7 +265,7 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
         name=data["name"], description=data["description"], vendor=data["vendor"],
         clock_mhz=npu["clock_mhz"], cores=npu["cores"], layer_overhead_cycles=npu["layer_overhead_cycles"],
         tile_overhead_cycles=npu["tile_overhead_cycles"], min_tiles=npu.get("min_tiles", 4),
-        max_batch=npu["max_batch"], max_subgraphs=npu["max_subgraphs"],
+        max_batch=npu["max_batch"], max_subgraphs=npu["max_subgraphs"], channels_last=npu.get("channels_last", False),
         units=tuple(_unit(name, u) for name, u in data["units"].items()),
         memory=Memory(sram=tuple(SramLevel(s["name"], s["bytes"]) for s in mem["sram"]),
                       weight_buffer_bytes=mem["weight_buffer_bytes"], feature_buffer_bytes=mem["feature_buffer_bytes"],
@@ -301,4 +307,4 @@ def _unit(name: str, u: dict[str, Any]) -> Unit:
                 large_depthwise_efficiency=(float(u["large_depthwise_efficiency"])
                                             if "large_depthwise_efficiency" in u else None),
                 dynamic_matmul_efficiency=float(u.get("dynamic_matmul_efficiency", 1.0)),
-                elements_per_cycle=u.get("elements_per_cycle", 0))
+                elements_per_cycle=u.get("elements_per_cycle", 0), overhead_cycles=u.get("overhead_cycles"))

@@ -22,6 +22,7 @@ from accelbuild.targets.npu.hardware import NpuHardware, Unit
 # metadata only, or (Concat) no work of its own: its producers write into their slices of its buffer, as vendor
 # compilers place them
 FREE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat"})
+CHANNEL_MOVES = ((0, 2, 3, 1), (0, 3, 1, 2))  # NCHW -> NHWC and back: no data moves on a channels-last NPU
 DEPTHWISE_WINDOW_TAPS = 9  # a 3x3 window: a larger depthwise kernel keeps Unit.large_depthwise_efficiency lanes
 _TWO_OPS = frozenset({"Sigmoid", "Tanh", "Softplus", "HardSigmoid", "HardSwish", "Exp", "Div", "BatchNormalization",
                       "Sqrt", "Log", "Erf", "Gelu"})
@@ -58,6 +59,7 @@ class Layer:
     bits: int                                   # 16 when any operand is 16-bit, else 8
     rows: int = 1                               # output rows (H of an NCHW output; 1 when not spatial)
     kernel_rows: int = 1                        # input rows one output row reads (the head's kernel height)
+    relabel: bool = False                       # moves no data (a channel move on a channels-last NPU)
 
     @cached_property  # the scheduler asks for both for every layer of every plan it tries
     def in_bytes(self) -> int:
@@ -65,7 +67,7 @@ class Layer:
 
     @cached_property
     def free(self) -> bool:
-        return all(op in FREE_OPS for op in self.ops)
+        return self.relabel or all(op in FREE_OPS for op in self.ops)
 
 
 def compute_cycles(layer: Layer, unit: Unit, batch: int) -> int:
@@ -120,8 +122,19 @@ def layers_of(info: GraphInfo, hw: NpuHardware, names: Iterable[str] | None = No
             sources=tuple([*sources.items(), *((None, nbytes) for nbytes in outside.values())]),
             out_bytes=sum(info.elements(out) for out in tail.output if out) * act_bits // 8,
             readers=tuple(readers), is_output=leaves or bool(members & owned_outputs),
-            bits=16 if 16 in (weight_bits, act_bits) else 8, rows=_rows(info, tail), kernel_rows=_kernel_rows(info, head)))
+            bits=16 if 16 in (weight_bits, act_bits) else 8, rows=_rows(info, tail), kernel_rows=_kernel_rows(info, head),
+            relabel=_moves_no_data(info, group, hw)))
     return result
+
+
+def _moves_no_data(info: GraphInfo, group: list[onnx.NodeProto], hw: NpuHardware) -> bool:
+    """A lone Transpose that moves a 4-D tensor's channel axis last or back, on an NPU that stores feature maps
+    channel-last: the bytes are already in the order the next layer reads (``NpuHardware.channels_last``)."""
+    if not hw.channels_last or len(group) != 1 or group[0].op_type != "Transpose":
+        return False
+    shape = info.shape(group[0].input[0])
+    perm = tuple(attribute(group[0], "perm", ()))  # type: ignore[call-overload]
+    return shape is not None and len(shape) == 4 and perm in CHANNEL_MOVES
 
 
 def _rows(info: GraphInfo, node: onnx.NodeProto) -> int:

@@ -10,6 +10,7 @@ A subgraph runs layer by layer (fused groups as one layer), each over the whole 
                                                   single-buffered tiles (the whole feature buffer holds
                                                   data; only weights, in their own buffer, stream meanwhile)
     overhead = layer_overhead_cycles + tiles x tile_overhead_cycles
+               (a unit's own overhead_cycles in place of layer_overhead_cycles, where the profile sets one)
 
 The DMA runs ahead for weights: a layer's first weight chunk loads while earlier layers' DMA is idle
 (each layer's cycles minus its own DDR time, earliest first, not taken by an earlier prefetch), up to
@@ -317,7 +318,7 @@ def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr:
             weight_load = weights * (feature_tiles if weight_chunks > 1 else 1)
             load = weight_load + in_ddr * batch
         tiles = max(hw.min_tiles, weight_chunks, feature_tiles)
-        overhead = hw.layer_overhead_cycles + tiles * hw.tile_overhead_cycles
+        overhead = hw.layer_overhead(unit) + tiles * hw.tile_overhead_cycles
         ddr = math.ceil((load + store - prefetch) / bytes_per_cycle)
         if double:
             body = max(compute, ddr)

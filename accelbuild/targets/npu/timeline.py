@@ -205,7 +205,7 @@ def _layer_tiles(plan: LayerPlan, hw: NpuHardware, dma: float, compute: float,
     store = plan.store_cycles / n
     work = plan.compute_cycles / n + hw.tile_overhead_cycles
     opened = compute
-    compute += hw.layer_overhead_cycles
+    compute += hw.layer_overhead(hw.unit(plan.layer.unit))
     loads: _Spans = []
     stores: _Spans = []
     computes: _Spans = []

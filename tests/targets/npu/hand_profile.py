@@ -16,6 +16,7 @@ def hand_x5() -> NpuHardware:
     raw["units"]["TAE"].pop("dynamic_matmul_efficiency", None)  # every MatMul priced alike
     for unit in ("VAE", "AAE", "TRANS"):
         raw["units"][unit]["efficiency"] = 0.5
+        raw["units"][unit].pop("overhead_cycles", None)  # every layer at npu.layer_overhead_cycles
     raw["memory"].update(ddr_efficiency=0.5, feature_buffer_bytes=1572864)
     raw["crossing"] = {"sync_us": 100, "bytes_per_second": 1000000000}
     raw["fusion"] = [["Conv", "BatchNormalization", "Relu"], ["Conv", "Add", "Relu"], ["Conv", "Relu"],

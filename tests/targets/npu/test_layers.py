@@ -3,6 +3,8 @@ a rescale by one constant), on float and on quantized (Q/DQ) models."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -69,3 +71,29 @@ def test_an_activation_whose_intermediate_is_read_elsewhere_stays_apart() -> Non
     model.graph.node.append(helper.make_node("Relu", ["e"], ["leak"], name="relu"))
     model.graph.output.append(helper.make_tensor_value_info("leak", TensorProto.FLOAT, SHAPE))
     assert [m for m in _members(model) if "div" in m or "erf" in m] == [("div",), ("erf",)]
+
+
+def _transposes(perms: list[tuple[int, ...]], shape: list[int]) -> onnx.ModelProto:
+    """A Relu, then each Transpose in turn (as an exporter writes NCHW <-> NHWC around a LayerNorm)."""
+    nodes = [helper.make_node("Relu", ["x"], ["t0"], name="relu")]
+    for i, perm in enumerate(perms):
+        nodes.append(helper.make_node("Transpose", [f"t{i}"], [f"t{i + 1}"], name=f"transpose{i}", perm=list(perm)))
+    out = shape
+    for perm in perms:
+        out = [out[p] for p in perm]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(f"t{len(perms)}", TensorProto.FLOAT, out)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_channel_move_is_free_only_where_feature_maps_are_stored_channel_last() -> None:
+    """With ``channels_last`` NCHW -> NHWC and back move no byte; a swap of H and W does, and so does a 3-D
+    transpose. Without it (TIDL keeps NCHW) every Transpose is a layout pass."""
+    nchw = load_npu_hardware("tda4vm")
+    nhwc = dataclasses.replace(nchw, channels_last=True)
+    assert not nchw.channels_last
+    four = GraphInfo.of(_transposes([(0, 2, 3, 1), (0, 1, 3, 2), (0, 3, 1, 2)], [1, 32, 16, 8]))
+    assert [layer.free for layer in layers_of(four, nhwc)] == [False, True, False, True]
+    assert [layer.free for layer in layers_of(four, nchw)] == [False, False, False, False]
+    three = GraphInfo.of(_transposes([(0, 2, 1)], [1, 32, 49]))
+    assert [layer.free for layer in layers_of(three, nhwc)] == [False, False]

@@ -55,6 +55,20 @@ def test_cost_model_by_hand_one_layer_per_unit_kind() -> None:
     assert [(p.start_cycle, p.end_cycle) for p in sched.layers][1] == (conv.cycles, conv.cycles + sig.cycles)
 
 
+def test_a_unit_with_its_own_set_up_costs_that_per_layer() -> None:
+    """A unit's ``overhead_cycles`` replaces npu.layer_overhead_cycles for its layers only (a layout engine
+    started per layer by the controller); the simulator opens each layer with the same overhead."""
+    from accelbuild.targets.npu.timeline import run_subgraph
+
+    own = dataclasses.replace(X5, units=tuple(dataclasses.replace(u, overhead_cycles=500)
+                                              if u.name == "TRANS" else u for u in X5.units))
+    before, after = schedule(_four_units(), X5, effort="lazy"), schedule(_four_units(), own, effort="lazy")
+    assert [p.overhead_cycles for p in after.layers] == [20000 + 1200] * 3 + [500 + 1200]
+    assert [p.cycles for p in after.layers][:3] == [p.cycles for p in before.layers][:3]
+    assert after.layers[3].cycles == before.layers[3].cycles - (20000 - 500)
+    assert run_subgraph(before, X5).cycles - run_subgraph(after, own).cycles == pytest.approx(20000 - 500)
+
+
 def _depthwise(kernel: int) -> onnx.ModelProto:
     """A depthwise kernel x kernel convolution, 32 channels, 8x8 in and out."""
     w = numpy_helper.from_array(np.full((32, 1, kernel, kernel), 0.01, np.float32), "w")
