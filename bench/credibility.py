@@ -1027,6 +1027,12 @@ LIMITS = """\
   depthwise convolution keeps its own lanes busy (on x5, one count for 3x3 kernels and one for larger ones).
   Real engines differ between 1x1, 3x3 and strided kernels and with the output width; those differences end
   up in the error band.
+- **One fixed cost per layer, per unit.** Every layer pays its unit's start-up once: the profile's
+  `npu.layer_overhead_cycles`, or a unit's own where the profile gives one (x5's layout unit, whose
+  transposes, slices and splits are fitted apart from the convolutions). A vendor compiler that merges
+  small layers into one job, or splits one into several, is not modelled. On a profile that stores feature
+  maps channel-last (x5: `npu.channels_last`), an exporter's NCHW <-> NHWC transpose moves no data; every
+  other transpose is a full pass of the layout unit.
 - **Depth-first streaming is a rule, not a search.** An output read only by the next layer streams through
   on-chip memory in row bands (twice the reader's kernel rows) when that fits half the feature buffer;
   branches and concatenations keep whole tensors or go to DDR. Vendor compilers search tilings.
