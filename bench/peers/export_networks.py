@@ -340,6 +340,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
         "efficientnet_b1", "efficientnet_b3", "efficientnet_b5", "efficientnet_b7", "efficientnet_v2_s",
         "efficientnet_v2_m")},
     **{f"yolov8{s}_cls_224": ((lambda s=s: yolo_cls(f"yolov8{s}-cls.yaml")), 224) for s in "nsmlx"},
+    **{f"yolo11{s}_cls_224": ((lambda s=s: yolo_cls(f"yolo11{s}-cls.yaml")), 224) for s in "nsmlx"},
     **{f"yolov5{s}u_640": ((lambda s=s: yolo(f"yolov5{s}u.yaml")), 640) for s in "nsmlx"},
     **{f"yolo11{s}_640": ((lambda s=s: yolo(f"yolo11{s}.yaml")), 640) for s in "nsmlx"},
     **{f"yolov8{s}_640": ((lambda s=s: yolo(f"yolov8{s}.yaml")), 640) for s in "nsmlx"},
