@@ -534,6 +534,10 @@ class PlanMemo:
         self.limit = limit
         self._plans: dict[tuple[Any, ...], tuple[int, int]] = {}
 
+    def __len__(self) -> int:
+        """Plans made (and kept) so far."""
+        return len(self._plans)
+
     def cycles_and_bytes(self, case: Case, sid: int, layers: list[Layer], hw: NpuHardware,
                          batch: int) -> tuple[int, int]:
         computes = tuple(0 if layer.free else compute_cycles(layer, hw.unit(layer.unit), batch) for layer in layers)

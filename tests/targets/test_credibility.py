@@ -230,7 +230,7 @@ def test_the_fits_plan_memo_gives_the_figures_of_planning_afresh() -> None:
             figures += 1
     assert {"memory.ddr_efficiency", "memory.feature_buffer_bytes", "npu.layer_overhead_cycles",
             "units.TAE.efficiency", "units.TAE.depthwise_efficiency", "units.TRANS.overhead_cycles"} <= moving
-    assert 0 < len(memo._plans) < figures / 2  # the FPS point and the crossing steps planned nothing new
+    assert 0 < len(memo) < figures / 2  # the FPS point and the crossing steps planned nothing new
 
 
 def test_each_vendor_row_is_built_for_the_chips_its_program_was_compiled_for() -> None:
