@@ -523,6 +523,12 @@ class ProductFigures:
         return timeline.cost_model_latency_ms, timeline.latency_ms
 
 
+def planned_totals(layers: list[Layer], hw: NpuHardware, batch: int) -> tuple[int, int]:
+    """One batch of a subgraph as the fit plans it (effort normal, latency): its cycles and DDR bytes."""
+    plans = plan_layers(layers, hw, batch, "normal", "latency")
+    return (plans[-1].end_cycle if plans else 0), sum(p.ddr_bytes for p in plans)
+
+
 class PlanMemo:
     """``plan_layers``' (cycles, DDR bytes) of one NPU subgraph, keyed by all it reads: the layers (the point's
     platform, network, bits and subgraph), the batch, each layer's compute cycles and the profile's clock,
@@ -547,8 +553,7 @@ class PlanMemo:
                hw.min_tiles)
         found = self._plans.get(key)
         if found is None:
-            plans = plan_layers(layers, hw, batch, "normal", "latency")
-            found = (plans[-1].end_cycle if plans else 0, sum(p.ddr_bytes for p in plans))
+            found = planned_totals(layers, hw, batch)
             if len(self._plans) >= self.limit:
                 self._plans.clear()
             self._plans[key] = found
@@ -571,11 +576,8 @@ def fast_figure(case: Case, hw: NpuHardware, fixed: dict[str, float], memo: Plan
     ddr = 0
     for sid, layers, actual in planned:
         jobs = math.ceil(batch / actual)
-        if memo is None:
-            plans = plan_layers(layers, hw, actual, "normal", "latency")
-            cycles, nbytes = (plans[-1].end_cycle if plans else 0), sum(p.ddr_bytes for p in plans)
-        else:
-            cycles, nbytes = memo.cycles_and_bytes(case, sid, layers, hw, actual)
+        cycles, nbytes = planned_totals(layers, hw, actual) if memo is None else \
+            memo.cycles_and_bytes(case, sid, layers, hw, actual)
         npu += jobs * cycles / hw.clock_hz
         ddr += jobs * nbytes
     if case.point.metric == "accelerator_ms":

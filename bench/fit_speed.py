@@ -41,11 +41,11 @@ def cases(platform: str, folder: Path | None) -> list[credibility.Case]:
             for name, model in networks.items() for metric in ("latency_ms", "fps")]
 
 
-def jacobian(platform: str, found: list[credibility.Case], fixed: list[dict[str, float]],
+def jacobian(raws: dict[str, dict], found: list[credibility.Case], fixed: list[dict[str, float]],
              memo: credibility.PlanMemo | None) -> list[float]:
-    """Every case's figure at the profile's values and with each free value moved 2% (``fixed``: the cases'
-    host parts, held by the fit)."""
-    raws = {platform: load_profile(builtin_profiles()[platform], NPU_PROFILES)}
+    """Every case's figure at the profile's values and with each free value moved 2% (``raws``: the one
+    profile; ``fixed``: the cases' host parts, held by the fit)."""
+    (platform,) = raws
     free = credibility.group_parameters(raws, [c.point for c in found])
     base = np.array([float(credibility.get(raws[platform], f.path)) for f in free])
     figures = []
@@ -65,15 +65,15 @@ def main() -> int:
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     found = cases(args.platform, args.models)
-    raw = load_profile(builtin_profiles()[args.platform], NPU_PROFILES)
-    fixed = [credibility.host_part(c, raw) for c in found]
+    raws = {args.platform: load_profile(builtin_profiles()[args.platform], NPU_PROFILES)}
+    fixed = [credibility.host_part(c, raws[args.platform]) for c in found]
     afresh_s, memo_s = [], []
     for _ in range(args.rounds):
         started = time.perf_counter()
-        afresh = jacobian(args.platform, found, fixed, None)
+        afresh = jacobian(raws, found, fixed, None)
         afresh_s.append(time.perf_counter() - started)
         started = time.perf_counter()
-        looked_up = jacobian(args.platform, found, fixed, credibility.PlanMemo())  # a fresh memo: no earlier round's plans
+        looked_up = jacobian(raws, found, fixed, credibility.PlanMemo())  # a fresh memo: no earlier round's plans
         memo_s.append(time.perf_counter() - started)
         if looked_up != afresh:
             raise SystemExit("the memo's figures differ from planning afresh")
