@@ -920,6 +920,10 @@ def write_profile_values(path: Path, values: dict[str, float | int], source: str
     each value's ``sources`` entry to ``source``. A setup's own value (``crossing.call_us@rdk_cls``) goes to
     the ``call_us`` of the profile's calibration points that setup measured."""
     lines = path.read_text().splitlines()
+    unknown = sorted(set(re.findall(r"[{,]\s*setup:\s*([^,}\s]+)", "\n".join(lines))) - set(SETUPS.values()))
+    if unknown:  # its call_us would never be written, and go stale without a word
+        raise ValueError(f"{path}: a calibration point names setup {', '.join(unknown)}, which this bench does not "
+                         f"know (its setups: {', '.join(sorted(SETUPS.values()))})")
     for dotted, value in values.items():
         if "@" in dotted:
             lines = _set_calibration_call_us(lines, dotted, _yaml_number(value))

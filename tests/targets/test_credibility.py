@@ -284,3 +284,14 @@ def test_a_setups_own_call_time_is_written_to_the_points_it_measured(tmp_path: P
     run = json.loads(bench.RESULTS.read_text())
     fitted = next(r["fitted"] for r in run["results"] if r["platform"] == "x5")
     assert {p.call_us for p in load_npu_hardware("x5").calibration} == {fitted["crossing.call_us@rdk_cls"]}
+
+
+def test_a_calibration_point_of_an_unknown_setup_stops_the_write(tmp_path: Path) -> None:
+    """A setup name the bench does not fit (a typo) would keep its points' call_us stale: --write refuses it."""
+    bench = _bench()
+    path = tmp_path / "x5.yaml"
+    text = builtin_profiles()["x5"].read_text()
+    path.write_text(text.replace("setup: rdk_cls", "setup: rdk_clss", 1))
+    with pytest.raises(ValueError, match="names setup rdk_clss, which this bench does not know"):
+        bench.write_profile_values(path, {"crossing.call_us@rdk_cls": 123.4}, "fitted here")
+    assert path.read_text() == text.replace("setup: rdk_cls", "setup: rdk_clss", 1)
