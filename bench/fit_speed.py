@@ -47,7 +47,7 @@ def jacobian(raws: dict[str, dict], found: list[credibility.Case], fixed: list[d
     profile; ``fixed``: the cases' host parts, held by the fit)."""
     (platform,) = raws
     free = credibility.group_parameters(raws, [c.point for c in found])
-    base = np.array([float(credibility.get(raws[platform], f.path)) for f in free])
+    base = np.array([credibility.stated(raws[platform], f) for f in free])
     figures = []
     for moved in [None, *range(len(free))]:
         values = base if moved is None else base * np.where(np.arange(len(base)) == moved, 1.02, 1.0)

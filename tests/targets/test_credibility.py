@@ -215,7 +215,7 @@ def test_the_fits_plan_memo_gives_the_figures_of_planning_afresh() -> None:
     points = [bench.Point("x5", name, metric, 1.0, bench.RDK_X5) for name in models for metric in ("latency_ms", "fps")]
     cases = [bench.prepare(p, models[p.network], load_npu_hardware("x5")) for p in points]
     free = bench.group_parameters(raws, points)
-    base = np.array([float(bench.get(raws["x5"], f.path)) for f in free])
+    base = np.array([bench.stated(raws["x5"], f) for f in free])
     memo, figures, moving = bench.PlanMemo(), 0, set()
     for moved in [None, *range(len(free))]:
         values = base if moved is None else base * np.where(np.arange(len(base)) == moved, 0.7, 1.0)
@@ -229,7 +229,8 @@ def test_the_fits_plan_memo_gives_the_figures_of_planning_afresh() -> None:
                 moving.add(free[moved].path)
             figures += 1
     assert {"memory.ddr_efficiency", "memory.feature_buffer_bytes", "npu.layer_overhead_cycles",
-            "units.TAE.efficiency", "units.TAE.depthwise_efficiency", "units.TRANS.overhead_cycles"} <= moving
+            "units.TAE.efficiency", "units.TAE.depthwise_efficiency", "units.TRANS.overhead_cycles",
+            "npu.dma_overlap"} <= moving
     assert 0 < len(memo) < figures / 2  # the FPS point and the crossing steps planned nothing new
 
 
@@ -263,7 +264,7 @@ def test_a_measurement_setups_own_call_time_prices_only_its_points() -> None:
     free = bench.group_parameters(raws, [classification, yolo])
     keys = [f.key for f in free]
     assert keys.count("crossing.call_us") == 1 and "crossing.call_us@rdk_cls" in keys
-    values = np.array([bench.get(raws["x5"], f.path) for f in free], dtype=float)
+    values = np.array([bench.stated(raws["x5"], f) for f in free])
     values[keys.index("crossing.call_us")], values[keys.index("crossing.call_us@rdk_cls")] = 5.0, 300.0
     hws = bench.Hardware(raws, free, values)
     assert (hws.of(yolo).crossing.call_us, hws.of(classification).crossing.call_us) == (5.0, 300.0)

@@ -185,6 +185,7 @@ class NpuHardware:
     sources: tuple[tuple[str, str], ...]
     digest: str  # of the merged profile
     channels_last: bool = False  # feature maps stored NHWC: an NCHW <-> NHWC Transpose moves no data
+    dma_overlap: float = 1.0  # share of a layer's DDR transfers the unit computes through (1: all; 0: it waits)
 
     @property
     def clock_hz(self) -> float:
@@ -266,6 +267,7 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
         clock_mhz=npu["clock_mhz"], cores=npu["cores"], layer_overhead_cycles=npu["layer_overhead_cycles"],
         tile_overhead_cycles=npu["tile_overhead_cycles"], min_tiles=npu.get("min_tiles", 4),
         max_batch=npu["max_batch"], max_subgraphs=npu["max_subgraphs"], channels_last=npu.get("channels_last", False),
+        dma_overlap=float(npu.get("dma_overlap", 1.0)),
         units=tuple(_unit(name, u) for name, u in data["units"].items()),
         memory=Memory(sram=tuple(SramLevel(s["name"], s["bytes"]) for s in mem["sram"]),
                       weight_buffer_bytes=mem["weight_buffer_bytes"], feature_buffer_bytes=mem["feature_buffer_bytes"],

@@ -5,10 +5,13 @@ A subgraph runs layer by layer (fused groups as one layer), each over the whole 
     compute  = MACs x batch x f16 / (macs_per_cycle x efficiency x util)        (matrix unit)
              = element work x batch x f16 / (elements_per_cycle x efficiency)   (vector / pool / layout)
     DDR      = loaded bytes + stored bytes, over the effective DDR bandwidth (bytes per cycle)
-    cycles   = max(compute, DDR) + overhead       double-buffered tiles (DMA overlaps compute)
-             = max(compute, weight DDR) + feature DDR + overhead
+    cycles   = max(compute + stall, DDR) + overhead       double-buffered tiles (DMA overlaps compute)
+             = max(compute + stall, weight DDR) + feature DDR + overhead
                                                   single-buffered tiles (the whole feature buffer holds
                                                   data; only weights, in their own buffer, stream meanwhile)
+    stall    = (1 - dma_overlap) x the DDR time of the bytes that move while the unit computes (all of them
+               double-buffered, the weights single-buffered): the share of a transfer the unit waits on
+               (SRAM ports the DMA and the unit share); 0 with the default ``npu.dma_overlap`` of 1
     overhead = layer_overhead_cycles + tiles x tile_overhead_cycles
                (a unit's own overhead_cycles in place of layer_overhead_cycles, where the profile sets one)
 
@@ -78,7 +81,8 @@ class LayerPlan:
     ``double_buffered``, ``bound`` (compute | ddr | overhead: what sets its time), ``ops`` and ``fused``
     (the member nodes, head first), ``bits`` (8 or 16), ``prefetch_bytes`` / ``prefetch_cycles`` (weights
     among the loaded bytes that load during earlier layers, and their DDR time: not in this layer's),
-    ``prefetch_depth`` (how many layers back the first of them loads; 0: none).
+    ``prefetch_depth`` (how many layers back the first of them loads; 0: none), ``stall_cycles`` (compute
+    waiting on the layer's transfers: ``npu.dma_overlap`` below 1).
     """
 
     layer: Layer
@@ -97,6 +101,7 @@ class LayerPlan:
     prefetch_bytes: int = 0     # the part of weight_load_bytes loaded during earlier layers
     prefetch_cycles: int = 0
     prefetch_depth: int = 0     # layers back where that load starts
+    stall_cycles: int = 0       # the unit waiting on its own transfers (npu.dma_overlap < 1)
 
     @property
     def cycles(self) -> int:
@@ -126,7 +131,7 @@ class LayerPlan:
                 "store_bytes": self.store_bytes, "weight_bytes": self.layer.weight_bytes,
                 "weight_load_bytes": self.weight_load_bytes, "prefetch_bytes": self.prefetch_bytes,
                 "prefetch_cycles": self.prefetch_cycles, "prefetch_depth": self.prefetch_depth,
-                "tiles": self.tiles,
+                "stall_cycles": self.stall_cycles, "tiles": self.tiles,
                 "order": self.order, "double_buffered": self.double_buffered, "bound": self.bound,
                 "ops": list(self.layer.ops), "fused": list(self.layer.members), "bits": self.layer.bits}
 
@@ -238,11 +243,12 @@ def _lay_out(layers: list[Layer], hw: NpuHardware, batch: int, effort: Effort, c
         chunk = first_chunk(layer, hw, buffered)
         depth, prefetch = _ahead(idle, chunk, hw.memory.weight_buffer_bytes, bytes_per_cycle)
         candidates = _candidates(layer, hw, batch, in_ddr, out_ddr, effort, bytes_per_cycle, buffered, prefetch)
-        cycles, load, store, compute, tiles, order, dbl, overhead, weight_load = _choose(candidates, compile_mode)
+        cycles, load, store, compute, tiles, order, dbl, overhead, weight_load, stall = \
+            _choose(candidates, compile_mode)
         prefetch_cycles = math.ceil(prefetch / bytes_per_cycle)
         plans.append(LayerPlan(layer, start, start + cycles, compute, load, store, math.ceil(load / bytes_per_cycle),
                                math.ceil(store / bytes_per_cycle), overhead, tiles, order, dbl, weight_load, prefetch,
-                               prefetch_cycles, depth))
+                               prefetch_cycles, depth, stall))
         start += cycles
         if layer.free:
             continue
@@ -292,15 +298,16 @@ def _take(window: list[_Idle], cycles: int) -> None:
         cycles -= used
 
 
-# cycles, load bytes, store bytes, compute cycles, tiles, order, double-buffered, overhead cycles, weight bytes loaded
-_Candidate = tuple[int, int, int, int, int, Literal["weights", "features"], bool, int, int]
+# cycles, load bytes, store bytes, compute cycles, tiles, order, double-buffered, overhead cycles, weight bytes loaded,
+# stall cycles
+_Candidate = tuple[int, int, int, int, int, Literal["weights", "features"], bool, int, int, int]
 
 
 def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr: int, effort: Effort,
                 bytes_per_cycle: float, double: bool, prefetch: int = 0) -> list[_Candidate]:
     """Each tile order's plan; ``prefetch``: bytes of the first weight chunk already loaded ahead."""
     if layer.free:
-        return [(0, 0, 0, 0, 0, "weights", True, 0, 0)]
+        return [(0, 0, 0, 0, 0, "weights", True, 0, 0, 0)]
     unit = hw.unit(layer.unit)
     compute = compute_cycles(layer, unit, batch)
     weights = layer.weight_bytes
@@ -320,12 +327,14 @@ def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr:
         tiles = max(hw.min_tiles, weight_chunks, feature_tiles)
         overhead = hw.layer_overhead(unit) + tiles * hw.tile_overhead_cycles
         ddr = math.ceil((load + store - prefetch) / bytes_per_cycle)
+        # prefetched weights too: they cross the same ports, during an earlier layer's compute or this one's
+        stall = math.ceil((1 - hw.dma_overlap) * (load + store if double else weight_load) / bytes_per_cycle)
         if double:
-            body = max(compute, ddr)
+            body = max(compute + stall, ddr)
         else:  # weights still stream into their own buffer during compute; feature transfers do not overlap
             weight_ddr = math.ceil((weight_load - prefetch) / bytes_per_cycle)
-            body = max(compute, weight_ddr) + ddr - weight_ddr
-        result.append((body + overhead, load, store, compute, tiles, order, double, overhead, weight_load))
+            body = max(compute + stall, weight_ddr) + ddr - weight_ddr
+        result.append((body + overhead, load, store, compute, tiles, order, double, overhead, weight_load, stall))
     return result
 
 

@@ -203,7 +203,7 @@ def _layer_tiles(plan: LayerPlan, hw: NpuHardware, dma: float, compute: float,
     weight = max(0.0, weight_total - loaded_ahead) / n
     feature = (plan.load_cycles - weight_total) / n
     store = plan.store_cycles / n
-    work = plan.compute_cycles / n + hw.tile_overhead_cycles
+    work = (plan.compute_cycles + plan.stall_cycles) / n + hw.tile_overhead_cycles  # the unit waits on its DMA
     opened = compute
     compute += hw.layer_overhead(hw.unit(plan.layer.unit))
     loads: _Spans = []

@@ -173,3 +173,12 @@ def test_a_calibration_points_setup_comes_with_its_call_time(tmp_path: Path) -> 
         load_npu_hardware(str(path))
     x5 = load_npu_hardware("x5").calibration
     assert [p.setup for p in x5] == ["rdk_cls"] * 2 and all(p.call_us and p.call_us > 100 for p in x5)
+
+
+def test_a_dma_overlap_is_a_share(tmp_path: Path) -> None:
+    path = write(tmp_path / "over.yaml", "profile: 1\nname: over\ninherits: tda4vm\nnpu:\n  dma_overlap: 1.5\n")
+    with pytest.raises(ConfigError, match=r"over\.yaml:5:16: 1\.5 is out of range"):
+        load_npu_hardware(str(path))
+    path.write_text("profile: 1\nname: over\ninherits: tda4vm\nnpu:\n  dma_overlap: 0.5\n"
+                    "sources:\n  npu.dma_overlap: \"stated assumption\"\n")
+    assert load_npu_hardware(str(path)).dma_overlap == 0.5

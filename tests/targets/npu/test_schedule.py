@@ -69,6 +69,32 @@ def test_a_unit_with_its_own_set_up_costs_that_per_layer() -> None:
     assert run_subgraph(before, X5).cycles - run_subgraph(after, own).cycles == pytest.approx(20000 - 500)
 
 
+def test_a_unit_that_waits_on_its_dma_adds_that_wait_to_its_compute() -> None:
+    """``npu.dma_overlap`` below 1: the unit waits (1 - overlap) x the DDR time of the bytes that move while it
+    computes (all of them, double-buffered), prefetched weights included; the simulator's tiles wait the same."""
+    from accelbuild.targets.npu.timeline import run_subgraph
+
+    bare = dataclasses.replace(X5, layer_overhead_cycles=0, tile_overhead_cycles=0)
+    waits = dataclasses.replace(bare, dma_overlap=0.25)
+    before, after = schedule(compute_then_weights(), bare), schedule(compute_then_weights(), waits)
+    bytes_per_cycle = 8.532  # 17.064 GB/s x 0.5 at 1 GHz
+    assert all(p.stall_cycles == 0 for p in before.layers)
+    conv, fc = after.layers[0], after.layers[-1]
+    assert conv.double_buffered and conv.compute_cycles == before.layers[0].compute_cycles
+    assert conv.stall_cycles == math.ceil(0.75 * (conv.load_bytes + conv.store_bytes) / bytes_per_cycle)
+    assert conv.cycles == max(conv.compute_cycles + conv.stall_cycles, conv.load_cycles + conv.store_cycles)
+    assert fc.prefetch_bytes > 0 and fc.stall_cycles == math.ceil(0.75 * fc.ddr_bytes / bytes_per_cycle)
+    assert fc.record()["stall_cycles"] == fc.stall_cycles
+    assert after.cycles - before.cycles == conv.stall_cycles + fc.cycles - before.layers[-1].cycles > 0
+    # the simulator's tiles wait as long (10,663 cycles against the cost model's 10,300)
+    assert run_subgraph(after, waits).cycles - run_subgraph(before, bare).cycles == \
+        pytest.approx(after.cycles - before.cycles, rel=0.05)
+
+
+def test_the_dma_overlap_is_one_unless_a_profile_sets_it() -> None:
+    assert {load_npu_hardware(name).dma_overlap for name in ("tda4vm", "am62a", "am68a", "x3")} == {1.0}
+
+
 def _depthwise(kernel: int) -> onnx.ModelProto:
     """A depthwise kernel x kernel convolution, 32 channels, 8x8 in and out."""
     w = numpy_helper.from_array(np.full((32, 1, kernel, kernel), 0.01, np.float32), "w")
