@@ -1071,6 +1071,9 @@ LIMITS = """\
 - **Only weights load ahead.** The DMA loads a layer's first weight chunk in earlier layers' idle time (up
   to 16 layers back, as far as the weight buffer has room); a feature map stored to DDR by an older layer
   (a skip connection) loads only when its reader opens.
+- **One share of DMA overlap per profile.** Where a profile fits `npu.dma_overlap` (x5), a unit waits
+  the same share of every layer's transfer time, whatever the layer's shape or the SRAM banks its tiles
+  use; the others assume the DMA never holds a unit up.
 - **On-chip memory as two buffers of fixed size.** Weights and feature maps each get their own share of the
   SRAM for the whole network, and weights load again for every batch (none stay on chip between batches); a
   compiler that moves the split layer by layer keeps more on chip. Where the vendor does not publish the
