@@ -11,6 +11,7 @@ from accelbuild.targets.profile_files import load_profile
 def hand_x5() -> NpuHardware:
     raw = load_profile(builtin_profiles()["x5"], NPU_PROFILES)
     raw["npu"]["layer_overhead_cycles"] = 20000
+    raw["npu"].pop("dma_overlap", None)  # a unit computes through its DMA
     raw["units"]["TAE"].update(efficiency=0.5, depthwise_efficiency=0.25, align=[32, 32], bits16_factor=4)
     raw["units"]["TAE"].pop("large_depthwise_efficiency", None)  # every kernel priced alike
     raw["units"]["TAE"].pop("dynamic_matmul_efficiency", None)  # every MatMul priced alike
