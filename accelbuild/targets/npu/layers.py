@@ -59,7 +59,7 @@ class Layer:
     bits: int                                   # 16 when any operand is 16-bit, else 8
     rows: int = 1                               # output rows (H of an NCHW output; 1 when not spatial)
     kernel_rows: int = 1                        # input rows one output row reads (the head's kernel height)
-    relabel: bool = False                       # moves no data (a channel move on a channels-last NPU)
+    relabel: bool = False                       # moves no data (a channel cut; a channel move, channels-last)
 
     @cached_property  # the scheduler asks for both for every layer of every plan it tries
     def in_bytes(self) -> int:
@@ -128,13 +128,26 @@ def layers_of(info: GraphInfo, hw: NpuHardware, names: Iterable[str] | None = No
 
 
 def _moves_no_data(info: GraphInfo, group: list[onnx.NodeProto], hw: NpuHardware) -> bool:
-    """A lone Transpose that moves a 4-D tensor's channel axis last or back, on an NPU that stores feature maps
-    channel-last: the bytes are already in the order the next layer reads (``NpuHardware.channels_last``)."""
+    """A lone Split or Slice that only cuts a 4-D tensor's channels: each reader reads its channels in place,
+    as a Concat's producers write theirs (YOLOv8's C2f, FasterNet's partial convolution). A lone Transpose
+    that moves a 4-D tensor's channel axis last or back, on an NPU that stores feature maps channel-last: the
+    bytes are already in the order the next layer reads (``NpuHardware.channels_last``)."""
+    if len(group) == 1 and group[0].op_type in ("Split", "Slice"):
+        return _cuts_only_channels(info, group[0])
     if not hw.channels_last or len(group) != 1 or group[0].op_type != "Transpose":
         return False
     shape = info.shape(group[0].input[0])
     perm = tuple(attribute(group[0], "perm", ()))  # type: ignore[call-overload]
     return shape is not None and len(shape) == 4 and perm in CHANNEL_MOVES
+
+
+def _cuts_only_channels(info: GraphInfo, node: onnx.NodeProto) -> bool:
+    source = info.shape(node.input[0])
+    if source is None or len(source) != 4:
+        return False
+    kept = (source[0], *source[2:])
+    outputs = [info.shape(name) for name in node.output if name]
+    return bool(outputs) and all(o is not None and len(o) == 4 and (o[0], *o[2:]) == kept for o in outputs)
 
 
 def _rows(info: GraphInfo, node: onnx.NodeProto) -> int:

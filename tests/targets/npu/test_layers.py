@@ -97,3 +97,33 @@ def test_a_channel_move_is_free_only_where_feature_maps_are_stored_channel_last(
     assert [layer.free for layer in layers_of(four, nchw)] == [False, False, False, False]
     three = GraphInfo.of(_transposes([(0, 2, 1)], [1, 32, 49]))
     assert [layer.free for layer in layers_of(three, nhwc)] == [False, False]
+
+
+def _cuts() -> onnx.ModelProto:
+    """YOLOv8's C2f opening: a Relu, its channels split in two (Split), each half cut again (a Slice of the
+    channels, a Slice of the rows), and a 3-D Split of a token tensor."""
+    starts, axes = (numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("starts", [0]), ("axes", [1])))
+    rows, top = (numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("rows", [2]), ("top", [4])))
+    half = numpy_helper.from_array(np.array([8, 8], np.int64), "half")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Split", ["r", "half"], ["a", "b"], name="split", axis=1),
+             helper.make_node("Slice", ["a", "starts", "top", "axes"], ["a1"], name="channels"),
+             helper.make_node("Slice", ["b", "starts", "top", "rows"], ["b1"], name="rows"),
+             helper.make_node("Reshape", ["r", "tokens_shape"], ["tokens"], name="tokens"),
+             helper.make_node("Split", ["tokens", "half"], ["t1", "t2"], name="split_tokens", axis=1)]
+    shape = numpy_helper.from_array(np.array([1, 16, 64], np.int64), "tokens_shape")
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("a1", "b1", "t1", "t2")],
+        [starts, axes, rows, top, half, shape])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("platform", ["tda4vm", "x5"])
+def test_a_cut_of_the_channels_alone_is_free(platform: str) -> None:
+    """A Split or Slice that only cuts a 4-D tensor's channels moves no byte (each reader reads its channels in
+    place, as a Concat's producers write theirs), whatever the layout; a cut of the rows does, and so does a
+    split of a 3-D tensor."""
+    layers = {layer.name: layer for layer in layers_of(GraphInfo.of(_cuts()), load_npu_hardware(platform))}
+    assert layers["split"].free and layers["channels"].free
+    assert not layers["rows"].free and not layers["split_tokens"].free and not layers["relu"].free
