@@ -191,7 +191,8 @@ def test_the_fits_layers_at_other_values_are_the_layers_a_build_finds() -> None:
     info = GraphInfo.of(npu_graphs.chain(["conv", "relu", "dwconv", "sigmoid", "conv1x1", "pool5"]))
     stated = load_npu_hardware("x5")
     fitted = dataclasses.replace(stated, units=tuple(
-        dataclasses.replace(u, efficiency=u.efficiency / 3, depthwise_efficiency=u.depthwise_efficiency * 2)
+        dataclasses.replace(u, efficiency=u.efficiency / 3, depthwise_efficiency=u.depthwise_efficiency * 2,
+                            pointwise_efficiency=u.efficiency / 4)
         if u.kind == "matrix" else dataclasses.replace(u, efficiency=u.efficiency / 2) for u in stated.units))
     found = layers_of(info, stated)
     assert bench.at_values(found, info, fitted) == layers_of(info, fitted) != found
@@ -230,7 +231,7 @@ def test_the_fits_plan_memo_gives_the_figures_of_planning_afresh() -> None:
             figures += 1
     assert {"memory.ddr_efficiency", "memory.feature_buffer_bytes", "npu.layer_overhead_cycles",
             "units.TAE.efficiency", "units.TAE.depthwise_efficiency", "units.TRANS.overhead_cycles",
-            "npu.dma_overlap"} <= moving
+            "npu.dma_overlap", "units.TAE.pointwise_efficiency"} <= moving
     assert 0 < len(memo) < figures / 2  # the FPS point and the crossing steps planned nothing new
 
 

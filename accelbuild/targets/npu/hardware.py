@@ -37,6 +37,9 @@ class Unit:
     depthwise_efficiency: float = 1.0  # matrix: reduction lanes a depthwise convolution keeps busy (of align[0])
     # matrix: the same for a depthwise kernel larger than 3x3 (None: as depthwise_efficiency)
     large_depthwise_efficiency: float | None = None
+    # matrix: the efficiency of a 1x1 convolution, a Gemm or a MatMul by constant weights (None: efficiency)
+    pointwise_efficiency: float | None = None
+    strided_efficiency: float | None = None  # matrix: of a dense convolution with a stride above 1 (None: efficiency)
     dynamic_matmul_efficiency: float = 1.0  # matrix: the share a MatMul of two run-time tensors keeps (attention)
     elements_per_cycle: int = 0      # vector / pool / layout
     overhead_cycles: int | None = None  # fixed cycles to start one layer here (None: npu.layer_overhead_cycles)
@@ -306,7 +309,12 @@ def _unit(name: str, u: dict[str, Any]) -> Unit:
                 bits16_factor=float(u["bits16_factor"]), macs_per_cycle=u.get("macs_per_cycle", 0),
                 align=tuple(u.get("align", (1, 1))),  # type: ignore[arg-type]
                 depthwise_efficiency=float(u.get("depthwise_efficiency", 1.0)),
-                large_depthwise_efficiency=(float(u["large_depthwise_efficiency"])
-                                            if "large_depthwise_efficiency" in u else None),
+                large_depthwise_efficiency=_optional_float(u, "large_depthwise_efficiency"),
+                pointwise_efficiency=_optional_float(u, "pointwise_efficiency"),
+                strided_efficiency=_optional_float(u, "strided_efficiency"),
                 dynamic_matmul_efficiency=float(u.get("dynamic_matmul_efficiency", 1.0)),
                 elements_per_cycle=u.get("elements_per_cycle", 0), overhead_cycles=u.get("overhead_cycles"))
+
+
+def _optional_float(mapping: dict[str, Any], key: str) -> float | None:
+    return float(mapping[key]) if key in mapping else None

@@ -319,7 +319,8 @@ def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
 
 def array_util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     """Share of the MAC array a layer keeps busy: reduction and output dimensions rounded up to the array.
-    The one field of a ``Layer`` that moves with a unit's efficiencies (depthwise lanes, attention's share)."""
+    The one field of a ``Layer`` that moves with a unit's efficiencies (depthwise lanes, a kernel's shape,
+    attention's share)."""
     if unit.kind != "matrix":
         return 1.0
     a_in, a_out = unit.align
@@ -331,12 +332,26 @@ def array_util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
             return (unit.large_depthwise_efficiency if large else unit.depthwise_efficiency) / a_in
         k = math.prod(weight[1:]) if node.op_type == "Conv" else weight[0] // group * math.prod(weight[2:])
         n = weight[0] // group if node.op_type == "Conv" else weight[1]
-        return _fill(k, a_in) * _fill(n, a_out)
+        return _fill(k, a_in) * _fill(n, a_out) * _kernel_share(node, weight, unit)
     inp, out = info.shape(node.input[0]), info.shape(node.output[0])
     if not inp or not out:
         return 1.0
     dynamic = node.op_type == "MatMul" and len(node.input) > 1 and not info.is_constant(node.input[1])
-    return _fill(inp[-1], a_in) * _fill(out[-1], a_out) * (unit.dynamic_matmul_efficiency if dynamic else 1.0)
+    share = unit.dynamic_matmul_efficiency if dynamic else _relative(unit.pointwise_efficiency, unit)
+    return _fill(inp[-1], a_in) * _fill(out[-1], a_out) * share
+
+
+def _kernel_share(node: onnx.NodeProto, weight: list[int], unit: Unit) -> float:
+    """A dense convolution's efficiency by its kernel, relative to the unit's ``efficiency`` (which prices a
+    kernel larger than 1x1 at stride 1): a strided one's, else a 1x1 one's, where the profile gives them."""
+    strides = list(attribute(node, "strides", [1])) if node.op_type == "Conv" else [1]  # type: ignore[call-overload]
+    if max(strides, default=1) > 1:
+        return _relative(unit.strided_efficiency, unit)
+    return _relative(unit.pointwise_efficiency, unit) if math.prod(weight[2:]) == 1 else 1.0
+
+
+def _relative(efficiency: float | None, unit: Unit) -> float:
+    return 1.0 if efficiency is None else efficiency / unit.efficiency
 
 
 def _fill(size: int, align: int) -> float:

@@ -15,6 +15,8 @@ def hand_x5() -> NpuHardware:
     raw["units"]["TAE"].update(efficiency=0.5, depthwise_efficiency=0.25, align=[32, 32], bits16_factor=4)
     raw["units"]["TAE"].pop("large_depthwise_efficiency", None)  # every kernel priced alike
     raw["units"]["TAE"].pop("dynamic_matmul_efficiency", None)  # every MatMul priced alike
+    for shape in ("pointwise", "strided"):  # every dense kernel priced alike
+        raw["units"]["TAE"].pop(f"{shape}_efficiency", None)
     for unit in ("VAE", "AAE", "TRANS"):
         raw["units"][unit]["efficiency"] = 0.5
         raw["units"][unit].pop("overhead_cycles", None)  # every layer at npu.layer_overhead_cycles

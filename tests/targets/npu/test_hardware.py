@@ -175,6 +175,17 @@ def test_a_calibration_points_setup_comes_with_its_call_time(tmp_path: Path) -> 
     assert [p.setup for p in x5] == ["rdk_cls"] * 2 and all(p.call_us and p.call_us > 100 for p in x5)
 
 
+def test_a_kernel_shape_efficiency_is_a_share(tmp_path: Path) -> None:
+    path = write(tmp_path / "shape.yaml", "profile: 1\nname: shape\ninherits: x5\nunits:\n  TAE:\n"
+                                          "    strided_efficiency: 1.5\n")
+    with pytest.raises(ConfigError, match=r"shape\.yaml:6:25: 1\.5 is out of range"):
+        load_npu_hardware(str(path))
+    path.write_text("profile: 1\nname: shape\ninherits: x5\nunits:\n  TAE:\n    pointwise_efficiency: 0.2\n"
+                    "sources:\n  units.TAE.pointwise_efficiency: \"stated assumption\"\n")
+    tae = load_npu_hardware(str(path)).unit("TAE")
+    assert tae.pointwise_efficiency == 0.2 and tae.strided_efficiency == load_npu_hardware("x5").unit("TAE").strided_efficiency
+
+
 def test_a_dma_overlap_is_a_share(tmp_path: Path) -> None:
     path = write(tmp_path / "over.yaml", "profile: 1\nname: over\ninherits: tda4vm\nnpu:\n  dma_overlap: 1.5\n")
     with pytest.raises(ConfigError, match=r"over\.yaml:5:16: 1\.5 is out of range"):

@@ -156,6 +156,41 @@ def test_a_matmul_of_two_run_time_tensors_keeps_its_own_share_of_the_array() -> 
     assert cycles("k", attention) == math.ceil(64 ** 3 / (5000 * 0.5 * 0.25))
 
 
+def test_a_1x1_and_a_strided_convolution_keep_their_own_efficiencies() -> None:
+    """``pointwise_efficiency`` prices a 1x1 convolution and a Gemm, ``strided_efficiency`` a dense convolution
+    with a stride above 1 (a strided 1x1 one too); a 3x3 at stride 1 keeps ``efficiency``, and a profile
+    without the fields prices every dense kernel alike."""
+    shaped = dataclasses.replace(X5, units=tuple(dataclasses.replace(u, pointwise_efficiency=0.25,
+                                                                     strided_efficiency=0.125)
+                                                 if u.name == "TAE" else u for u in X5.units))
+
+    def model(kernel: int, stride: int) -> onnx.ModelProto:
+        w = numpy_helper.from_array(np.full((32, 32, kernel, kernel), 0.01, np.float32), "w")
+        conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[kernel, kernel],
+                                strides=[stride, stride], pads=[kernel // 2] * 4)
+        side = 16 // stride
+        graph = helper.make_graph([conv], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 16, 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, side, side])], [w])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    def cycles(kernel: int, stride: int, hw: object) -> int:
+        return schedule(model(kernel, stride), hw, effort="lazy").layers[0].compute_cycles
+
+    assert cycles(3, 1, shaped) == cycles(3, 1, X5) == math.ceil(16 * 16 * 32 * 32 * 9 / (5000 * 0.5)) == 944
+    assert cycles(1, 1, X5) == math.ceil(16 * 16 * 32 * 32 / (5000 * 0.5)) == 105
+    assert cycles(1, 1, shaped) == math.ceil(16 * 16 * 32 * 32 / (5000 * 0.25)) == 210
+    assert cycles(3, 2, X5) == math.ceil(8 * 8 * 32 * 32 * 9 / (5000 * 0.5)) == 236
+    assert cycles(3, 2, shaped) == math.ceil(8 * 8 * 32 * 32 * 9 / (5000 * 0.125)) == 944
+    assert cycles(1, 2, shaped) == math.ceil(8 * 8 * 32 * 32 / (5000 * 0.125)) == 105  # strided, not pointwise
+    b = numpy_helper.from_array(np.full((64, 64), 0.01, np.float32), "b")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "b"], ["y"], name="fc")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])], [b])
+    gemm = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert schedule(gemm, X5, effort="lazy").layers[0].compute_cycles == math.ceil(16 * 64 * 64 / (5000 * 0.5))
+    assert schedule(gemm, shaped, effort="lazy").layers[0].compute_cycles == math.ceil(16 * 64 * 64 / (5000 * 0.25))
+
+
 def _concat_of_two_convs() -> onnx.ModelProto:
     """Two 1x1 convolutions of x, their channel Concat, and a 1x1 convolution of that."""
     w = numpy_helper.from_array(np.full((16, 32, 1, 1), 0.01, np.float32), "w")
