@@ -50,7 +50,7 @@ class Layer:
     order: int                                  # its last member's position in the model's order
     macs: int                                   # per frame (matrix layers)
     work: float                                 # per frame: element operations (other layers)
-    util: float                                 # matrix: share of the array a frame's work keeps busy
+    util: float                                 # matrix: array share x kernel class's efficiency / unit's
     weight_bytes: int
     sources: tuple[tuple[str | None, int], ...]  # (producing layer or None = outside, bytes per frame)
     out_bytes: int                              # per frame

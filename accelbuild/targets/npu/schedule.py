@@ -24,7 +24,9 @@ never load ahead: a layer's input is usually written by the layer just before it
 
 ``util`` is the share of the MAC array the layer's shape fills (reduction and output channels rounded up
 to the array's alignment; a depthwise convolution keeps ``depthwise_efficiency`` of the ``align[0]`` reduction
-lanes busy, ``large_depthwise_efficiency`` for a kernel larger than 3x3); ``f16`` the unit's bits16_factor
+lanes busy, ``large_depthwise_efficiency`` for a kernel larger than 3x3), times the layer's kernel-class
+efficiency over ``efficiency`` where the profile gives one (``pointwise_efficiency``: 1x1 layers and Gemm;
+``strided_efficiency``: strided dense convolutions; the product may exceed 1); ``f16`` the unit's bits16_factor
 for a 16-bit layer. Loaded bytes are the layer's weights (once per batch when they fit the weight buffer) and
 the inputs that are not on chip; stored bytes its output unless it stays on chip. When weights or feature
 maps do not fit their SRAM share the layer is tiled and one of them is re-streamed: weights-stationary reads
