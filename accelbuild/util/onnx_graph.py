@@ -45,9 +45,15 @@ def outer_reads(graph: onnx.GraphProto) -> set[str]:
     return used - defined_names(graph)
 
 
+# the default domain's operators with graph attributes; any other operator of that domain has no body
+_DEFAULT_DOMAIN_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, then what its subgraphs read from the enclosing graph."""
     names = [name for name in node.input if name]
+    if node.domain in ("", "ai.onnx") and node.op_type not in _DEFAULT_DOMAIN_BODIES:
+        return names  # the common case, without walking the attributes
     bodies = subgraphs(node)
     if bodies:
         implicit = set().union(*(outer_reads(sub) for sub in bodies))

@@ -260,6 +260,21 @@ def test_values_read_only_inside_subgraphs_are_used() -> None:
     assert g.prune(model.graph) == 0
 
 
+def test_node_reads_walks_the_attributes_of_every_default_domain_op_that_can_hold_a_body() -> None:
+    # node_reads skips the attribute walk for the default domain's other operators: the set must be onnx's own
+    from accelbuild.util import onnx_graph as g
+
+    with_bodies = {schema.name for schema in onnx.defs.get_all_schemas_with_history()
+                   if schema.domain in ("", "ai.onnx") and any(
+                       a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                       for a in schema.attributes.values())}
+    assert with_bodies == g._DEFAULT_DOMAIN_BODIES
+    custom = onnx.helper.make_node("Body", ["a"], ["b"], domain="vendor",
+                                   body=onnx.helper.make_graph([onnx.helper.make_node("Add", ["a", "outer"], ["y"])],
+                                                               "body", [], []))
+    assert g.node_reads(custom) == ["a", "outer"]  # another domain's op keeps the walk
+
+
 def test_passes_keep_values_that_an_if_body_reads() -> None:
     model = _if_reading_outer_values()
     feeds = [{"x": np.array([5, 7], np.float32), "cond": np.array(flag)} for flag in (True, False)]

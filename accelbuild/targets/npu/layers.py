@@ -169,25 +169,9 @@ def _chosen(info: GraphInfo, names: Iterable[str]) -> list[onnx.NodeProto]:
 
 
 def _leaves(info: GraphInfo, members: set[str], inside: set[str]) -> bool:
-    """Whether a node outside the set reads what the group produces."""
-    for name in members:
-        for out in info.node(name).output:
-            for reader in _readers_through_qdq(info, out):
-                if reader not in inside:
-                    return True
-    return False
-
-
-def _readers_through_qdq(info: GraphInfo, tensor: str) -> list[str]:
-    result = []
-    for node in info.consumers.get(tensor, []):
-        owner = info.owner.get(node.name)
-        if node.op_type in QDQ_OPS and owner != node.name:
-            for out in node.output:
-                result.extend(_readers_through_qdq(info, out))
-        elif owner is not None:
-            result.append(owner)
-    return result
+    """Whether a layer outside the set reads what the group produces (through Q/DQ nodes)."""
+    edges = info.layer_edges()
+    return any(reader not in inside for name in members for reader in edges.get(name, ()))
 
 
 def _source_layer(info: GraphInfo, tensor: str) -> str | None:
@@ -207,6 +191,7 @@ def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside
     nodes of the erf form, ``Mish`` Softplus(x), Tanh, Mul(x, .)). A chain op no head took is one activation
     layer of its own; a layer's output multiplied or divided by one constant is its requantization scale."""
     heads = hw.fusion_heads()
+    nodes_in = {chain: sum(CHAIN_OP_NODES.get(op, 1) for op in chain) for chains in heads.values() for chain in chains}
     edges = info.layer_edges(inside)
     taken: set[str] = set()
     groups = []
@@ -214,14 +199,17 @@ def _fuse(info: GraphInfo, hw: NpuHardware, chosen: list[onnx.NodeProto], inside
         if node.name in taken:
             continue
         group = [node]
+        read_by = {info.node(r).op_type for r in edges.get(node.name, ())}
         for chain in heads.get(node.op_type, ()):
+            if _CHAIN_OP_PATH.get(chain[1], (chain[1],))[0] not in read_by:  # no reader starts its next op
+                continue
             candidate = [node]
             for op in chain[1:]:
                 follower = _follower(info, edges, candidate[-1], op, inside, taken)
                 if follower is None:
                     break
                 candidate.extend(follower)
-            if len(candidate) == sum(CHAIN_OP_NODES.get(op, 1) for op in chain):
+            if len(candidate) == nodes_in[chain]:
                 group = candidate
                 break
         if len(group) == 1:
