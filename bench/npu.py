@@ -1,7 +1,8 @@
 """Family npu: scheduling speed and the cost model against the simulator and the published figures.
 
 1. Partition + schedule time against graph size, on generated long chains (conv / relu / depthwise /
-   sigmoid) and residual nets, up to 2,000 layers (goal: under 1 s at 2,000 layers), each effort; and
+   sigmoid) and residual nets, up to 2,000 layers (goal: under 1 s at 2,000 layers), each effort, the fastest
+   of three runs; and
    ``assign_units`` alone where every fourth layer (Sigmoid) must go to the host (x3): one NPU island
    per four layers for the cost-based merging to price (partition itself would stop at max_subgraphs).
 2. The calibration networks (random weights) on each profile that lists a published figure: the cost
@@ -23,6 +24,10 @@ from accelbuild.targets.npu.partition import Offload, assign_units, partition
 from accelbuild.targets.npu.schedule import schedule
 from accelbuild.testing import npu_graphs
 
+# each row is the fastest of this many runs (as timeit reports): on a shared machine the slower runs measure the
+# other processes, not the code
+REPEATS = 3
+
 
 def scaling(sizes: list[int]) -> list[dict]:
     hw = load_npu_hardware("x5")
@@ -31,23 +36,29 @@ def scaling(sizes: list[int]) -> list[dict]:
         for layers in sizes:
             model = npu_graphs.long_chain(layers) if kind == "chain" else npu_graphs.residual_net(layers // 5)
             for effort in ("lazy", "normal", "hard"):
-                start = time.perf_counter()
-                part = partition(model, hw, Offload())
-                middle = time.perf_counter()
-                schedules = [schedule(s.model, hw, effort=effort) for s in part.npu_subgraphs]
-                end = time.perf_counter()
+                runs = []
+                for _ in range(REPEATS):
+                    start = time.perf_counter()
+                    part = partition(model, hw, Offload())
+                    middle = time.perf_counter()
+                    schedules = [schedule(s.model, hw, effort=effort) for s in part.npu_subgraphs]
+                    end = time.perf_counter()
+                    runs.append((end - start, middle - start, end - middle))
+                total, partition_s, schedule_s = min(runs)
                 rows.append({"graph": kind, "layers": len(model.graph.node), "effort": effort,
-                             "partition_s": round(middle - start, 3), "schedule_s": round(end - middle, 3),
-                             "total_s": round(end - start, 3), "subgraphs": len(part.subgraphs),
+                             "partition_s": round(partition_s, 3), "schedule_s": round(schedule_s, 3),
+                             "total_s": round(total, 3), "subgraphs": len(part.subgraphs),
                              "npu_layers": sum(len(s.layers) for s in schedules)})
     x3 = load_npu_hardware("x3")
     for layers in sizes:
         model = npu_graphs.long_chain(layers, channels=64, size=56)
-        start = time.perf_counter()
-        units = assign_units(model, x3, Offload())
-        end = time.perf_counter()
-        rows.append({"graph": "islands", "layers": layers, "effort": "-", "partition_s": round(end - start, 3),
-                     "schedule_s": 0.0, "total_s": round(end - start, 3),
+        seconds = []
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            units = assign_units(model, x3, Offload())
+            seconds.append(time.perf_counter() - start)
+        rows.append({"graph": "islands", "layers": layers, "effort": "-", "partition_s": round(min(seconds), 3),
+                     "schedule_s": 0.0, "total_s": round(min(seconds), 3),
                      "subgraphs": sum(1 for name, unit in units.items() if unit == "npu")})
     return rows
 
