@@ -1104,7 +1104,8 @@ LIMITS = """\
   before it where the profile lists the chain op (x5), else (after a residual Add, say) as one activation layer
   of the vector unit, as do SiLU and Mish; a Mul or Div by one constant is its producer's requantization scale,
   no work of its own. No fused attention kernel is modelled, and nothing explains FastViT-SA12's one attention
-  stage doubling S12's time.
+  stage doubling S12's time: not a cost per head nor one per 16-bit Softmax element, since EfficientFormer-L3
+  has as many of both and is priced within 10%. SA12 alone reshapes its attention's qkv to 5-D.
 - **Operator support is this project's reading of the vendor's list.** An operator a profile's units do
   not list runs on the host, with its hand-overs (EdgeNeXt's ReduceL2 on x5, as the RDK X5 operator list
   says; RepViT's GELU on x3); where the vendor's toolchain runs it on the NPU after all, the network comes
