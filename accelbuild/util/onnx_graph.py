@@ -15,9 +15,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+# the default domain's operators with graph attributes; any other operator of that domain has no body
+_DEFAULT_DOMAIN_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs held in a node's attributes (If branches, Loop/Scan bodies, ...)."""
+    if node.domain in ("", "ai.onnx") and node.op_type not in _DEFAULT_DOMAIN_BODIES:
+        return []  # the common case, without walking the attributes
     found: list[onnx.GraphProto] = []
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:
@@ -45,15 +50,9 @@ def outer_reads(graph: onnx.GraphProto) -> set[str]:
     return used - defined_names(graph)
 
 
-# the default domain's operators with graph attributes; any other operator of that domain has no body
-_DEFAULT_DOMAIN_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-
-
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, then what its subgraphs read from the enclosing graph."""
     names = [name for name in node.input if name]
-    if node.domain in ("", "ai.onnx") and node.op_type not in _DEFAULT_DOMAIN_BODIES:
-        return names  # the common case, without walking the attributes
     bodies = subgraphs(node)
     if bodies:
         implicit = set().union(*(outer_reads(sub) for sub in bodies))
