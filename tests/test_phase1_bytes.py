@@ -10,7 +10,8 @@ Two kinds of figure are not bytes of the build and are compared apart:
   only where no host section was timed;
 - figures measured by running models in onnxruntime (cosine, SQNR, max errors, the import check's error)
   depend on the CPU's SIMD kernels in their last digits (AVX-512 and AVX2 machines accumulate float sums in
-  different orders; such pairs differed by 0.02 dB and by 0.118 dB of a frame's output SQNR), so they are
+  different orders, which can tip a quantizer's rounding; such pairs differed by 0.02 dB and by 0.118 dB of a
+  frame's output SQNR, and by 0.494 dB on tinydet's smallest output, 1,900 values, on an AMD EPYC), so they are
   compared within a tolerance. Everything else in those records, and every model and program file, must match to the byte.
 
 Re-record (only when an issue says the bytes may change): ``ACCELBUILD_RECORD=1 python -m pytest
@@ -32,7 +33,7 @@ from conftest import REPO, run_cli
 RECORD = Path(__file__).parent / "fixtures" / "phase1_artifacts.json"
 HOST_MEASURED = ("host", "end_to_end_fps", "end_to_end_bound", "end_to_end")
 # (relative, absolute) tolerance of each figure measured by running a model in onnxruntime
-MEASURED = {"cosine": (0.0, 1e-4), "start_cosine": (0.0, 1e-4), "sqnr_db": (0.0, 0.3),
+MEASURED = {"cosine": (0.0, 1e-4), "start_cosine": (0.0, 1e-4), "sqnr_db": (0.0, 1.0),
             "mean_cosine": (0.0, 1e-4), "worst_cosine": (0.0, 1e-4),
             "max_abs_err": (0.1, 1e-6), "max_rel_err": (0.1, 1e-6), "verify": (0.1, 1e-6)}
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -144,6 +145,6 @@ def test_measured_figures_are_compared_within_their_tolerance_and_nothing_else_i
     noisy = {"/passes/0/notes/0": ["verify", [1.4e-07]], "/output/cosine": ["cosine", [0.999893]],
              "/output/sqnr_db": ["sqnr_db", [36.423]]}
     assert _figures_differing({"r.json": figures}, {"r.json": noisy}) == []
-    worse = {**noisy, "/output/sqnr_db": ["sqnr_db", [35.9]]}
-    assert _figures_differing({"r.json": figures}, {"r.json": worse}) == ["r.json#/output/sqnr_db: [35.9] vs "
+    worse = {**noisy, "/output/sqnr_db": ["sqnr_db", [35.2]]}
+    assert _figures_differing({"r.json": figures}, {"r.json": worse}) == ["r.json#/output/sqnr_db: [35.2] vs "
                                                                           "recorded [36.443]"]
