@@ -1,0 +1,142 @@
+"""Published figures against their siblings: does a larger network of a family run its MACs as efficiently?
+
+What is measured
+    For each series of one architecture at growing width or depth (``SERIES``, built at the same bits), the
+    published time per frame of each network (1000 / FPS where the source gives a frame rate with frames in
+    flight, else the single-frame latency) over its MACs on the NPU (the layers accelbuild finds for the
+    platform), and for each step of a series: the MAC ratio, the published time ratio and their quotient,
+    how much more time the larger network spends per MAC. On an accelerator a larger layer keeps its array
+    at least as busy, so a quotient well above 1 is a figure the cost model, which prices a layer by its
+    shape and never by its network, cannot meet together with its sibling's; docs/credibility.md names them.
+    Beside it, the same quotient of the fitted profile's simulated times, from the run the page shows
+    (bench/credibility_results.json). Nothing is fitted here: the inputs are the published figures of
+    bench/credibility.py's ``POINTS``, that run, and the networks it rebuilds (``--models``: the folder its
+    ``--models`` filled).
+
+    python bench/siblings.py [--platform x5] [--models DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import credibility  # noqa: E402  (bench/ is not a package)
+
+from accelbuild.targets.npu.hardware import load_npu_hardware  # noqa: E402
+
+# Each series: one architecture, smallest first, every member built at the same bits (so RepVGG-B1g4's
+# grouped convolutions, MobileOne-S4's squeeze-excitation, FastViT-SA12's attention and EfficientFormerV2-S0's
+# 16-bit build stay out: they change the layers, not only their size).
+SERIES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "x5": (
+        ("fastvit_t8", "fastvit_t12", "fastvit_s12"),
+        ("repvgg_a0", "repvgg_a1", "repvgg_a2"),
+        ("mobileone_s0", "mobileone_s1", "mobileone_s2", "mobileone_s3"),
+        ("fasternet_t0", "fasternet_t1", "fasternet_t2", "fasternet_s"),
+        ("repvit_m0_9", "repvit_m1_0", "repvit_m1_1"),
+        ("edgenext_xx_small", "edgenext_x_small", "edgenext_small", "edgenext_base"),
+        ("efficientformer_l1", "efficientformer_l3"),
+        ("efficientformerv2_s1", "efficientformerv2_s2"),
+        ("yolov5nu_640", "yolov5su_640", "yolov5mu_640", "yolov5lu_640", "yolov5xu_640"),
+        ("yolov8n_640", "yolov8s_640", "yolov8m_640", "yolov8l_640", "yolov8x_640"),
+        ("yolo11n_640", "yolo11s_640", "yolo11m_640", "yolo11l_640", "yolo11x_640"),
+        ("yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224", "yolov8x_cls_224"),
+        ("yolo11n_cls_224", "yolo11s_cls_224", "yolo11m_cls_224", "yolo11l_cls_224", "yolo11x_cls_224"),
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    smaller: str
+    larger: str
+    metric: str           # which published figure both times come from: fps (1000 / FPS) or latency_ms
+    mac_ratio: float      # larger / smaller, MACs on the NPU
+    time_ratio: float     # larger / smaller, published time per frame
+    model_time_ratio: float  # larger / smaller, the fitted profile's simulated time (the page's run)
+
+    @property
+    def per_mac(self) -> float:
+        """The larger network's published time per MAC over the smaller one's."""
+        return self.time_ratio / self.mac_ratio
+
+    @property
+    def model_per_mac(self) -> float:
+        return self.model_time_ratio / self.mac_ratio
+
+
+def published_ms(platform: str, network: str, metric: str) -> float:
+    (point,) = [p for p in credibility.POINTS if (p.platform, p.network, p.metric) == (platform, network, metric)]
+    return 1e3 / point.value if metric == "fps" else point.value
+
+
+def simulated_ms(run: list[dict], platform: str, network: str, metric: str) -> float:
+    """The fitted profile's simulated time per frame in a stored run of bench/credibility.py."""
+    (result,) = [r for r in run if r["platform"] == platform]
+    (row,) = [r for r in result["points"] if (r["network"], r["metric"]) == (network, metric)]
+    return 1e3 / row["simulated"] if metric == "fps" else row["simulated"]
+
+
+def series_metric(platform: str, series: Sequence[str]) -> str:
+    """fps where every member has a frame rate (frames in flight: the accelerator's time, not the host's), else
+    latency_ms."""
+    have = {(p.network, p.metric) for p in credibility.POINTS if p.platform == platform}
+    return "fps" if all((n, "fps") in have for n in series) else "latency_ms"
+
+
+def steps(platform: str, series: Sequence[str], macs: dict[str, int], run: list[dict]) -> list[Step]:
+    metric = series_metric(platform, series)
+    return [Step(a, b, metric, macs[b] / macs[a],
+                 published_ms(platform, b, metric) / published_ms(platform, a, metric),
+                 simulated_ms(run, platform, b, metric) / simulated_ms(run, platform, a, metric))
+            for a, b in zip(series, series[1:])]
+
+
+def npu_macs(platform: str, network: str, folder: Path) -> int:
+    """MACs per frame of the layers accelbuild runs on the platform's NPU (at the bits the source built)."""
+    (point, *_) = [p for p in credibility.POINTS if (p.platform, p.network) == (platform, network)]
+    case = credibility.prepare(point, credibility.imported(folder, network), load_npu_hardware(platform))
+    return sum(layer.macs for layers in case.layers.values() for layer in layers)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--platform", default="x5", choices=sorted(SERIES))
+    parser.add_argument("--models", type=Path, required=True, help="bench/credibility.py's --models folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    names = sorted({n for series in SERIES[args.platform] for n in series})
+    missing = [n for n in names if not (args.models / f"{n}.onnx").exists()]
+    if missing:
+        parser.error(f"{args.models}: no {', '.join(missing)} (run bench/credibility.py with --models there first)")
+    macs = {n: npu_macs(args.platform, n, args.models) for n in names}
+    run = json.loads(credibility.RESULTS.read_text())["results"]
+    found = [s for series in SERIES[args.platform] for s in steps(args.platform, series, macs, run)]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) | {"per_mac": s.per_mac, "model_per_mac": s.model_per_mac}
+                          for s in found], indent=1))
+        return 0
+    print(f"{args.platform}: each step of a series, larger / smaller: NPU MACs, published time per frame and per MAC, "
+          f"and the fitted profile's time per MAC ({credibility.RESULTS.name})")
+    print(f"  {'smaller':<20} {'larger':<20} {'figure':<10} {'MACs':>6} {'time':>6} {'per MAC':>8} {'model':>6}")
+    for s in found:
+        print(f"  {s.smaller:<20} {s.larger:<20} {s.metric:<10} {s.mac_ratio:6.2f} {s.time_ratio:6.2f} "
+              f"{s.per_mac:8.2f} {s.model_per_mac:6.2f}")
+    worst = sorted(found, key=lambda s: -s.per_mac)[:3]
+    print("  most published time per MAC in the larger network: "
+          + "; ".join(f"{s.smaller} -> {s.larger} {s.per_mac:.2f}x (model {s.model_per_mac:.2f}x)" for s in worst))
+    print(f"  the model's own range: {min(s.model_per_mac for s in found):.2f}x to "
+          f"{max(s.model_per_mac for s in found):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""bench/siblings.py: its series are real series of the credibility set, and a step's quotients (no builds)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _siblings() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import siblings  # noqa: E402
+
+    return siblings
+
+
+def test_every_series_is_of_networks_with_points_built_at_the_same_bits() -> None:
+    siblings = _siblings()
+    points = siblings.credibility.POINTS
+    for platform, series_list in siblings.SERIES.items():
+        for series in series_list:
+            assert len(series) >= 2 and len(set(series)) == len(series), series
+            bits = {p.bits for p in points if p.platform == platform and p.network in series}
+            assert {p.network for p in points if p.platform == platform} >= set(series), series
+            assert len(bits) == 1, f"{series}: built at {bits}"
+
+
+def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> None:
+    siblings = _siblings()
+    run = [{"platform": "x5", "points": [
+        {"network": "fastvit_t8", "metric": "fps", "simulated": 400.0},
+        {"network": "fastvit_t12", "metric": "fps", "simulated": 250.0},
+        {"network": "fastvit_s12", "metric": "fps", "simulated": 200.0}]}]
+    macs = {"fastvit_t8": 500, "fastvit_t12": 1000, "fastvit_s12": 1250}
+    first, second = siblings.steps("x5", ("fastvit_t8", "fastvit_t12", "fastvit_s12"), macs, run)
+    assert (first.smaller, first.larger, first.metric) == ("fastvit_t8", "fastvit_t12", "fps")
+    assert first.mac_ratio == 2.0 and second.mac_ratio == 1.25
+    # published: 667.21 and 234.78 FPS (frames in flight), so times 1000 / FPS
+    assert first.time_ratio == pytest.approx(667.21 / 234.78)
+    assert first.per_mac == pytest.approx(667.21 / 234.78 / 2.0)
+    assert first.model_per_mac == pytest.approx((400.0 / 250.0) / 2.0)
+    assert second.model_per_mac == pytest.approx((250.0 / 200.0) / 1.25)
+
+
+def test_a_series_without_frame_rates_compares_latencies() -> None:
+    siblings = _siblings()
+    edgenext = ("edgenext_xx_small", "edgenext_x_small")
+    assert siblings.series_metric("x5", edgenext) == "latency_ms"
+    assert siblings.series_metric("x5", ("fastvit_t8", "fastvit_t12")) == "fps"
+    run = [{"platform": "x5", "points": [{"network": n, "metric": "latency_ms", "simulated": 2.0} for n in edgenext]}]
+    (step,) = siblings.steps("x5", edgenext, {edgenext[0]: 1, edgenext[1]: 2}, run)
+    assert step.time_ratio == pytest.approx(2.88 / 2.47) and step.model_per_mac == 0.5
