@@ -54,3 +54,17 @@ def test_a_series_without_frame_rates_compares_latencies() -> None:
     run = [{"platform": "x5", "points": [{"network": n, "metric": "latency_ms", "simulated": 2.0} for n in edgenext]}]
     (step,) = siblings.steps("x5", edgenext, {edgenext[0]: 1, edgenext[1]: 2}, run)
     assert step.time_ratio == pytest.approx(2.88 / 2.47) and step.model_per_mac == 0.5
+
+
+def test_two_figures_can_both_be_in_the_band_only_where_the_quotients_are_close() -> None:
+    siblings = _siblings()
+
+    def step(model_time_ratio: float) -> object:
+        return siblings.Step("a", "b", "fps", mac_ratio=2.0, time_ratio=2.8, model_time_ratio=model_time_ratio)
+
+    # the larger network's predicted / published ratio over the smaller one's is model / published
+    assert step(2.8).both_can_be_within(0.2)
+    assert step(2.8 * 0.8 / 1.2 * 1.001).both_can_be_within(0.2)  # smaller at 1.2x, larger at 0.8x
+    assert not step(2.8 * 0.8 / 1.2 * 0.99).both_can_be_within(0.2)
+    assert not step(1.54).both_can_be_within(0.2)                 # FastViT-T8 -> T12 as the page says: 0.77 / 1.40
+    assert step(2.8 * 1.2 / 0.8 * 0.999).both_can_be_within(0.2) and not step(2.8 * 1.5 * 1.01).both_can_be_within(0.2)
