@@ -14,7 +14,7 @@ What is measured
     the other). Nothing is fitted here: the inputs are the published figures of bench/credibility.py's
     ``POINTS``, that run, and the networks it rebuilds (``--models``: the folder its ``--models`` filled).
 
-    python bench/siblings.py [--platform x5] [--models DIR] [--json]
+    python bench/siblings.py --models DIR [--platforms x5,mlsoc,...] [--json]
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import credibility  # noqa: E402  (bench/ is not a package)
 
 from accelbuild.targets.npu.hardware import load_npu_hardware  # noqa: E402
 
-# Each series: one architecture, smallest first, every member built at the same bits (so RepVGG-B1g4's
-# grouped convolutions, MobileOne-S4's squeeze-excitation, FastViT-SA12's attention and EfficientFormerV2-S0's
-# 16-bit build stay out: they change the layers, not only their size).
+# Each series: one architecture, smallest first (larger by width, depth or input size), every member built at the
+# same bits and published as the same figure (so RepVGG-B1g4's grouped convolutions, MobileOne-S4's
+# squeeze-excitation, FastViT-SA12's attention, EfficientFormerV2-S0's 16-bit build and ResNet-50's MLPerf figures
+# on mlsoc stay out: they change the layers or the measurement, not only the size).
 SERIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "x5": (
         ("fastvit_t8", "fastvit_t12", "fastvit_s12"),
@@ -51,6 +52,27 @@ SERIES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("yolo11n_640", "yolo11s_640", "yolo11m_640", "yolo11l_640", "yolo11x_640"),
         ("yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224", "yolov8x_cls_224"),
         ("yolo11n_cls_224", "yolo11s_cls_224", "yolo11m_cls_224", "yolo11l_cls_224", "yolo11x_cls_224"),
+    ),
+    "mlsoc": (
+        ("resnet18", "resnet34"),
+        ("resnet101", "resnet152"),
+        ("vgg11_tv", "vgg16_tv", "vgg19_tv"),
+        ("wide_resnet50_2_tv", "wide_resnet101_2_tv"),
+        ("regnetx_004", "regnetx_008"),
+        ("efficientnet_b1_tv", "efficientnet_b3_tv", "efficientnet_b5_tv", "efficientnet_b7_tv"),
+        ("efficientnet_v2_s_tv", "efficientnet_v2_m_tv"),
+    ),
+    "tda4vm": (
+        ("regnetx_002", "regnetx_004", "regnetx_008"),
+        ("yolox_nano_lite_416", "yolox_tiny_lite_416", "yolox_s_lite_640"),
+        ("mobilenetv2_100", "mobilenetv2_140"),
+    ),
+    "am62a": (
+        ("regnetx_002", "regnetx_004", "regnetx_008"),
+        ("yolox_nano_lite_416", "yolox_tiny_lite_416", "yolox_s_lite_640"),
+    ),
+    "am68a": (
+        ("regnetx_004", "regnetx_008"),
     ),
 }
 
@@ -96,10 +118,13 @@ def simulated_ms(run: list[dict[str, Any]], platform: str, network: str, metric:
 
 
 def series_metric(platform: str, series: Sequence[str]) -> str:
-    """fps where every member has a frame rate (frames in flight: the accelerator's time, not the host's), else
-    latency_ms."""
+    """The figure every member has: fps first (frames in flight: the accelerator's time, not the host's), then
+    accelerator_ms, then latency_ms."""
     have = {(p.network, p.metric) for p in credibility.POINTS if p.platform == platform}
-    return "fps" if all((n, "fps") in have for n in series) else "latency_ms"
+    for metric in ("fps", "accelerator_ms", "latency_ms"):
+        if all((n, metric) in have for n in series):
+            return metric
+    raise ValueError(f"{platform}: {', '.join(series)} share no published figure")
 
 
 def steps(platform: str, series: Sequence[str], macs: dict[str, int], run: list[dict[str, Any]]) -> list[Step]:
@@ -117,38 +142,49 @@ def npu_macs(platform: str, network: str, folder: Path) -> int:
     return sum(layer.macs for layers in case.layers.values() for layer in layers)
 
 
+def report(platform: str, found: list[Step]) -> list[str]:
+    lines = [f"{platform}: each step of a series, larger / smaller: NPU MACs, published time per frame and per MAC, "
+             f"and the fitted profile's time per MAC ({credibility.RESULTS.name})",
+             f"  {'smaller':<20} {'larger':<20} {'figure':<14} {'MACs':>6} {'time':>6} {'per MAC':>8} {'model':>6}"]
+    lines += [f"  {s.smaller:<20} {s.larger:<20} {s.metric:<14} {s.mac_ratio:6.2f} {s.time_ratio:6.2f} "
+              f"{s.per_mac:8.2f} {s.model_per_mac:6.2f}" for s in found]
+    worst = sorted(found, key=lambda s: -s.per_mac)[:3]
+    lines.append("  most published time per MAC in the larger network: "
+                 + "; ".join(f"{s.smaller} -> {s.larger} {s.per_mac:.2f}x (model {s.model_per_mac:.2f}x)" for s in worst))
+    lines.append(f"  the model's own range: {min(s.model_per_mac for s in found):.2f}x to "
+                 f"{max(s.model_per_mac for s in found):.2f}x")
+    apart = [s for s in found if not s.both_can_be_within(BAND)]
+    lines.append(f"  steps whose two figures cannot both be within {BAND:.0%} at the model's quotient: "
+                 + ("; ".join(f"{s.smaller} -> {s.larger}" for s in apart) or "none"))
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--platform", default="x5", choices=sorted(SERIES))
+    parser.add_argument("--platforms", default=",".join(SERIES), help=f"comma-separated, of: {', '.join(SERIES)}")
     parser.add_argument("--models", type=Path, required=True, help="bench/credibility.py's --models folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    names = sorted({n for series in SERIES[args.platform] for n in series})
-    missing = [n for n in names if not (args.models / f"{n}.onnx").exists()]
+    platforms = args.platforms.split(",")
+    unknown = [p for p in platforms if p not in SERIES]
+    if unknown:
+        parser.error(f"--platforms: no series for {', '.join(unknown)} (there are: {', '.join(SERIES)})")
+    missing = sorted({n for p in platforms for series in SERIES[p] for n in series
+                      if not (args.models / f"{n}.onnx").exists()})
     if missing:
         parser.error(f"{args.models}: no {', '.join(missing)} (run bench/credibility.py with --models there first)")
-    macs = {n: npu_macs(args.platform, n, args.models) for n in names}
     run = json.loads(credibility.RESULTS.read_text())["results"]
-    found = [s for series in SERIES[args.platform] for s in steps(args.platform, series, macs, run)]
+    found: dict[str, list[Step]] = {}
+    for platform in platforms:
+        names = sorted({n for series in SERIES[platform] for n in series})
+        macs = {n: npu_macs(platform, n, args.models) for n in names}
+        found[platform] = [s for series in SERIES[platform] for s in steps(platform, series, macs, run)]
     if args.json:
-        print(json.dumps([dataclasses.asdict(s) | {"per_mac": s.per_mac, "model_per_mac": s.model_per_mac}
-                          for s in found], indent=1))
+        print(json.dumps({platform: [dataclasses.asdict(s) | {"per_mac": s.per_mac, "model_per_mac": s.model_per_mac}
+                                     for s in steps_of] for platform, steps_of in found.items()}, indent=1))
         return 0
-    print(f"{args.platform}: each step of a series, larger / smaller: NPU MACs, published time per frame and per MAC, "
-          f"and the fitted profile's time per MAC ({credibility.RESULTS.name})")
-    print(f"  {'smaller':<20} {'larger':<20} {'figure':<10} {'MACs':>6} {'time':>6} {'per MAC':>8} {'model':>6}")
-    for s in found:
-        print(f"  {s.smaller:<20} {s.larger:<20} {s.metric:<10} {s.mac_ratio:6.2f} {s.time_ratio:6.2f} "
-              f"{s.per_mac:8.2f} {s.model_per_mac:6.2f}")
-    worst = sorted(found, key=lambda s: -s.per_mac)[:3]
-    print("  most published time per MAC in the larger network: "
-          + "; ".join(f"{s.smaller} -> {s.larger} {s.per_mac:.2f}x (model {s.model_per_mac:.2f}x)" for s in worst))
-    print(f"  the model's own range: {min(s.model_per_mac for s in found):.2f}x to "
-          f"{max(s.model_per_mac for s in found):.2f}x")
-    apart = [s for s in found if not s.both_can_be_within(BAND)]
-    print(f"  steps whose two figures cannot both be within {BAND:.0%} at the model's quotient: "
-          + ("; ".join(f"{s.smaller} -> {s.larger}" for s in apart) or "none"))
+    print("\n\n".join("\n".join(report(platform, steps_of)) for platform, steps_of in found.items()))
     return 0
 
 

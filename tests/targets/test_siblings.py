@@ -27,6 +27,7 @@ def test_every_series_is_of_networks_with_points_built_at_the_same_bits() -> Non
             bits = {p.bits for p in points if p.platform == platform and p.network in series}
             assert {p.network for p in points if p.platform == platform} >= set(series), series
             assert len(bits) == 1, f"{series}: built at {bits}"
+            assert siblings.series_metric(platform, series)  # one published figure all of them have
 
 
 def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> None:
@@ -51,6 +52,9 @@ def test_a_series_without_frame_rates_compares_latencies() -> None:
     edgenext = ("edgenext_xx_small", "edgenext_x_small")
     assert siblings.series_metric("x5", edgenext) == "latency_ms"
     assert siblings.series_metric("x5", ("fastvit_t8", "fastvit_t12")) == "fps"
+    assert siblings.series_metric("mlsoc", ("vgg11_tv", "vgg16_tv")) == "accelerator_ms"  # SiMa's zoo: the MLA alone
+    with pytest.raises(ValueError, match="share no published figure"):
+        siblings.series_metric("mlsoc", ("resnet50", "resnet101"))
     run = [{"platform": "x5", "points": [{"network": n, "metric": "latency_ms", "simulated": 2.0} for n in edgenext]}]
     (step,) = siblings.steps("x5", edgenext, {edgenext[0]: 1, edgenext[1]: 2}, run)
     assert step.time_ratio == pytest.approx(2.88 / 2.47) and step.model_per_mac == 0.5
