@@ -6,7 +6,8 @@ What is measured
     flight, else the single-frame latency) over its MACs on the NPU (the layers accelbuild finds for the
     platform), and for each step of a series: the MAC ratio, the published time ratio and their quotient,
     how much more time the larger network spends per MAC. Beside it, the same quotient of the fitted
-    profile's simulated times, from the run the page shows (bench/credibility_results.json). The model prices
+    profile's simulated times, from the run the page shows (bench/credibility_results.json), and of its
+    left-out predictions (each figure by a fit that did not see its network). The model prices
     a layer by its shape, never by its network, so it moves a family's steps together; and since the two
     quotients' ratio is the two networks' predicted / published ratios divided, both networks are within
     20% only where the model's quotient is within 2/3 to 3/2 of the published one; a step outside that range
@@ -88,6 +89,7 @@ class Step:
     mac_ratio: float      # larger / smaller, MACs on the NPU
     time_ratio: float     # larger / smaller, published time per frame
     model_time_ratio: float  # larger / smaller, the fitted profile's simulated time (the page's run)
+    left_out_time_ratio: float | None = None  # the same, each figure predicted by a fit that did not see it
 
     @property
     def per_mac(self) -> float:
@@ -97,6 +99,10 @@ class Step:
     @property
     def model_per_mac(self) -> float:
         return self.model_time_ratio / self.mac_ratio
+
+    @property
+    def left_out_per_mac(self) -> float | None:
+        return None if self.left_out_time_ratio is None else self.left_out_time_ratio / self.mac_ratio
 
     def both_can_be_within(self, band: float) -> bool:
         """Whether the two networks' predicted / published ratios can both lie within 1 +- ``band``, given the
@@ -110,11 +116,22 @@ def published_ms(platform: str, network: str, metric: str) -> float:
     return 1e3 / point.value if metric == "fps" else point.value
 
 
-def simulated_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float:
-    """The fitted profile's simulated time per frame in a stored run of bench/credibility.py."""
+def _row(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> dict[str, Any]:
     (result,) = [r for r in run if r["platform"] == platform]
     (row,) = [r for r in result["points"] if (r["network"], r["metric"]) == (network, metric)]
+    return row
+
+
+def simulated_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float:
+    """The fitted profile's simulated time per frame in a stored run of bench/credibility.py."""
+    row = _row(run, platform, network, metric)
     return 1e3 / row["simulated"] if metric == "fps" else row["simulated"]
+
+
+def left_out_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float | None:
+    """The time per frame the run's fit without this network predicts (its left-out ratio is a time ratio)."""
+    ratio = _row(run, platform, network, metric)["left_out_ratio"]
+    return None if ratio is None else ratio * published_ms(platform, network, metric)
 
 
 def series_metric(platform: str, series: Sequence[str]) -> str:
@@ -129,9 +146,14 @@ def series_metric(platform: str, series: Sequence[str]) -> str:
 
 def steps(platform: str, series: Sequence[str], macs: dict[str, int], run: list[dict[str, Any]]) -> list[Step]:
     metric = series_metric(platform, series)
+
+    def left_out(a: str, b: str) -> float | None:
+        times = left_out_ms(run, platform, a, metric), left_out_ms(run, platform, b, metric)
+        return None if None in times else times[1] / times[0]
+
     return [Step(a, b, metric, macs[b] / macs[a],
                  published_ms(platform, b, metric) / published_ms(platform, a, metric),
-                 simulated_ms(run, platform, b, metric) / simulated_ms(run, platform, a, metric))
+                 simulated_ms(run, platform, b, metric) / simulated_ms(run, platform, a, metric), left_out(a, b))
             for a, b in zip(series, series[1:])]
 
 
@@ -145,9 +167,11 @@ def npu_macs(platform: str, network: str, folder: Path) -> int:
 def report(platform: str, found: list[Step]) -> list[str]:
     lines = [f"{platform}: each step of a series, larger / smaller: NPU MACs, published time per frame and per MAC, "
              f"and the fitted profile's time per MAC ({credibility.RESULTS.name})",
-             f"  {'smaller':<20} {'larger':<20} {'figure':<14} {'MACs':>6} {'time':>6} {'per MAC':>8} {'model':>6}"]
+             f"  {'smaller':<20} {'larger':<20} {'figure':<14} {'MACs':>6} {'time':>6} {'per MAC':>8} {'model':>6} "
+             f"{'left out':>8}"]
     lines += [f"  {s.smaller:<20} {s.larger:<20} {s.metric:<14} {s.mac_ratio:6.2f} {s.time_ratio:6.2f} "
-              f"{s.per_mac:8.2f} {s.model_per_mac:6.2f}" for s in found]
+              f"{s.per_mac:8.2f} {s.model_per_mac:6.2f} "
+              f"{'' if s.left_out_per_mac is None else format(s.left_out_per_mac, '8.2f'):>8}" for s in found]
     worst = sorted(found, key=lambda s: -s.per_mac)[:3]
     lines.append("  most published time per MAC in the larger network: "
                  + "; ".join(f"{s.smaller} -> {s.larger} {s.per_mac:.2f}x (model {s.model_per_mac:.2f}x)" for s in worst))
@@ -181,7 +205,8 @@ def main() -> int:
         macs = {n: npu_macs(platform, n, args.models) for n in names}
         found[platform] = [s for series in SERIES[platform] for s in steps(platform, series, macs, run)]
     if args.json:
-        print(json.dumps({platform: [dataclasses.asdict(s) | {"per_mac": s.per_mac, "model_per_mac": s.model_per_mac}
+        print(json.dumps({platform: [dataclasses.asdict(s) | {"per_mac": s.per_mac, "model_per_mac": s.model_per_mac,
+                                                               "left_out_per_mac": s.left_out_per_mac}
                                      for s in steps_of] for platform, steps_of in found.items()}, indent=1))
         return 0
     print("\n\n".join("\n".join(report(platform, steps_of)) for platform, steps_of in found.items()))

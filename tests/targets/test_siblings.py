@@ -33,9 +33,9 @@ def test_every_series_is_of_networks_with_points_built_at_the_same_bits() -> Non
 def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> None:
     siblings = _siblings()
     run = [{"platform": "x5", "points": [
-        {"network": "fastvit_t8", "metric": "fps", "simulated": 400.0},
-        {"network": "fastvit_t12", "metric": "fps", "simulated": 250.0},
-        {"network": "fastvit_s12", "metric": "fps", "simulated": 200.0}]}]
+        {"network": "fastvit_t8", "metric": "fps", "simulated": 400.0, "left_out_ratio": 2.0},
+        {"network": "fastvit_t12", "metric": "fps", "simulated": 250.0, "left_out_ratio": 1.0},
+        {"network": "fastvit_s12", "metric": "fps", "simulated": 200.0, "left_out_ratio": None}]}]
     macs = {"fastvit_t8": 500, "fastvit_t12": 1000, "fastvit_s12": 1250}
     first, second = siblings.steps("x5", ("fastvit_t8", "fastvit_t12", "fastvit_s12"), macs, run)
     assert (first.smaller, first.larger, first.metric) == ("fastvit_t8", "fastvit_t12", "fps")
@@ -45,6 +45,9 @@ def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> No
     assert first.per_mac == pytest.approx(667.21 / 234.78 / 2.0)
     assert first.model_per_mac == pytest.approx((400.0 / 250.0) / 2.0)
     assert second.model_per_mac == pytest.approx((250.0 / 200.0) / 1.25)
+    # left out: each published time times its left-out ratio (a time ratio), where the run has one
+    assert first.left_out_per_mac == pytest.approx(667.21 / 234.78 * (1.0 / 2.0) / 2.0)
+    assert second.left_out_per_mac is None
 
 
 def test_a_series_without_frame_rates_compares_latencies() -> None:
@@ -55,7 +58,8 @@ def test_a_series_without_frame_rates_compares_latencies() -> None:
     assert siblings.series_metric("mlsoc", ("vgg11_tv", "vgg16_tv")) == "accelerator_ms"  # SiMa's zoo: the MLA alone
     with pytest.raises(ValueError, match="share no published figure"):
         siblings.series_metric("mlsoc", ("resnet50", "resnet101"))
-    run = [{"platform": "x5", "points": [{"network": n, "metric": "latency_ms", "simulated": 2.0} for n in edgenext]}]
+    run = [{"platform": "x5", "points": [{"network": n, "metric": "latency_ms", "simulated": 2.0, "left_out_ratio": 1.1}
+                                         for n in edgenext]}]
     (step,) = siblings.steps("x5", edgenext, {edgenext[0]: 1, edgenext[1]: 2}, run)
     assert step.time_ratio == pytest.approx(2.88 / 2.47) and step.model_per_mac == 0.5
 
