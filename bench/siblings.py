@@ -116,7 +116,8 @@ def published_ms(platform: str, network: str, metric: str) -> float:
     return 1e3 / point.value if metric == "fps" else point.value
 
 
-def _row(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> dict[str, Any]:
+def stored_row(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> dict[str, Any]:
+    """A point's row in a stored run of bench/credibility.py (its simulated figure and ratios)."""
     (result,) = [r for r in run if r["platform"] == platform]
     (row,) = [r for r in result["points"] if (r["network"], r["metric"]) == (network, metric)]
     return row
@@ -124,13 +125,13 @@ def _row(run: list[dict[str, Any]], platform: str, network: str, metric: str) ->
 
 def simulated_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float:
     """The fitted profile's simulated time per frame in a stored run of bench/credibility.py."""
-    row = _row(run, platform, network, metric)
+    row = stored_row(run, platform, network, metric)
     return 1e3 / row["simulated"] if metric == "fps" else row["simulated"]
 
 
 def left_out_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float | None:
     """The time per frame the run's fit without this network predicts (its left-out ratio is a time ratio)."""
-    ratio = _row(run, platform, network, metric)["left_out_ratio"]
+    ratio = stored_row(run, platform, network, metric)["left_out_ratio"]
     return None if ratio is None else ratio * published_ms(platform, network, metric)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import statistics
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -76,3 +79,32 @@ def test_two_figures_can_both_be_in_the_band_only_where_the_quotients_are_close(
     assert not step(2.8 * 0.8 / 1.2 * 0.99).both_can_be_within(0.2)
     assert not step(1.54).both_can_be_within(0.2)                 # FastViT-T8 -> T12 as the page says: 0.77 / 1.40
     assert step(2.8 * 1.2 / 0.8 * 0.999).both_can_be_within(0.2) and not step(2.8 * 1.5 * 1.01).both_can_be_within(0.2)
+
+
+def test_the_pages_sibling_figures_are_the_stored_runs() -> None:
+    """docs/credibility.md quotes bench/siblings.py. A step's model quotient over the published one is the two
+    networks' predicted / published ratios divided, so the stored run alone checks those quotes: a refit that
+    moves them fails here until the page says the new figures."""
+    siblings = _siblings()
+    run = json.loads(siblings.credibility.RESULTS.read_text())["results"]
+    limits = " ".join(siblings.credibility.LIMITS.split())
+    gaps, left_out_gaps = [], []
+    for platform, series_list in siblings.SERIES.items():
+        for series in series_list:
+            metric = siblings.series_metric(platform, series)
+            for a, b in zip(series, series[1:]):
+                ra, rb = (siblings.stored_row(run, platform, n, metric) for n in (a, b))
+                gaps.append(abs(rb["simulated_ratio"] / ra["simulated_ratio"] - 1))
+                left_out_gaps.append(abs(rb["left_out_ratio"] / ra["left_out_ratio"] - 1))
+    assert len(gaps) == 57 and "57 steps" in limits
+    assert f"a median {statistics.median(gaps):.1%} apart" in limits
+    assert f"and {statistics.median(left_out_gaps):.1%} (" in limits
+    # FastViT-T8 -> T12 at the MAC ratio the page gives
+    mac_ratio = float(re.search(r"for ([\d.]+)x the MACs", limits).group(1))
+    per_mac = siblings.published_ms("x5", "fastvit_t12", "fps") / siblings.published_ms("x5", "fastvit_t8", "fps") \
+        / mac_ratio
+    t8, t12 = (siblings.stored_row(run, "x5", n, "fps") for n in ("fastvit_t8", "fastvit_t12"))
+    model = per_mac * t12["simulated_ratio"] / t8["simulated_ratio"]
+    left_out = per_mac * t12["left_out_ratio"] / t8["left_out_ratio"]
+    assert f"spends {per_mac:.2f}x T8's time per MAC" in limits
+    assert f"the model gives {model:.2f}x ({left_out:.2f}x left out)" in limits
