@@ -1159,10 +1159,9 @@ def _earlier_runs(results: list[dict[str, Any]], earlier: list[str]) -> list[str
     for r in results:
         if r["platform"] in earlier:
             by_commit.setdefault(r.get("commit", ""), []).append(r["platform"])
-    return [f"Platforms {', '.join(names)} are from the earlier run "
-            + (f"at commit {commit} " if commit else "")
-            + "given to `--merge`" + ("" if commit else " (the page's previous version in git says which commit)")
-            + "; their profiles have not changed since." for commit, names in sorted(by_commit.items())]
+    return [f"Platforms {', '.join(names)} are from an earlier run given to `--merge` (its commit is in"
+            " `bench/credibility_results.json`); their profiles have not changed since."
+            for _, names in sorted(by_commit.items())]
 
 
 def credibility_page(results: list[dict[str, Any]], commit: str, command: str, earlier: list[str]) -> str:
@@ -1172,7 +1171,8 @@ def credibility_page(results: list[dict[str, Any]], commit: str, command: str, e
            "Every figure a family npu or mx3 build reports (FPS, latency) is a prediction of the platform's",
            "profile and cost model. This page says how well those predictions meet figures vendors published for real",
            "networks, and the band each benchmark.json and report.html quote comes from the numbers below",
-           f"(`accelbuild/targets/credibility.json`, written in the same run). Generated at commit {commit} with:",
+           "(`accelbuild/targets/credibility.json`, written in the same run). Generated with this command (the run's",
+           "commit is in `bench/credibility_results.json`):",
            "", f"    {command}", "",
            *([*_earlier_runs(results, earlier), ""] if earlier else []),
            "How it is measured:", "",

@@ -40,3 +40,27 @@ def test_nothing_points_outside_the_repository() -> None:
         if outside.search(path.read_text(errors="replace")):
             offenders.append(path.relative_to(REPO).as_posix())
     assert offenders == []
+
+
+# Lab notes stay out of the user documentation: no work-session names, issue numbers or this project's commit
+# hashes. A source citation pinned to another repository's commit ("owner/repo path @ 3ed073b") is a reference.
+LAB_NOTE = re.compile(
+    r"\b(stop|session) \d+\b|\b(this|last|previous|earlier|next) session\b|\bissues? #?\d+\b|(?<!@ )(?<![\w/-])"
+    r"(?=[0-9a-f]{7,40}\b)(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", re.IGNORECASE)
+USER_DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_user_docs_hold_no_lab_notes(doc: Path) -> None:
+    """docs/ (outside docs/dev/) and the README are for users: history and fit logs belong in docs/dev/."""
+    found = [f"{doc.name}:{n}: {m.group(0)!r}" for n, line in enumerate(doc.read_text().splitlines(), 1)
+             for m in LAB_NOTE.finditer(line)]
+    assert found == []
+
+
+def test_the_lab_note_pattern_finds_what_it_is_for() -> None:
+    for text in ("at commit 7b741ea", "(issue 23)", "stop 59", "in the previous session's run", "Issue #12"):
+        assert LAB_NOTE.search(text), text
+    for text in ("edgeai-tensorlab classification.py @ 3ed073b", "an onnxruntime session", "sha256 digest",
+                 "1234567 bytes", "deadbeef", "0x7fffffff"):
+        assert not LAB_NOTE.search(text), text
