@@ -1,0 +1,80 @@
+"""Running a family's driver script in its toolchain: a request file in, a response file out (protocol 1).
+
+The driver is a Python file of the family (standard library, numpy and the vendor SDK only: it never imports
+accelbuild) with a mapping ``ACTIONS = {"name": function}``; each function takes the request (a JSON object)
+and returns a JSON object. ``toolchain_runtime.py`` loads it in the toolchain's interpreter and writes::
+
+    {"protocol": 1, "ok": true, "result": {...}}
+    {"protocol": 1, "ok": false, "refusal": "<the vendor tool's own words>"}   (raise Refusal in the driver)
+    {"protocol": 1, "ok": false, "error": "<traceback>"}                       (anything else raised)
+
+A refusal is the vendor's verdict on valid input (exit 1 with its words); an error is a failure of the driver
+or the toolchain (exit 1 with the traceback's last lines and the log's path). Everything the driver and the SDK
+print goes to ``driver.log`` in the work folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from accelbuild.errors import StageError
+from accelbuild.toolchains.environment import Environment
+from accelbuild.util.files import write_json_atomic
+
+PROTOCOL = 1
+RUNTIME = Path(__file__).with_name("toolchain_runtime.py")
+LOG = "driver.log"
+
+
+class VendorRefusal(StageError):
+    """The vendor tool refused the model: its own message, exit 1."""
+
+
+def run_driver(env: Environment, driver: Path, action: str, request: dict[str, Any], workdir: Path,
+               timeout: float | None = None) -> dict[str, Any]:
+    """Run ``ACTIONS[action](request)`` of ``driver`` in ``env``'s interpreter, with ``workdir`` as its folder."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    request_path, response_path = workdir / "request.json", workdir / "response.json"
+    write_json_atomic(request_path, {**request, "protocol": PROTOCOL, "action": action}, durable=False)
+    response_path.unlink(missing_ok=True)
+    with open(workdir / LOG, "ab") as log_file:
+        try:
+            done = subprocess.run([str(env.python), "-I", str(RUNTIME), str(driver), str(request_path),
+                                   str(response_path)], cwd=workdir, stdout=log_file, stderr=subprocess.STDOUT,
+                                  env=_environment(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise StageError(f"toolchain {env.name}: {action} took longer than {timeout:.0f} s "
+                             f"(log: {workdir / LOG})") from None
+    try:
+        response = json.loads(response_path.read_text())
+    except (OSError, ValueError):
+        raise StageError(f"toolchain {env.name}: {action} ended with exit code {done.returncode} and no answer; "
+                         f"the last lines of its log ({workdir / LOG}):\n{_tail(workdir / LOG)}") from None
+    if response.get("ok"):
+        return dict(response["result"])
+    if "refusal" in response:
+        raise VendorRefusal(f"{env.name}: {response['refusal']}")
+    raise StageError(f"toolchain {env.name}: {action} failed in the driver:\n{_tail_text(response.get('error', ''))}"
+                     f"\n(log: {workdir / LOG})")
+
+
+def _environment() -> dict[str, str]:
+    """This process's environment without what would make the toolchain's Python read accelbuild's packages."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return _tail_text(path.read_text(errors="replace"), lines)
+    except OSError:
+        return "(no log)"
+
+
+def _tail_text(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
