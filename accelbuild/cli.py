@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="shape of a dynamic input, channel-last without batch (repeatable)")
 
     _add_cache_commands(sub, state)
+    _add_toolchain_commands(sub, state)
 
     init = sub.add_parser("init", help="write a starter pipeline for a model file")
     init.add_argument("model", metavar="MODEL")
@@ -540,6 +541,28 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # -- cache push / pull: seeding a shared remote cache (self-contained block) ---------------------------
 
 
+def _add_toolchain_commands(sub: argparse._SubParsersAction, state: argparse.ArgumentParser) -> None:
+    tool = sub.add_parser("toolchain", help="vendor toolchain environments: list, install")
+    tool_sub = tool.add_subparsers(dest="toolchain_command", required=True, metavar="TOOLCHAIN_COMMAND")
+    tool_sub.add_parser("list", parents=[state], help="each family's toolchain, installed or not")
+    install = tool_sub.add_parser("install", parents=[state], help="create a family's toolchain environment")
+    install.add_argument("name", metavar="NAME", help="the toolchain (its family's name, e.g. rknn)")
+    install.add_argument("--force", action="store_true", help="create it again even if it is installed")
+
+
+def cmd_toolchain(args: argparse.Namespace) -> int:
+    from accelbuild.engine.state import default_cache_dir
+    from accelbuild.toolchains import commands, environment
+
+    where = None if os.environ.get(environment.ROOT_ENV) and not args.cache_dir else \
+        environment.root(args.cache_dir or default_cache_dir(_state_dir(args)))
+    if args.toolchain_command == "list":
+        sys.stdout.write(commands.listing(where))
+    else:
+        sys.stdout.write(commands.install_named(args.name, args.force, where))
+    return 0
+
+
 def _add_cache_commands(sub: argparse._SubParsersAction, state: argparse.ArgumentParser) -> None:
     cache = sub.add_parser("cache", help="the artifact cache: info, gc, push, pull")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
@@ -599,6 +622,7 @@ COMMANDS = {
     "cache": cmd_cache,
     "tensors": cmd_tensors,
     "init": cmd_init,
+    "toolchain": cmd_toolchain,
 }
 
 

@@ -263,6 +263,7 @@ class _Checker:
             variant=variant,
             base_name=base_name,
             target_impl=family,
+            toolchain_ref=family.toolchain_ref(target, self) if family.toolchain is not None else None,
         )
         family.check_pipeline(spec, self)
         offered = registered_family(spec.target.family).checks

@@ -161,6 +161,7 @@ class PipelineSpec:
     variant: str | None = None  # the matrix variant ("num_chips=2,weight_bits=4"), None without a matrix
     base_name: str = ""  # the pipeline's name without its variant
     target_impl: Any = None  # the target family that builds it (an ``accelbuild.targets.base.Target``)
+    toolchain_ref: Any = None  # families with a vendor toolchain: its ``accelbuild.toolchains.ToolchainRef``
 
     def where(self, *path: str | int, key: bool = False) -> Where:
         """Position in the YAML of the value (or key) at ``path``, e.g. ``where("models", 0, "crop")``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from accelbuild.engine import doit_backend, plan, remote_cache, worker
 from accelbuild.engine import metrics as metrics_
 from accelbuild.engine.doit_backend import Explanation, RunOptions, TaskResult
 from accelbuild.engine.state import locked
+from accelbuild.toolchains.environment import ROOT_ENV as TOOLCHAINS_ENV
 
 
 @dataclass
@@ -112,6 +114,7 @@ def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = 
         stream: TextIO | None = None, quiet: bool = False, built: plan.Plan | None = None) -> RunSummary:
     """Build the pipelines (planned here unless ``built`` is their plan)."""
     built = built or plan.build_plan(pipelines, until)
+    os.environ.setdefault(TOOLCHAINS_ENV, str(options.cache_dir / "toolchains"))  # where stages find them
     with locked(options.state_dir), _remote(options) as options, _executor(options.executor):
         results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
     benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}

@@ -166,8 +166,10 @@ FRONT_STAGES: tuple[Stage, ...] = (
 
 def stages_of(pipeline: PipelineSpec) -> tuple[Stage, ...]:
     """Every stage of ``pipeline``, in order: the front stages, then its target family's. The quantize
-    stage and the family's stages also depend on the family's code."""
+    stage and the family's stages also depend on the family's code. A family that quantizes with its vendor's
+    own tool declares a stage named ``quantize``, which takes the shared one's place."""
     target = pipeline.target_impl
     import_, crop, quantize = FRONT_STAGES
-    return (import_, crop, replace(quantize, code=quantize.code + target.code),
-            *(replace(s, code=s.code + target.code) for s in target.stages))
+    own = {s.name: replace(s, code=s.code + target.code) for s in target.stages}
+    quantize = own.pop("quantize", None) or replace(quantize, code=quantize.code + target.code)
+    return (import_, crop, quantize, *own.values())

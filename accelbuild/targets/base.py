@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from accelbuild.families import ProgramFile
     from accelbuild.stages.declaration import Stage
     from accelbuild.stages.params import PrecisionRules
+    from accelbuild.toolchains import Toolchain, ToolchainRef
 
 # a section of docs/supported_ops.md: (title, introduction, rows of (operator, unit and conditions))
 SupportSection = tuple[str, str, list[tuple[str, str]]]
@@ -32,9 +33,14 @@ class Target(Protocol):
     code: tuple[str, ...]  # packages whose source shapes this family's artifacts (code identity)
     stages: tuple[Stage, ...]  # the family's map, assemble and benchmark stages, in order
     files: tuple[ProgramFile, ...]  # the program files its builds ship, for ``inspect`` and ``bench``
+    toolchain: Toolchain | None  # a vendor SDK's own environment (``accelbuild.toolchains``), or None
 
     def target_spec(self, data: dict[str, Any], checker: Any) -> Any:
         """The typed ``target`` spec from schema-valid data; problems go to ``checker.error``."""
+
+    def toolchain_ref(self, target_spec: Any, checker: Any) -> ToolchainRef:
+        """Families with a ``toolchain`` only: the environment a pipeline's vendor-facing stages run in (its
+        digest is the package set), from the target spec (``target.toolchain.python``, else the managed one)."""
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         """Rules across sections that only this family knows (e.g. closed_loop needs effort: hard)."""

@@ -8,12 +8,15 @@ every pin installed at its version. It is built in a private folder and renamed 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +34,16 @@ _LIST_PACKAGES = ("import importlib.metadata as m, json, sys; print(json.dumps({
 
 class ToolchainError(UserError):
     """A toolchain that is missing, broken or cannot be installed here: exit 2, with the command that fixes it."""
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -91,11 +104,17 @@ def require(toolchain: Toolchain, where: Path | None = None) -> Environment:
 def install(toolchain: Toolchain, where: Path | None = None, force: bool = False) -> Environment:
     """Create the environment (again, with ``force``) and return it."""
     base = where or root()
+    base.mkdir(parents=True, exist_ok=True)
+    with _locked(base / f".{toolchain.folder_name}.lock"):  # one install at a time; the others then find it
+        if not force:
+            found = find(toolchain, base)
+            if found is not None:
+                return found
+        return _install(toolchain, base)
+
+
+def _install(toolchain: Toolchain, base: Path) -> Environment:
     target = base / toolchain.folder_name
-    if not force:
-        found = find(toolchain, base)
-        if found is not None:
-            return found
     python = interpreter(toolchain)
     partial = base / f".{toolchain.folder_name}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -204,6 +223,14 @@ class ToolchainRef:
 
     def as_param(self) -> str:
         return self.identity
+
+    def version_of(self, distribution: str) -> str | None:
+        """The version of one distribution in the environment this names."""
+        if self.user_identity is None:
+            return self.toolchain.version_of(distribution)
+        wanted = _canonical(f"{distribution}==").partition("==")[0]
+        found = [pin.partition("==") for pin in self.user_identity.rpartition("; ")[2].split(", ")]
+        return next((version for name, _, version in found if name == wanted), None)
 
     def environment(self) -> Environment:
         """The environment to run in (the managed one is created on first use)."""

@@ -65,6 +65,7 @@ class ToyTarget:
     code = ("toyfam",)
     integer_activations = False
     files = (ProgramFile("toy program", (".toy",), (b"TOYPROG1",), "toyfam.files:inspect", "toyfam.files:bench"),)
+    toolchain = None
     stages = (
         Stage("map", False, "toyfam.map_stage", (), _quantized,
               lambda p, m: {"facts.json": p.output.dir / "facts.json"}, _params),

@@ -114,6 +114,7 @@ class CpuTarget:
     family = "cpu"
     code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
+    toolchain = None  # runs in accelbuild's own environment
     stages = (
         Stage("map", True, "accelbuild.targets.cpu.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", True, "accelbuild.targets.cpu.assemble_stage", (), _assemble_inputs, _assemble_outputs,

@@ -132,6 +132,7 @@ class EthosUTarget:
     family = "ethos-u"
     code = _CODE
     files = ()  # its program is a Vela TFLite file; Vela itself inspects it
+    toolchain = None  # runs in accelbuild's own environment
     stages = (
         Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", True, "accelbuild.targets.ethos_u.assemble_stage", (), _assemble_inputs,

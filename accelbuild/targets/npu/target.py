@@ -137,6 +137,7 @@ class NpuTarget:
     code = _CODE
     files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
                          "accelbuild.targets.npu.files:bench"),)
+    toolchain = None  # runs in accelbuild's own environment
     stages = (
         Stage("map", False, "accelbuild.targets.npu.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.npu.assemble_stage", (), _assemble_inputs, _assemble_outputs,

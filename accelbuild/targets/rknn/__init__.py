@@ -1,0 +1,1 @@
+"""Family rknn: Rockchip NPUs through RKNN-Toolkit2 (docs/rknn.md)."""

@@ -1,0 +1,130 @@
+"""quantize, rknn's own: rknn-toolkit2 quantizes the float AI section on the calibration frames, compiles it
+for the platform and exports ``<model>/<model>.rknn``; every accuracy frame runs through the toolkit's
+simulator in the same session, and its per-layer accuracy analysis runs on the first held-out frame.
+
+Writes ``quantize.json`` (the accuracy record of the simulator against the float model in onnxruntime, the
+per-layer analysis as ``layers``, the program's weight memory) and ``rknn_build.log`` (the toolkit's log,
+cleaned of what changes between runs: the layer table the map stage reads).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from accelbuild import accuracy
+from accelbuild.errors import StageError
+from accelbuild.quantize import frames, measure
+from accelbuild.stages.context import StageContext
+from accelbuild.targets.rknn import build_log
+from accelbuild.targets.rknn.spec import CompileParams
+from accelbuild.targets.rknn.toolchain import TOOLKIT
+from accelbuild.toolchains import run_driver
+from accelbuild.util.files import copy_atomic, write_bytes_atomic, write_json_atomic
+
+log = logging.getLogger(__name__)
+DRIVER = Path(__file__).with_name("driver.py")
+MAX_OPSET = 19  # the newest ONNX opset rknn-toolkit2 2.5 loads
+
+
+def run(ctx: StageContext) -> None:
+    p: CompileParams = ctx.params
+    ai = onnx.load(str(ctx.inputs["ai"]))
+    feeds, names = accuracy.ai_inputs_named(p.model, ctx.inputs, ctx.inputs["ai"], ctx.inputs["pre"], p.accuracy,
+                                            p.data, ai)
+    random = accuracy.is_random(p.accuracy, p.data)
+    calibrating = min(p.calibration_frames, len(feeds))
+    env = p.toolchain.environment()
+    with tempfile.TemporaryDirectory(prefix="accelbuild-rknn-") as scratch:
+        work = Path(scratch)
+        frame_files = _write_frames(work / "frames", feeds, [i.name for i in _inputs(ai)])
+        (work / "outputs").mkdir()
+        analysed = frame_files[calibrating] if calibrating < len(frame_files) else frame_files[0]
+        model_path = _for_toolkit(ai, ctx.inputs["ai"], work)
+        answer = run_driver(env, DRIVER, "build", {
+            "model": str(model_path), "platform": p.platform, "precision": p.precision,
+            "algorithm": p.algorithm, "calibration": frame_files[:calibrating] or frame_files,
+            "frames": frame_files, "analysis_frame": analysed, "rknn": str(work / "model.rknn"),
+            "build_log": str(work / "build.log"), "outputs": str(work / "outputs"), "workdir": str(work),
+        }, work)
+        measured = [[npz[k] for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))]
+                    for npz in (np.load(path) for path in answer["outputs"])]
+        copy_atomic(work / "model.rknn", ctx.outputs["program"])
+        text = build_log.cleaned((work / "build.log").read_text(errors="replace"))
+    write_bytes_atomic(ctx.outputs["rknn_build.log"], text.encode())
+    reference = measure.run_all(measure.session(ai), feeds)
+    _check_shapes(reference[0], measured[0], [o.name for o in ai.graph.output])
+    labels = frames.labelled(names, calibrating if p.precision != "float" else None, random)
+    record = frames.record(reference, measured, labels, [o.name for o in ai.graph.output])
+    memory = build_log.memory_bytes(text)
+    write_json_atomic(ctx.outputs["quantize.json"], {
+        "quantized_by": f"{TOOLKIT} {env_version(env)}",
+        "platform": p.platform,
+        "precision": p.precision,
+        "quantized_algorithm": p.algorithm if p.precision != "float" else None,
+        "calibration_frames": calibrating if p.precision != "float" else 0,
+        "weight_bytes": memory.get("weight"),
+        "internal_memory_bytes": memory.get("internal"),
+        "output": {**record, "runtime": f"{TOOLKIT} simulator (x86), in the session that built the program",
+                   **accuracy.describe_inputs(p.accuracy, p.data, len(feeds))},
+        "layers": answer["layers"],
+        "layers_measured_on": names[frame_files.index(analysed)] if answer["layers"] else None,
+    })
+    log.info("%s: %s built for %s (%s); simulator cosine %.5f vs float (%s)", p.model, TOOLKIT, p.platform,
+             p.precision, record["cosine"], frames.said(record))
+
+
+def _for_toolkit(ai: onnx.ModelProto, path: Path, work: Path) -> Path:
+    """The AI section at an opset the toolkit reads (it takes ONNX opsets up to 19; accelbuild's import may
+    write newer ones), converted by onnx's version converter."""
+    opset = next((o.version for o in ai.opset_import if o.domain in ("", "ai.onnx")), MAX_OPSET)
+    if opset <= MAX_OPSET:
+        return path.resolve()
+    from onnx import version_converter
+
+    try:
+        converted = version_converter.convert_version(ai, MAX_OPSET)
+    except Exception as error:  # onnx raises several kinds for an operator it cannot move between opsets
+        raise StageError(f"{TOOLKIT} reads ONNX opsets up to {MAX_OPSET}; the AI section is opset {opset} and "
+                         f"onnx's version converter could not take it down: {error}") from None
+    target = work / "ai_opset19.onnx"
+    onnx.save(converted, str(target))
+    return target
+
+
+def _check_shapes(reference: list[np.ndarray], measured: list[np.ndarray], names: list[str]) -> None:
+    """The simulator's outputs are the float model's, output for output (never reshaped to fit: a layout the
+    toolkit changed would compare the wrong values)."""
+    got = [tuple(m.shape) for m in measured]
+    want = [tuple(r.shape) for r in reference]
+    if got != want:
+        raise StageError(f"{TOOLKIT}'s simulator gave outputs of shapes {got} where the model's outputs "
+                         f"{names} are {want}")
+
+
+def env_version(env) -> str:
+    return next((pin.split("==")[1] for pin in env.packages if pin.startswith("rknn-toolkit2==")), "?")
+
+
+def _inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    initializers = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def _write_frames(folder: Path, feeds: list[dict[str, np.ndarray]], order: list[str]) -> list[list[str]]:
+    """One ``.npy`` per input per frame (the toolkit's dataset and inference take arrays in input order)."""
+    folder.mkdir(parents=True)
+    files = []
+    for i, feed in enumerate(feeds):
+        frame = []
+        for k, name in enumerate(order):
+            path = folder / f"frame_{i:05d}_in{k}.npy"
+            np.save(path, np.ascontiguousarray(feed[name]))
+            frame.append(str(path))
+        files.append(frame)
+    return files
+
