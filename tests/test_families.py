@@ -8,7 +8,7 @@ from accelbuild import families
 
 
 def test_the_built_in_families_are_registered_through_entry_points() -> None:
-    assert list(families.builtin()) == ["mx3", "cpu", "ethos-u", "npu", "rknn"]
+    assert list(families.builtin()) == ["mx3", "cpu", "ethos-u", "npu", "qnn", "rknn"]
     assert families.family("npu").value == "accelbuild.targets.npu.target"
     assert families.get_target("ethos-u").family == "ethos-u"
 

@@ -124,11 +124,16 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
         accuracy=accuracy_inputs(pipeline),
         data=data_params(model),
         precision=precision,
-        activations=ActivationParams(q.activation_bits or DEFAULT_ACTIVATION_BITS,
+        activations=ActivationParams(q.activation_bits or _default_activation_bits(precision.activation_bits),
                                      q.calibration or DEFAULT_CALIBRATION,
                                      q.calibration_frames or DEFAULT_CALIBRATION_FRAMES) if precision.integer else None,
         target=target.quantize_params(pipeline),
     )
+
+
+def _default_activation_bits(allowed: tuple[int, ...]) -> int:
+    """8 bits unless the family computes with one other precision only (qnn's ``activations: uint16``)."""
+    return allowed[0] if len(allowed) == 1 else DEFAULT_ACTIVATION_BITS
 
 
 _FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy")

@@ -17,8 +17,8 @@ def test_the_committed_schema_is_current() -> None:
 def test_each_family_brings_its_branch_enum_value_and_checks() -> None:
     schema = schema_assembly.assemble(families.builtin().values())
     family = schema["properties"]["target"]["properties"]["family"]
-    assert family["enum"] == ["mx3", "cpu", "ethos-u", "npu", "rknn"] and family["default"] == "mx3"
-    assert {"target_mx3", "target_npu", "target_ethos_u", "target_cpu", "target_rknn"} <= set(schema["$defs"])
+    assert family["enum"] == ["mx3", "cpu", "ethos-u", "npu", "qnn", "rknn"] and family["default"] == "mx3"
+    assert {"target_mx3", "target_npu", "target_ethos_u", "target_cpu", "target_qnn", "target_rknn"} <= set(schema["$defs"])
     assert list(schema["properties"]["checks"]["properties"]) == [
         "min_fps", "max_latency_ms", "min_cosine", "max_chips", "max_host_layers"]
     only_npu = schema_assembly.assemble([families.family("npu")])

@@ -100,7 +100,7 @@ def test_target_keys_depend_on_the_family() -> None:
     text = "accelbuild: 1\ntarget:\n  num_chip: 2\nmodels:\n  - path: m.onnx\n"  # family mx3 by default
     assert _messages(text) == ["p.yaml:3:3: unknown key 'num_chip' in target; did you mean 'num_chips'?"]
     text = "accelbuild: 1\ntarget:\n  family: mx4\nmodels:\n  - path: m.onnx\n"
-    assert _messages(text) == ["p.yaml:3:11: 'mx4' is not one of 'mx3', 'cpu', 'ethos-u', 'npu', 'rknn'; did you mean 'mx3'?"]
+    assert _messages(text) == ["p.yaml:3:11: 'mx4' is not one of 'mx3', 'cpu', 'ethos-u', 'npu', 'qnn', 'rknn'; did you mean 'mx3'?"]
 
 
 def test_defaults_come_from_the_family_branch() -> None:

@@ -1,0 +1,1 @@
+"""Family qnn: Qualcomm HTP through onnxruntime-qnn (docs/qnn.md)."""
