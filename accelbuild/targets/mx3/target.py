@@ -192,8 +192,14 @@ class Mx3Target:
 
         return show_mapping(output_dir)
 
+    def chip_ops(self, spec: PipelineSpec) -> frozenset[str]:
+        """The operators the profile's cores run; the crop stage moves others at the ai section's ends to
+        the host and refuses one in its middle."""
+        ops = _profile(spec)["ops"]
+        return frozenset(op for kind in ("mac", "alu", "fused", "layout") for op in ops.get(kind, ()))
+
     def supported_ops(self) -> list[SupportSection]:
-        return []  # the mapper places every operator the frontends accept
+        return []  # the profile's ops lists; the crop stage moves the others to the host
 
 
 TARGET = Mx3Target()
