@@ -98,6 +98,7 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
         folder = model_dir(pipeline, m)
         for name in ("ai.onnx", "quantized.onnx", "pre.onnx", "post.onnx"):  # host sections: accuracy, timing
             inputs[f"{m.name}/{name}"] = folder / name
+        inputs[f"{m.name}/crop.json"] = folder / "crop.json"  # what the chip does not run, for the report
     inputs.update(accuracy_data(pipeline))
     for m in pipeline.models:  # roles per model: two models may read files of the same name
         inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})

@@ -36,7 +36,12 @@ def test_unsupported_ops_at_both_ends_run_on_the_host(tmp_path: Path) -> None:
         assert [n.op_type for n in onnx.load(out / "m" / f"{name}.onnx").graph.node] == [op]
     assert {n.op_type for n in onnx.load(out / "m" / "ai.onnx").graph.node} == {"Conv", "Relu"}
     assert json.loads((out / "mapping.json").read_text())["unsupported_ops"] == []
-    assert json.loads((out / "benchmark.json").read_text())["fps"] > 0
+    bench = json.loads((out / "benchmark.json").read_text())
+    assert bench["fps"] > 0 and bench["models"][0]["unsupported"] == crop["unsupported"]
+    assert bench["models"][0]["end_to_end"]["host_measured_on"]  # the moved Sins are timed on the host
+    report = (out / "report.html").read_text()
+    assert "Operators the chip does not run" in report
+    assert "<td>l0.sin</td><td>Sin</td><td>host pre section</td>" in report
 
 
 def test_an_unsupported_op_in_the_middle_stays_and_is_named(tmp_path: Path) -> None:
@@ -52,3 +57,5 @@ def test_an_unsupported_op_in_the_middle_stays_and_is_named(tmp_path: Path) -> N
     assert crop["unsupported"]["kept"] == [{"node": "l1.sin", "op": "Sin"}] and crop["unsupported"]["moved"] == []
     assert "pre" not in crop["sections"] and "post" not in crop["sections"]
     assert json.loads((out / "mapping.json").read_text())["unsupported_ops"] == ["Sin"]
+    assert "<td>l1.sin</td><td>Sin</td><td>kept on the chip, modelled as ALU work</td>" in (
+        out / "report.html").read_text()
