@@ -60,5 +60,5 @@ class Target(Protocol):
         frontend accepts, or that leaves the question to its compiler)."""
 
     # Optional: ``chip_ops(spec) -> frozenset[str]``, the operator types the family's chip runs. The crop
-    # stage then moves others at the ai section's ends to the host's pre/post sections and refuses one in its
-    # middle (``passes/host_fallback.py``; mx3). A family without it gets the ai section the crop points say.
+    # stage then moves others at the ai section's ends to the host's pre/post sections and names those in its
+    # middle, which stay (``passes/host_fallback.py``; mx3). Without it the ai section is what the crop points say.

@@ -195,7 +195,7 @@ class Mx3Target:
 
     def chip_ops(self, spec: PipelineSpec) -> frozenset[str]:
         """The operators the profile's cores run; the crop stage moves others at the ai section's ends to
-        the host and refuses one in its middle."""
+        the host and names those in its middle (they stay, modelled as ALU work)."""
         ops = _profile(spec)["ops"]
         return frozenset(op for kind in ("mac", "alu", "fused", "layout") for op in ops.get(kind, ()))
 
