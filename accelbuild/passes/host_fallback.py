@@ -27,6 +27,7 @@ class Fallback:
     outputs: list[str]
     moved: list[dict[str, str]] = field(default_factory=list)
     kept: list[dict[str, str]] = field(default_factory=list)
+    idle: bool = False  # the chip runs no node of the ai section: nothing moves, every node is kept
 
     def record(self, chip: str) -> dict[str, object]:
         ops = sorted({m["op"] for m in self.moved + self.kept})
@@ -48,7 +49,7 @@ def move_to_host(model: onnx.ModelProto, inputs: list[str], outputs: list[str],
     if not unsupported:
         return Fallback(list(inputs), list(outputs))
     if unsupported == names:  # moving them all would leave the chip nothing
-        return Fallback(list(inputs), list(outputs), kept=_nodes(order))
+        return Fallback(list(inputs), list(outputs), kept=_nodes(order), idle=True)
     made_by = {out: n.name for n in order for out in n.output if out}
     prefix: set[str] = set()
     for node in order:

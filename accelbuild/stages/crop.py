@@ -88,7 +88,11 @@ def _host_fallback(params: CropParams, model: onnx.ModelProto, inputs: list[str]
         if nodes:
             log.warning("%s: moved to the host's %s section, as %s does not run them: %s", params.model, section,
                         params.chip, host_fallback.listed(nodes))
-    if found.kept:
+    if found.idle:
+        log.warning("%s: no node of the ai section is among the operators %s runs (%s): all are modelled as its "
+                    "ALU work; crop the model to what %s runs", params.model, params.chip,
+                    host_fallback.listed(found.kept), params.chip)
+    elif found.kept:
         one = len(found.kept) == 1
         them, they = ("it", "it stays") if one else ("them", "they stay")
         log.warning("%s: %s: not among the operators %s runs, and %s runs nodes before and after %s, so %s in the "

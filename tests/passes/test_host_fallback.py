@@ -41,7 +41,7 @@ def test_an_unsupported_prefix_and_suffix_move_to_pre_and_post() -> None:
 def test_an_unsupported_node_in_the_middle_is_kept_and_named(words: list[str], kept: list, moved: list) -> None:
     model, inputs, outputs = _points(words)
     found = move_to_host(model, inputs, outputs, CHIP_OPS)
-    assert found.kept == kept and found.moved == moved
+    assert found.kept == kept and found.moved == moved and not found.idle
 
 
 def test_nothing_the_chip_runs_moves_nothing() -> None:
@@ -49,6 +49,7 @@ def test_nothing_the_chip_runs_moves_nothing() -> None:
     found = move_to_host(model, inputs, outputs, CHIP_OPS)
     assert (found.inputs, found.outputs, found.moved) == (["x"], ["l1.sigmoid"], [])
     assert [k["op"] for k in found.kept] == ["Sin", "Sigmoid"]
+    assert found.idle
 
 
 def test_a_branch_that_rejoins_chip_work_is_not_a_prefix() -> None:

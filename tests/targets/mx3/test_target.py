@@ -13,12 +13,12 @@ from accelbuild.testing import npu_graphs
 from conftest import run_cli, write
 
 
-def _build(folder: Path, words: list[str]):
+def _build(folder: Path, words: list[str], *args: str):
     (folder / "models").mkdir(parents=True)
     onnx.save(npu_graphs.chain(words, channels=8, size=16), folder / "models" / "m.onnx")
     write(folder / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: mx3}\nmodels:\n  - {name: m, path: models/m.onnx}\n"
                              "benchmark: {accuracy: {samples: 2}}\n")
-    return run_cli("run", "p.yaml", cwd=folder, timeout=300)
+    return run_cli("run", "p.yaml", *args, cwd=folder, timeout=300)
 
 
 def test_unsupported_ops_at_both_ends_run_on_the_host(tmp_path: Path) -> None:
@@ -59,3 +59,12 @@ def test_an_unsupported_op_in_the_middle_stays_and_is_named(tmp_path: Path) -> N
     assert json.loads((out / "mapping.json").read_text())["unsupported_ops"] == ["Sin"]
     assert "<td>l1.sin</td><td>Sin</td><td>kept on the chip, modelled as ALU work</td>" in (
         out / "report.html").read_text()
+
+
+def test_a_model_the_chip_runs_nothing_of_moves_nothing_and_says_so(tmp_path: Path) -> None:
+    result = _build(tmp_path, ["sin", "celu"], "--until", "crop")
+    assert result.code == 0, result.stderr
+    assert ("warning: m: no node of the ai section is among the operators mx3 runs (Sin (l0.sin), Celu (l1.celu)): "
+            "all are modelled as its ALU work; crop the model to what mx3 runs") in result.stderr
+    crop = json.loads((tmp_path / "build" / "p" / "m" / "crop.json").read_text())
+    assert crop["unsupported"]["moved"] == [] and len(crop["unsupported"]["kept"]) == 2
