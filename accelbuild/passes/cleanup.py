@@ -1,4 +1,5 @@
-"""Lossless clean-ups: name every node, drop Identity/Dropout, drop what no output needs."""
+"""Lossless clean-ups: name every node, drop nodes that pass their input through unchanged, drop what no
+output needs."""
 
 from __future__ import annotations
 
@@ -33,11 +34,16 @@ def name_nodes(model: onnx.ModelProto) -> list[str]:
 
 
 def remove_identities(model: onnx.ModelProto) -> list[str]:
-    """Identity, and Dropout in inference mode (its mask unused), are wires."""
+    """Drop every node that passes its input through unchanged (``_is_wire``).
+
+    Converters leave many: float->float and int64->int64 Casts, Reshapes to the shape the tensor has.
+    Each is a node a partitioner must place somewhere; on an NPU that runs none of them, every one
+    splits the graph and costs two crossings. Shapes and types are those ``fold_constants`` inferred.
+    """
     graph = model.graph
     notes = []
     for node in list(graph.node):
-        if not _is_wire(graph, node):
+        if not _is_wire(model, node):
             continue
         source, result = node.input[0], node.output[0]
         outputs = g.graph_output_names(graph)
@@ -53,17 +59,41 @@ def remove_identities(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def _is_wire(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+# ops that only relabel a tensor's shape (the data's order stays): a wire when the shape stays too
+_SHAPE_ONLY = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+# ops that repeat a tensor: a wire when nothing is repeated (the output has the input's shape)
+_REPEATING = {"Expand", "Tile"}
+
+
+def _is_wire(model: onnx.ModelProto, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` outputs its first input unchanged: Identity, Dropout in inference mode (its mask
+    unused), a Cast to the type the tensor has, a Transpose that keeps the axes' order, a reshape or
+    repeat whose output has the input's shape."""
+    graph = model.graph
     if node.domain not in ("", "ai.onnx") or not node.input or not node.input[0]:
         return False
     if node.op_type == "Identity":
         return True
-    if node.op_type != "Dropout":
+    if node.op_type == "Dropout":
+        training = node.input[2] if len(node.input) > 2 else ""
+        mask_used = len(node.output) > 1 and node.output[1] and (
+            node.output[1] in g.consumers(graph) or node.output[1] in g.graph_output_names(graph))
+        return not training and not mask_used
+    if len(node.output) != 1:
         return False
-    training = node.input[2] if len(node.input) > 2 else ""
-    mask_used = len(node.output) > 1 and node.output[1] and (
-        node.output[1] in g.consumers(graph) or node.output[1] in g.graph_output_names(graph))
-    return not training and not mask_used
+    if node.op_type in ("Cast", "CastLike"):
+        source = g.elem_type(model, node.input[0])
+        wanted = (g.attribute(node, "to") if node.op_type == "Cast"
+                  else g.elem_type(model, node.input[1]) if len(node.input) > 1 else None)
+        return source is not None and source == wanted
+    if node.op_type == "Transpose":
+        perm = g.attribute(node, "perm")
+        return perm is not None and list(perm) == list(range(len(perm)))  # type: ignore[arg-type]
+    if node.op_type in _SHAPE_ONLY | _REPEATING:
+        shape = g.static_shape(model, node.input[0])
+        return shape is not None and shape == g.static_shape(model, node.output[0]) and (
+            g.elem_type(model, node.input[0]) == g.elem_type(model, node.output[0]))
+    return False
 
 
 def _can_rename_producer(graph: onnx.GraphProto, source: str) -> bool:

@@ -67,6 +67,11 @@ def cut(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str])
     return sections
 
 
+def section_nodes(model: onnx.ModelProto, inputs: list[str], outputs: list[str]) -> list[str]:
+    """Names of the nodes between ``inputs`` and ``outputs`` (in graph order)."""
+    return _section(model, "ai", inputs, outputs).nodes
+
+
 def ai_only(model: onnx.ModelProto, crop_inputs: list[str], crop_outputs: list[str]) -> dict[str, Section]:
     """Just the requested AI section (``crop.allow_partial``): no pre/post sections are made."""
     sections = {"ai": _section(model, "ai", crop_inputs, crop_outputs)}

@@ -18,7 +18,7 @@ from accelbuild.config.schema_check import did_you_mean
 from accelbuild.errors import ConfigError, InputFileError, StageError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.tflite.layout import CHANNEL_FIRST_SUFFIX
-from accelbuild.passes import auto_crop, sections
+from accelbuild.passes import auto_crop, host_fallback, sections
 from accelbuild.stages.context import StageContext
 from accelbuild.stages.params import CropParams
 from accelbuild.util import onnx_graph as g
@@ -34,9 +34,12 @@ def run(ctx: StageContext) -> None:
     params: CropParams = ctx.params
     model = onnx.load(str(ctx.inputs["imported"]))
     mode, crop_inputs, crop_outputs, reasons = _crop_points(ctx, model)
+    moved, cut = _host_fallback(params, model, crop_inputs, crop_outputs)
+    if moved is not None and cut is not None:
+        crop_inputs, crop_outputs = moved.inputs, moved.outputs
     fallback = None
     try:
-        cut = sections.cut(model, crop_inputs, crop_outputs)
+        cut = cut or sections.cut(model, crop_inputs, crop_outputs)
     except sections.NoCleanCut as exc:
         if not params.allow_partial:
             raise StageError(f"{params.model}: cannot crop: {exc}") from None
@@ -57,10 +60,46 @@ def run(ctx: StageContext) -> None:
         "reasons": reasons,
         "fallback": fallback,
         "sections": {name: section.describe() for name, section in cut.items()},
+        **({"unsupported": moved.record(params.chip)} if moved is not None else {}),
         "check": _checked_composition(ctx, model, cut) if fallback is None else
         {"samples": 0, "error": "not checked: the ai section alone does not compose to the whole model"},
     }
     write_json_atomic(ctx.outputs["crop.json"], record)
+
+
+def _host_fallback(params: CropParams, model: onnx.ModelProto, inputs: list[str], outputs: list[str]
+                   ) -> tuple[host_fallback.Fallback | None, dict[str, sections.Section] | None]:
+    """What the chip cannot run in the ai section (None: it runs every node, or the family did not say), and
+    the sections cut at the crop points moved past what moved to the host (None: nothing moved)."""
+    if params.chip_ops is None:
+        return None, None
+    found = host_fallback.move_to_host(model, inputs, outputs, frozenset(params.chip_ops))
+    cut = None
+    if found.moved:
+        try:
+            cut = sections.cut(model, found.inputs, found.outputs)
+        except sections.NoCleanCut as exc:
+            log.warning("%s: %s stay in the ai section: moving them to the host does not cut the model cleanly "
+                        "(%s)", params.model, host_fallback.listed(found.moved), exc)
+            found = host_fallback.Fallback(inputs, outputs, [], found.kept + [
+                {"node": m["node"], "op": m["op"]} for m in found.moved])
+    for section in ("pre", "post"):
+        nodes = [m for m in found.moved if m["to"] == section]
+        if nodes:
+            log.warning("%s: moved to the host's %s section, as %s does not run them: %s", params.model, section,
+                        params.chip, host_fallback.listed(nodes))
+    if found.idle:
+        log.warning("%s: no node of the ai section is among the operators %s runs (%s): all are modelled as its "
+                    "ALU work; crop the model to what %s runs", params.model, params.chip,
+                    host_fallback.listed(found.kept), params.chip)
+    elif found.kept:
+        one = len(found.kept) == 1
+        them, they = ("it", "it stays") if one else ("them", "they stay")
+        log.warning("%s: %s: not among the operators %s runs, and %s runs nodes before and after %s, so %s in the "
+                    "ai section, modelled as its ALU work; crop the model around %s (crop.inputs / crop.outputs) to "
+                    "run %s on the host", params.model, host_fallback.listed(found.kept), params.chip, params.chip,
+                    them, they, them, them)
+    return (found if found.moved or found.kept else None), cut
 
 
 def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:

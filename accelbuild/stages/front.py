@@ -86,7 +86,10 @@ def _crop_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, 
 def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CropParams:
     assert model is not None
     crop = model.crop
-    return CropParams(model.name, crop.inputs, crop.outputs, crop.auto, crop.in_out_file_text, crop.allow_partial)
+    chip_ops = getattr(pipeline.target_impl, "chip_ops", None)  # optional member of a Target
+    ops = chip_ops(pipeline) if chip_ops is not None else None
+    return CropParams(model.name, crop.inputs, crop.outputs, crop.auto, crop.in_out_file_text, crop.allow_partial,
+                      None if ops is None else tuple(sorted(ops)), pipeline.target.family if ops is not None else "")
 
 
 def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

@@ -31,6 +31,10 @@ class CropParams:
     auto: bool
     in_out_file: str | None  # as the YAML writes it; the file's content is a stage input
     allow_partial: bool
+    # the operators the target's chip runs, when the family moves the others at the ai section's ends to the
+    # host (``Target.chip_ops``; mx3); None: the ai section is what the crop points say
+    chip_ops: tuple[str, ...] | None = None
+    chip: str = ""  # the chip's name in messages and crop.json
 
 
 @dataclass(frozen=True)

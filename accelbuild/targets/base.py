@@ -64,3 +64,7 @@ class Target(Protocol):
     def supported_ops(self) -> list[SupportSection]:
         """The family's sections of docs/supported_ops.md (none for a family that runs every operator its
         frontend accepts, or that leaves the question to its compiler)."""
+
+    # Optional: ``chip_ops(spec) -> frozenset[str]``, the operator types the family's chip runs. The crop
+    # stage then moves others at the ai section's ends to the host's pre/post sections and names those in its
+    # middle, which stay (``passes/host_fallback.py``; mx3). Without it the ai section is what the crop points say.

@@ -6,7 +6,8 @@
 and one Apache TVM's ONNX frontend does not import),
 ``pool5`` (MaxPool 5x5, stride 1), ``pool2`` (MaxPool 2x2 stride 2 followed by a nearest 2x Resize back),
 ``resize`` (nearest 2x Resize followed by a 2x2 MaxPool back), ``transpose`` (a 0,1,3,2 Transpose),
-``custom`` (a node of domain ``com.example``, which nothing runs; its output shape is declared). ``residual_net(blocks)`` builds
+``custom`` (a node of domain ``com.example``, which nothing runs; its output shape is declared), ``cast`` (a
+float -> float Cast) and ``reshape`` (a Reshape to the shape the tensor has), the no-ops converters leave. ``residual_net(blocks)`` builds
 conv-relu-conv-add-relu blocks; ``long_chain(n)`` cycles conv/relu/dwconv/sigmoid for n layers.
 """
 
@@ -22,8 +23,9 @@ from accelbuild.testing.models import PRODUCER_NAME
 
 
 class _Chain:
-    def __init__(self, channels: int, seed: int) -> None:
+    def __init__(self, channels: int, seed: int, size: int = 0) -> None:
         self.c = channels
+        self.size = size
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
@@ -62,6 +64,10 @@ class _Chain:
             return self.node("MaxPool", f"{name}.down", [y], kernel_shape=[2, 2], strides=[2, 2])
         if word == "transpose":
             return self.node("Transpose", name, [x], perm=[0, 1, 3, 2])
+        if word == "cast":
+            return self.node("Cast", name, [x], to=TensorProto.FLOAT)
+        if word == "reshape":
+            return self.node("Reshape", name, [x, self.const("same_shape", [1, c, -1, self.size], np.int64)])
         if word == "custom":
             self.custom.append(name)
             return self.node("Mystery", name, [x], domain="com.example")
@@ -79,7 +85,7 @@ class _Chain:
 
 def chain(words: Sequence[str], channels: int = 32, size: int = 32, seed: int = 0) -> onnx.ModelProto:
     """A chain of the layers ``words`` (see the module docstring)."""
-    net = _Chain(channels, seed)
+    net = _Chain(channels, seed, size)
     x = "x"
     for i, word in enumerate(words):
         x = net.layer(word, f"l{i}.{word}", x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from pathlib import Path
 
 import onnx
 
@@ -20,13 +21,24 @@ log = logging.getLogger(__name__)
 def run(ctx: StageContext) -> None:
     p: SessionParams = ctx.params
     config = session.choose(p.precision, p.threads, p.graph_optimization, p.onnxruntime)
-    ops = Counter(node.op_type for node in onnx.load(str(ctx.inputs["quantized.onnx"]), load_external_data=False)
-                  .graph.node)
-    if (p.precision == "int8") != (ops["QuantizeLinear"] > 0):  # the quantize stage and the target disagree
-        raise StageError(f"{p.model}: quantized.onnx has {ops['QuantizeLinear']} QuantizeLinear nodes, "
-                         f"which a {p.precision} build cannot have")
+    ops = _op_counts(ctx.inputs["quantized.onnx"])
+    _check_quantizers(p, ops["QuantizeLinear"], _op_counts(ctx.inputs["ai.onnx"])["QuantizeLinear"])
     config["source"] = {"file": "quantized.onnx", "nodes": sum(ops.values()),
                         "quantize_linear": ops["QuantizeLinear"], "dequantize_linear": ops["DequantizeLinear"]}
     write_json_atomic(ctx.outputs["session.json"], config)
     log.info("%s: onnxruntime %s, %s, graph optimization %s, %s intra-op threads", p.model, p.onnxruntime,
              p.precision, p.graph_optimization, p.threads or "default")
+
+
+def _op_counts(path: Path) -> Counter[str]:
+    return Counter(node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node)
+
+
+def _check_quantizers(p: SessionParams, quantized: int, own: int) -> None:
+    """The quantize stage and the target must agree: an int8 build has quantizers, a float build only the
+    model's own (``own``, those in ai.onnx: a model may end in its own int8 quantizer; it runs as it is)."""
+    if p.precision == "int8" and quantized == 0:
+        raise StageError(f"{p.model}: quantized.onnx has no QuantizeLinear nodes, which an int8 build must have")
+    if p.precision == "float" and quantized != own:
+        raise StageError(f"{p.model}: quantized.onnx has {quantized} QuantizeLinear nodes where the model has "
+                         f"{own}; a float build runs the model as it is")

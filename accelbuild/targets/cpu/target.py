@@ -58,7 +58,8 @@ def _model(model: ModelSpec | None) -> ModelSpec:
 
 
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return {"quantized.onnx": model_dir(pipeline, _model(model)) / "quantized.onnx"}
+    folder = model_dir(pipeline, _model(model))
+    return {name: folder / name for name in ("quantized.onnx", "ai.onnx")}
 
 
 def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:

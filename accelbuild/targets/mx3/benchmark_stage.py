@@ -41,6 +41,9 @@ def run(ctx: StageContext) -> None:
                  "binding": sim.binding[name], "accuracy": figures, "crosscheck": crosscheck}
         if bench.host and (files.pre is not None or files.post is not None):
             entry["host"] = benchmarking.host_times(files, feeds)
+        unsupported = json.loads(ctx.inputs[f"{name}/crop.json"].read_text()).get("unsupported")
+        if unsupported:  # operators the chip does not run: moved to the host sections, or kept as ALU work
+            entry["unsupported"] = unsupported
         host = entry.get("host", {})
         entry["end_to_end"] = end_to_end.record(entry["fps"], entry["latency_ms"], "simulated", host.get("pre_ms"),
                                                 host.get("post_ms"), bench.host)

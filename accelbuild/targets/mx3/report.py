@@ -95,8 +95,28 @@ def _summary_tab(data: dict[str, Any]) -> str:
              _card("How far to trust these figures", f"<p>{esc(trust.get('text', 'not recorded'))}</p>"),
              '<div class="grid2">' + _stages_card(bench, simulated) + _cost_card(data, bench, simulated) + "</div>",
              _card(f"Models {_tag(simulated)}", _models_table(bench),
-                   "Accuracy compares the accelerator's output with the float model on the same inputs.")]
+                   "Accuracy compares the accelerator's output with the float model on the same inputs."),
+             _unsupported_card(bench)]
     return "".join(parts)
+
+
+def _unsupported_card(bench: dict[str, Any]) -> str:
+    """Operators the chip does not run (crop.json's record): where each went, or that it stayed."""
+    rows = []
+    for model in bench.get("models", []):
+        record = model.get("unsupported") or {}
+        for node in record.get("moved", []):
+            rows.append([esc(model.get("name", "?")), esc(node["node"]), esc(node["op"]),
+                         f"host {esc(node['to'])} section"])
+        for node in record.get("kept", []):
+            rows.append([esc(model.get("name", "?")), esc(node["node"]), esc(node["op"]),
+                         "kept on the chip, modelled as ALU work"])
+    if not rows:
+        return ""
+    note = ("Operators not in the profile's lists. Those at the start or end of the accelerated section run on "
+            "the host (its pre and post sections, timed in end-to-end); one with chip work before and after it "
+            "cannot move and is modelled as ALU work: crop the model around it to run it on the host.")
+    return _card("Operators the chip does not run", _table(["model", "node", "operator", "runs on"], rows), note)
 
 
 def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> str:

@@ -98,6 +98,7 @@ def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
         folder = model_dir(pipeline, m)
         for name in ("ai.onnx", "quantized.onnx", "pre.onnx", "post.onnx"):  # host sections: accuracy, timing
             inputs[f"{m.name}/{name}"] = folder / name
+        inputs[f"{m.name}/crop.json"] = folder / "crop.json"  # what the chip does not run, for the report
     inputs.update(accuracy_data(pipeline))
     for m in pipeline.models:  # roles per model: two models may read files of the same name
         inputs.update({f"{m.name}/{role}": path for role, path in model_data(m).items()})
@@ -193,8 +194,14 @@ class Mx3Target:
 
         return show_mapping(output_dir)
 
+    def chip_ops(self, spec: PipelineSpec) -> frozenset[str]:
+        """The operators the profile's cores run; the crop stage moves others at the ai section's ends to
+        the host and names those in its middle (they stay, modelled as ALU work)."""
+        ops = _profile(spec)["ops"]
+        return frozenset(op for kind in ("mac", "alu", "fused", "layout") for op in ops.get(kind, ()))
+
     def supported_ops(self) -> list[SupportSection]:
-        return []  # the mapper places every operator the frontends accept
+        return []  # the profile's ops lists; the crop stage moves the others to the host
 
 
 TARGET = Mx3Target()

@@ -77,13 +77,22 @@ class FallbackError(StageError):
 
 
 class TooManySubgraphsError(StageError):
-    """More NPU subgraphs than allowed (exit 1); names the host layers that split the NPU part."""
+    """More NPU subgraphs than allowed (exit 1); names the host layers that split the NPU part and their
+    operators (``ops``: layer name -> op type)."""
 
-    def __init__(self, count: int, limit: int, splitters: list[list[str]]) -> None:
+    def __init__(self, count: int, limit: int, splitters: list[list[str]], ops: Mapping[str, str] | None = None) -> None:
         self.count, self.limit, self.splitters = count, limit, splitters
-        shown = "".join(f"\n  {', '.join(run[:4])}{' ...' if len(run) > 4 else ''}" for run in splitters[:20])
+        ops = ops or {}
+        tally = Counter(ops[name] for run in splitters for name in run if name in ops)
+        by_op = f" ({', '.join(f'{op} x{n}' for op, n in tally.most_common())})" if tally else ""
+        shown = "".join(f"\n  {', '.join(_named(name, ops) for name in run[:4])}{' ...' if len(run) > 4 else ''}"
+                        for run in splitters[:20])
         super().__init__(f"the model splits into {count} NPU subgraphs, more than max_subgraphs {limit}; "
-                         f"the host layers between them (deny or crop them, or raise the limit):{shown}")
+                         f"the host layers between them{by_op} (deny or crop them, or raise the limit):{shown}")
+
+
+def _named(name: str, ops: Mapping[str, str]) -> str:
+    return f"{name} ({ops[name]})" if name in ops else name
 
 
 @dataclass
@@ -161,7 +170,7 @@ def partition(model: onnx.ModelProto, hw: NpuHardware, offload: Offload = Offloa
     npu_runs = [run for run in runs if assigned[run[0]] == "npu"]
     if len(npu_runs) > limit:
         splitters = [run for i, run in enumerate(runs) if assigned[run[0]] != "npu" and 0 < i < len(runs) - 1]
-        raise TooManySubgraphsError(len(npu_runs), limit, splitters)
+        raise TooManySubgraphsError(len(npu_runs), limit, splitters, {n.name: n.op_type for n in info.layers()})
     subgraphs = [_subgraph(info, i, assigned[run[0]], run) for i, run in enumerate(runs)]  # type: ignore[arg-type]
     log.debug("partition: %d subgraphs (%d on the NPU), %d host layers", len(subgraphs), len(npu_runs), len(reasons))
     return Partition(subgraphs, {n.name: assigned[n.name] for n in info.layers()}, reasons,

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.util.machine import this_machine
 
@@ -128,3 +130,38 @@ def test_compare_labels_measured_and_simulated_sides(project: Path) -> None:
     text = run_cli("compare", str(out), "build/npu", cwd=project).stdout
     assert "(measured)" in text.splitlines()[0] and "(simulated)" in text.splitlines()[0]
     assert "build/npu: simulated (modelled accelerator)" in text and f"{out}: measured on " in text
+
+
+def _model_with_its_own_quantizer() -> onnx.ModelProto:
+    """Conv -> Relu -> QuantizeLinear: the model's own output is int8."""
+    weight = (np.random.default_rng(0).standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["y"], name="quant")]
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z")]
+    graph = helper.make_graph(nodes, "own_q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_float_build_runs_a_model_that_carries_its_own_quantizer(tmp_path: Path) -> None:
+    """precision: float runs the model as it is, its own QuantizeLinear included (it was refused: "quantized.onnx
+    has 1 QuantizeLinear nodes, which a float build cannot have")."""
+    model = _model_with_its_own_quantizer()
+    (tmp_path / "models").mkdir()
+    onnx.save(model, tmp_path / "models" / "q.onnx")
+    write(tmp_path / "q.yaml", "accelbuild: 1\nname: q\ntarget: {family: cpu, threads: 1, precision: float}\n"
+                               "models:\n  - {name: q, path: models/q.onnx}\n"
+                               "benchmark: {frames: 5, accuracy: {samples: 2}}\n")
+    result = run_cli("run", "q.yaml", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    out = tmp_path / "build" / "q"
+    source = json.loads((out / "q" / "session.json").read_text())["source"]
+    assert source["quantize_linear"] == 1
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = ort.InferenceSession(str(out / "q" / "model.ort"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+    assert json.loads((out / "benchmark.json").read_text())["fps"] > 0

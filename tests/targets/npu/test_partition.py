@@ -84,7 +84,8 @@ def test_too_many_subgraphs_names_the_splitting_layers() -> None:
         _layout(["conv", "sin"] * 5, max_subgraphs=3)
     assert info.value.count == 5 and info.value.limit == 3
     assert info.value.splitters == [["l1.sin"], ["l3.sin"], ["l5.sin"], ["l7.sin"]]
-    assert "more than max_subgraphs 3" in str(info.value) and "l5.sin" in str(info.value)
+    assert "more than max_subgraphs 3" in str(info.value) and "l5.sin (Sin)" in str(info.value)
+    assert "the host layers between them (Sin x4) (deny or crop them" in str(info.value)  # the operator named
     assert isinstance(info.value, StageError)
 
 

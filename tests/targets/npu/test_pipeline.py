@@ -224,3 +224,30 @@ def test_split_bits_on_mx3_are_refused_with_a_position(tmp_path: Path) -> None:
     result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
     assert result.code == 2 and "separate weights/activations bits per layer are for family npu" in result.stderr
     assert "p.yaml:7:" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("platform", ["tda4vm", "x5"])
+def test_no_op_casts_neither_split_the_npu_part_nor_leave_it(tmp_path: Path, platform: str) -> None:
+    """40 layers alternating float -> float Casts and Convs (a converter's no-ops): import removes the Casts, so
+    the chain is one NPU subgraph within max_subgraphs 16 (kept, they split it into 20), every Conv on the NPU."""
+    from accelbuild.testing import npu_graphs
+
+    (tmp_path / "models").mkdir()
+    onnx.save(npu_graphs.chain(["cast", "conv"] * 20, channels=16, size=16), tmp_path / "models" / "casts.onnx")
+    write(tmp_path / "p.yaml", f"""\
+accelbuild: 1
+name: c
+target: {{family: npu, platform: {platform}, offload: {{max_subgraphs: 16, host_compiler: onnx}}}}
+models:
+  - {{name: casts, path: models/casts.onnx, quantize: {{calibration_frames: 2}}}}
+""")
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "map", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    partition = json.loads((tmp_path / "build" / "c" / "partition.json").read_text())
+    assert [s["unit"] for s in partition["subgraphs"]] == ["npu"]
+    assert partition["host_layers"] == 0 and partition["npu_layers"] == 20
+    npu_nodes = partition["subgraphs"][0]["nodes"]
+    assert sorted(npu_nodes) == sorted(f"l{i}.conv" for i in range(1, 40, 2))
+    imported = json.loads((tmp_path / "build" / "c" / "casts" / "import.json").read_text())
+    removed = next(r for r in imported["passes"] if r["pass"] == "remove_identities")
+    assert removed["changes"] == 20
