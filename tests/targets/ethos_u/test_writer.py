@@ -97,19 +97,22 @@ def test_vela_leaves_depth_to_space_to_the_cpu_and_says_so() -> None:
 
 
 def test_unsupported_operators_are_listed() -> None:
+    """Operators with neither an int8 nor a float TFLite form are refused together, each named with its node,
+    and the message says what the user can do; a Div of two tensors is no longer among them (float DIV)."""
     from ethos_u_models import Net
 
     n = Net()
     y = n.op("Div", [n.conv("x", 4, 8, 1, "stem"), n.conv("x", 4, 8, 1, "other")], "div")
     y = n.op("Erf", [y], "erf")
+    y = n.op("Einsum", [y], "einsum", equation="nchw->nhwc")
     model = n.model(y, [1, 8, 8, 8])
     q = quantize_qdq(model, feeds(), QdqConfig(conventions="tflite"))
     with pytest.raises(UnsupportedOperatorsError) as info:
         write_int8_tflite(q.model)
     assert info.value.exit_code == 2
-    ops = {op for op, _, _ in info.value.problems}
-    assert {"Div", "Erf"} <= ops
-    assert "Div (div)" in str(info.value)
+    assert {(op, name) for op, name, _ in info.value.problems} == {("Erf", "erf"), ("Einsum", "einsum")}
+    message = str(info.value)
+    assert "Erf (erf)" in message and "Einsum (einsum)" in message and "what to do: crop them" in message
 
 
 def test_bytes_identical_across_runs() -> None:
@@ -136,3 +139,35 @@ def test_missing_extra_is_exit_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(vela.MissingExtraError, match=r"ethos-u-vela: pip install 'accelbuild\[ethos-u\]'") as info:
         vela.require()
     assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("scale", [0.05, None])  # its own parameters, or the tensor's (no requantize)
+def test_a_model_ending_in_its_own_quantize_linear_builds(scale: float | None) -> None:
+    """The model's output is int8 codes (its own QuantizeLinear after the last layer): written as TFLite's
+    requantize (or the same codes) and a transpose back to NCHW; LiteRT's codes match onnxruntime's."""
+    import numpy as np
+    from ethos_u_models import Net
+    from onnx import TensorProto, helper
+
+    from accelbuild.targets.ethos_u.tflite.verify import check
+
+    n = Net()
+    y = n.op("Relu", [n.conv("x", 4, 8, 1, "stem")], "relu")
+    inputs = feeds()
+    if scale is None:  # the QDQ model's own parameters for the Relu's output, read from a first pass
+        first = quantize_qdq(n.model(y, [1, 8, 8, 8]), inputs, QdqConfig(conventions="tflite"))
+        scale = first.tensors["relu"]["scale"]
+        zero = first.tensors["relu"]["zero_point"]
+    else:
+        zero = -128
+    n.nodes.append(helper.make_node("QuantizeLinear", [y, n.const("s", np.float32(scale)),
+                                                       n.const("z", np.int8(zero), np.int8)], ["codes"], name="q"))
+    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("codes", TensorProto.INT8, [1, 8, 8, 8])], n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite"))
+    data = write_int8_tflite(q.model)
+    checked = check(data, q.model, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.max_steps["codes"] <= 1, checked
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert result.npu_ops > 0

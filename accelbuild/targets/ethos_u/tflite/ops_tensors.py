@@ -221,6 +221,31 @@ def identity(w: Writer, node: onnx.NodeProto) -> None:
     w.alias(w.q(node.output[0]), w.q(node.input[0]))
 
 
+def quantize_linear(w: Writer, node: onnx.NodeProto) -> None:
+    """The model's own QuantizeLinear of a quantized tensor (a model whose output is int8 codes): the same
+    codes where its parameters are the tensor's, else a QUANTIZE (TFLite's requantize); ONNX layout, since
+    it is a tensor of its own type the graph hands on (a graph output, as a rule)."""
+    x = w.q(node.input[0])
+    scale = w.qg.constant(node.input[1])
+    zero = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+        raise Unsupported("a QuantizeLinear whose scale and zero point are not one constant each")
+    if zero.dtype != np.dtype(x.dtype):
+        raise Unsupported(f"a QuantizeLinear to {zero.dtype} of an {x.dtype} tensor")
+    params = (float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0]))
+    source = w.tensor(x)
+    if params != (x.scale, x.zero_point):
+        requantized = w.b.add_tensor(f"{node.output[0]}/{'nhwc' if w.is_nhwc(x) else 'requantized'}", w.shape(x),
+                                     x.dtype, quant=Quant([params[0]], [params[1]]))
+        w.op("QUANTIZE", [source], [requantized])
+        source = requantized
+    if w.is_nhwc(x):
+        out = w.b.add_tensor(node.output[0], x.shape, x.dtype, quant=Quant([params[0]], [params[1]]))
+        w.op("TRANSPOSE", [source, w.int32(f"{node.name}/perm", list(layout.TO_NCHW))], [out])
+        source = out
+    w.floats[node.output[0]] = source
+
+
 def pad(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
     if _text(g.attribute(node, "mode", b"constant")) != "constant":
