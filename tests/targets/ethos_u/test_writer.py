@@ -171,3 +171,24 @@ def test_a_model_ending_in_its_own_quantize_linear_builds(scale: float | None) -
     assert checked.layers.max_steps <= 1 and checked.outputs.max_steps["codes"] <= 1, checked
     result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
     assert result.npu_ops > 0
+
+
+@pytest.mark.parametrize("attrs", [{"ceil_mode": 1, "pads": [0, 0, 0, 0]}, {"ceil_mode": 1, "pads": [1, 0, 0, 1]},
+                                   {"ceil_mode": 0, "pads": [1, 1, 0, 0]}])
+def test_max_pool_with_ceil_mode_or_uneven_pads_is_int8(attrs: dict) -> None:
+    """A PADV2 with the lowest code, then a VALID MAX_POOL_2D: the same codes as onnxruntime, all on the NPU."""
+    from ethos_u_models import Net
+
+    from accelbuild.targets.ethos_u.tflite.verify import check
+
+    n = Net()
+    y = n.op("MaxPool", [n.conv("x", 4, 8, 1, "stem")], "pool", kernel_shape=[3, 3], strides=[2, 2], **attrs)
+    model = n.model(y, [1, 8, 4, 4])  # 8x8 -> 4x4 in every case (3x3 windows, stride 2)
+    inputs = feeds()
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite"))
+    data = write_int8_tflite(q.model)
+    checked = check(data, q.model, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
+    assert checked.layers.differing.get("MaxPool", 0.0) == 0.0
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert result.cpu_ops == [] and result.npu_ops > 0

@@ -184,10 +184,13 @@ def pool(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("dilated pooling")
     average = node.op_type == "AveragePool"
     include_pad = average and int(g.attribute(node, "count_include_pad", 0))  # type: ignore[arg-type]
+    if not average:
+        _max_pool(w, node, x, kernel, strides)
+        return
     padding, source = _padding(w, node, x, kernel, strides, [1, 1], pad_allowed=bool(include_pad))
     if include_pad and padding == "SAME":  # TFLite's SAME averages over the real pixels only
         raise Unsupported("count_include_pad with SAME-like pads")
-    fused = w.fusion(node) if average else w.fusion_from(node.output[0])
+    fused = w.fusion(node)
     out = w.qg.tensors[fused.output]
     if _out_hw(w, x, source, padding, kernel, strides) != out.shape[2:]:
         raise Unsupported("ceil_mode pooling whose output TFLite cannot reproduce")
@@ -198,6 +201,48 @@ def pool(w: Writer, node: onnx.NodeProto) -> None:
                "filter_height": kernel[0], "fused_activation_function": fused.activation}
     w.op("AVERAGE_POOL_2D" if average else "MAX_POOL_2D", [source], [w.tensor(out)], options)
     w.done.update(fused.nodes)
+
+
+def _max_pool(w: Writer, node: onnx.NodeProto, x: QTensor, kernel: list[int], strides: list[int]) -> None:
+    """MAX_POOL_2D; pads TFLite's SAME does not make (ceil_mode, uneven pads) become a PADV2 with the lowest code
+    first, which no window's maximum can be (ONNX pads max pooling with minus infinity; every window holds
+    at least one real value), and a VALID pool."""
+    fused = w.fusion_from(node.output[0])
+    out = w.qg.tensors[fused.output]
+    if (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("pooling whose output quantization differs from its input's "
+                          "(quantize with conventions='tflite')")
+    try:
+        padding, source = _padding(w, node, x, kernel, strides, [1, 1], pad_allowed=False)
+    except Unsupported:
+        padding, source = "", -1
+    if not padding or _out_hw(w, x, source, padding, kernel, strides) != out.shape[2:]:
+        padding, source = "VALID", _lowest_padded(w, node, x, kernel, strides, out.shape[2:])
+    options = {"padding": padding, "stride_w": strides[1], "stride_h": strides[0], "filter_width": kernel[1],
+               "filter_height": kernel[0], "fused_activation_function": fused.activation}
+    w.op("MAX_POOL_2D", [source], [w.tensor(out)], options)
+    w.done.update(fused.nodes)
+
+
+def _lowest_padded(w: Writer, node: onnx.NodeProto, x: QTensor, kernel: list[int], strides: list[int],
+                   out_hw: tuple[int, ...]) -> int:
+    auto_pad = g.attribute(node, "auto_pad", b"NOTSET")
+    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) not in ("NOTSET", ""):
+        raise Unsupported(f"auto_pad {auto_pad!r} with an output TFLite's padding does not make")
+    top, left, bottom, right = _ints(node, "pads", [0, 0, 0, 0])
+    needed = [(o - 1) * s + k for o, s, k in zip(out_hw, strides, kernel)]
+    bottom = max(0, needed[0] - x.shape[2] - top)
+    right = max(0, needed[1] - x.shape[3] - left)
+    shape = w.shape(x)
+    padded = (shape[0], shape[1] + top + bottom, shape[2] + left + right, shape[3])
+    if any((p - k) // s + 1 != o for p, k, s, o in zip(padded[1:3], kernel, strides, out_hw)):
+        raise Unsupported(f"pads with output {list(out_hw)} that padding cannot reproduce")
+    lowest = np.asarray(-(1 << (x.bits - 1)), dtype=x.dtype)
+    result = w.like(x, f"{node.name}/padded", padded)
+    paddings = np.array([[0, 0], [top, bottom], [left, right], [0, 0]], dtype=np.int32)
+    value = w.const(f"{node.name}/lowest", lowest, x.dtype, Quant([x.scale], [x.zero_point]))
+    w.op("PADV2", [w.tensor(x), w.const(f"{node.name}/paddings", paddings, "int32"), value], [result])
+    return result
 
 
 def _out_hw(w: Writer, x: QTensor, source: int, padding: str, kernel: list[int],
