@@ -277,3 +277,14 @@ def conv_transpose_same() -> onnx.ModelProto:
 
 
 CASES.update({f.__name__: f for f in (conv_transpose_valid, conv_transpose_same)})
+
+
+def matmul_two_activations() -> onnx.ModelProto:
+    """A Gram matrix of a conv's features (attention's Q.K^T shape): MatMul of two quantized tensors."""
+    n = Net()
+    a = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "tokens")
+    b = n.op("Transpose", [a], "tokens_t", perm=[0, 2, 1])
+    return n.model(n.op("MatMul", [a, b], "gram"), [1, 8, 8])
+
+
+CASES.update({"matmul_two_activations": matmul_two_activations})

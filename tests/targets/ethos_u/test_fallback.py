@@ -39,6 +39,8 @@ def gather_channels() -> onnx.ModelProto:
 
 
 def reduce_sum() -> onnx.ModelProto:
+    """Float SUM: LiteRT's int8 SUM reference kernel saturates every code here (127 steps off quantized.onnx,
+    where its optimised kernel is within one), so the writer has no int8 form for it."""
     n = Net()
     y = n.op("ReduceSum", [_stem(n), n.const("axes", [2, 3], np.int64)], "sum", keepdims=1)
     return n.model(n.conv(y, 8, 4, 1, "head"), [1, 4, 1, 1])
@@ -51,13 +53,6 @@ def gemm_alpha_beta_trans_a() -> onnx.ModelProto:
     w = n.const("fc.w", n.rng.normal(0, 0.5, (6, 8)))
     return n.model(n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 6))], "fc", transA=1, transB=1,
                         alpha=0.5, beta=2.0), [1, 6])
-
-
-def matmul_two_activations() -> onnx.ModelProto:
-    n = Net()
-    a = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "tokens")
-    b = n.op("Transpose", [a], "tokens_t", perm=[0, 2, 1])
-    return n.model(n.op("MatMul", [a, b], "gram"), [1, 8, 8])
 
 
 def pad_reflect_and_value() -> onnx.ModelProto:
@@ -96,15 +91,14 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], set[str]]] = {
     "gather_channels": (gather_channels, {"gather"}),
     "reduce_sum": (reduce_sum, {"sum"}),
     "gemm_alpha_beta_trans_a": (gemm_alpha_beta_trans_a, {"fc"}),
-    "matmul_two_activations": (matmul_two_activations, {"gram"}),
     "pad_reflect_and_value": (pad_reflect_and_value, {"reflect", "value"}),
     "layer_norm_float_output": (layer_norm_float_output, {"mean", "centred", "square", "var", "var_eps", "std",
                                                           "normed"}),
 }
 
 
-def _build(model: onnx.ModelProto, inputs: list[dict]) -> tuple[bytes, list[dict], onnx.ModelProto]:
-    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite", share_concat_scales=True))
+def _build(model: onnx.ModelProto, inputs: list[dict], bits: int = 8) -> tuple[bytes, list[dict], onnx.ModelProto]:
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite", share_concat_scales=True, activation_bits=bits))
     data, written_float = write(q.model)
     return data, written_float, q.model
 
@@ -131,7 +125,19 @@ def test_bool_input_cast_and_mask() -> None:
     assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
 
 
-@pytest.mark.parametrize("name", ["sqrt_reciprocal", "matmul_two_activations", "layer_norm_float_output"])
+def test_int16_matmul_of_two_tensors_is_a_float_batch_matmul() -> None:
+    """int8 BATCH_MATMUL is written for two int8 tensors (test_writer); int16 ones fall back to float."""
+    from ethos_u_models import matmul_two_activations
+
+    inputs = feeds()
+    data, written_float, qdq = _build(matmul_two_activations(), inputs, bits=16)
+    assert [(entry["node"], entry["op"]) for entry in written_float] == [("gram", "MatMul")]
+    assert "int16" in written_float[0]["why"]
+    checked = check(data, qdq, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 2.01, checked
+
+
+@pytest.mark.parametrize("name", ["sqrt_reciprocal", "gather_channels", "layer_norm_float_output"])
 def test_vela_places_the_float_operators_on_the_cpu(name: str) -> None:
     make, expected = CASES[name]
     data, written_float, _ = _build(make(), feeds())

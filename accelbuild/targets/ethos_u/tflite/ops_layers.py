@@ -146,6 +146,9 @@ def conv_transpose(w: Writer, node: onnx.NodeProto) -> None:
 
 def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     x = w.q(node.input[0])
+    if node.op_type == "MatMul" and w.qg.key(node.input[1]) is not None:
+        batch_matmul(w, node, x, w.q(node.input[1]))
+        return
     c = _weights(w, node, 1)
     codes = c.codes
     bias = None
@@ -172,6 +175,21 @@ def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     weights = w.const(f"{node.name}/weights", np.ascontiguousarray(codes), "int8", _weight_quant(c, units, 0))
     options = {"fused_activation_function": fused.activation, "keep_num_dims": len(x.shape) > 2}
     w.op("FULLY_CONNECTED", [w.tensor(x), weights, _bias(w, node, x, c, bias, units)], [w.tensor(out)], options)
+    w.done.update(fused.nodes)
+
+
+def batch_matmul(w: Writer, node: onnx.NodeProto, a: QTensor, b: QTensor) -> None:
+    """MatMul of two quantized tensors (attention's Q.K^T and scores.V): int8 BATCH_MATMUL, which requantizes
+    into the output's quantization as onnxruntime's QDQ MatMul does."""
+    if min(len(a.shape), len(b.shape)) < 2 or w.is_nhwc(a) or w.is_nhwc(b):
+        raise Unsupported("MatMul of a vector or of a channel-last tensor")
+    if a.bits != 8 or b.bits != 8:
+        raise Unsupported("MatMul of two int16 tensors (TFLite's BATCH_MATMUL takes int8 here)")
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    if w.is_nhwc(out) or (fused.activation != "NONE" and not implied(out, fused.activation)):
+        raise Unsupported("an activation after a MatMul of two tensors that its output range does not imply")
+    w.op("BATCH_MATMUL", [w.tensor(a), w.tensor(b)], [w.tensor(out)], {"adj_x": False, "adj_y": False})
     w.done.update(fused.nodes)
 
 
