@@ -287,4 +287,10 @@ def matmul_two_activations() -> onnx.ModelProto:
     return n.model(n.op("MatMul", [a, b], "gram"), [1, 8, 8])
 
 
-CASES.update({"matmul_two_activations": matmul_two_activations})
+def pad_reflect() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 2, 0, 0, 2, 1], np.int64)], "reflect", mode="reflect")
+    return n.model(n.conv(y, 8, 4, 3, "head"), [1, 4, 9, 9])
+
+
+CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect})

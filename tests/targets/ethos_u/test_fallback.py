@@ -91,7 +91,7 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], set[str]]] = {
     "gather_channels": (gather_channels, {"gather"}),
     "reduce_sum": (reduce_sum, {"sum"}),
     "gemm_alpha_beta_trans_a": (gemm_alpha_beta_trans_a, {"fc"}),
-    "pad_reflect_and_value": (pad_reflect_and_value, {"reflect", "value"}),
+    "pad_reflect_and_value": (pad_reflect_and_value, {"value"}),  # reflect: int8 MIRROR_PAD
     "layer_norm_float_output": (layer_norm_float_output, {"mean", "centred", "square", "var", "var_eps", "std",
                                                           "normed"}),
 }

@@ -1,8 +1,9 @@
 """Float CPU operators for the nodes that have no int8 form: Vela places what the NPU cannot run on the CPU,
 so the writer writes such a node as the float TFLite operator that computes it, with DEQUANTIZE before it
 (its quantized inputs) and QUANTIZE after it (an output that a quantized operator reads), instead of refusing
-the model. Float tensors keep the ONNX layout: a channel-last quantized input is transposed back after its
-DEQUANTIZE, and an output stored channel-last is transposed before its QUANTIZE. Graph inputs and outputs
+the model. Float tensors keep the ONNX layout: a channel-last quantized input is transposed back before its
+DEQUANTIZE, and an output stored channel-last is transposed after its QUANTIZE (int8 transposes, which Vela
+runs on the NPU). Graph inputs and outputs
 that the QDQ model leaves float (or int32/int64/bool: token ids, masks) are TFLite inputs and outputs of
 their own type.
 """
@@ -43,11 +44,11 @@ def float_in(w: Writer, name: str) -> int:
         cached = f"{key}/dequantized"  # the codes' values: not a float output of the same name
         if cached in w.floats:
             return w.floats[cached]
-        shape = w.shape(t)
-        value = w.b.add_tensor(f"{t.name}/dequantized", shape, "float32")
-        w.op("DEQUANTIZE", [w.tensor(t)], [value])
-        if w.is_nhwc(t):
-            value = _transposed(w, value, layout.TO_NCHW, f"{t.name}/dequantized/nchw")
+        source = w.tensor(t)
+        if w.is_nhwc(t):  # transposed as int8 codes: Vela runs that TRANSPOSE on the NPU
+            source = _transposed(w, source, layout.TO_NCHW, f"{t.name}/nchw")
+        value = w.b.add_tensor(f"{t.name}/dequantized", w.b.shape(source), "float32")
+        w.op("DEQUANTIZE", [source], [value])
         w.floats[cached] = value
         return value
     if name in w.qg.consts:
@@ -84,15 +85,18 @@ def settle(w: Writer, name: str) -> None:
     if key is None or key in w.ids:
         return
     t = w.qg.tensors[key]
-    source = w.floats[name]
-    if w.is_nhwc(t):
-        source = _transposed(w, source, layout.TO_NHWC, f"{name}/nhwc")
-    w.op("QUANTIZE", [source], [w.tensor(t)])
+    if not w.is_nhwc(t):
+        w.op("QUANTIZE", [w.floats[name]], [w.tensor(t)])
+        return
+    codes = w.b.add_tensor(f"{t.name}/nchw", t.shape, t.dtype, quant=w.b.tensors[w.tensor(t)].quant)
+    w.op("QUANTIZE", [w.floats[name]], [codes])
+    w.op("TRANSPOSE", [codes, w.int32(f"{t.name}/nhwc/perm", list(layout.TO_NHWC))], [w.tensor(t)])
 
 
 def _transposed(w: Writer, tensor: int, perm: tuple[int, ...], name: str) -> int:
     shape = w.b.shape(tensor)
-    out = w.b.add_tensor(name, tuple(shape[p] for p in perm), w.b.tensors[tensor].dtype)
+    source = w.b.tensors[tensor]
+    out = w.b.add_tensor(name, tuple(shape[p] for p in perm), source.dtype, quant=source.quant)
     w.op("TRANSPOSE", [tensor, w.int32(f"{name}/perm", list(perm))], [out])
     return out
 

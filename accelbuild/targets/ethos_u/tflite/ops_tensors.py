@@ -247,13 +247,18 @@ def quantize_linear(w: Writer, node: onnx.NodeProto) -> None:
 
 
 def pad(w: Writer, node: onnx.NodeProto) -> None:
+    """PAD (zeros: the zero point), or MIRROR_PAD for reflect (the same codes: Vela runs both on the NPU); other
+    pad values and edge padding have no int8 form here (float fallback or refusal)."""
     x, out = w.q(node.input[0]), w.q(node.output[0])
-    if _text(g.attribute(node, "mode", b"constant")) != "constant":
-        raise Unsupported("only constant padding")
+    mode = _text(g.attribute(node, "mode", b"constant"))
+    if mode not in ("constant", "reflect"):
+        raise Unsupported(f"mode {mode}")
     pads = w.qg.constant(node.input[1])
     value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     if pads is None or (value is not None and np.any(value)):
         raise Unsupported("pads must be constant and the pad value zero")
+    if mode == "reflect" and (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("reflect padding whose output quantization differs from its input's")
     if len(node.input) > 3 and node.input[3]:
         raise Unsupported("Pad with axes")
     rank = len(x.shape)
@@ -262,7 +267,11 @@ def pad(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("negative pads")
     perm = layout.permutation(w.is_nhwc(x), rank)
     paddings = np.ascontiguousarray(pairs[list(perm)].astype(np.int32))
-    w.op("PAD", [w.tensor(x), w.const(f"{node.name}/paddings", paddings, "int32")], [w.tensor(out)])
+    paddings_tensor = w.const(f"{node.name}/paddings", paddings, "int32")
+    if mode == "reflect":
+        w.op("MIRROR_PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)], {"mode": "REFLECT"})
+        return
+    w.op("PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)])
 
 
 def slice_(w: Writer, node: onnx.NodeProto) -> None:
