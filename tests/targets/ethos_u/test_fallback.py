@@ -137,6 +137,34 @@ def test_int16_matmul_of_two_tensors_is_a_float_batch_matmul() -> None:
     assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 2.01, checked
 
 
+def test_float_graph_input_read_by_a_float_operator() -> None:
+    """An input only a float operator reads stays float in the QDQ model: a float32 TFLite input."""
+    n = Net()
+    y = n.op("Sqrt", [n.op("Abs", ["x"], "abs")], "sqrt")
+    inputs = feeds()
+    data, written_float, qdq = _build(n.model(n.conv(y, 4, 8, 1, "head"), [1, 8, 8, 8]), inputs)
+    assert [entry["node"] for entry in written_float] == ["abs", "sqrt"]
+    checked = check(data, qdq, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
+
+
+def test_int64_token_ids_look_up_an_embedding() -> None:
+    """int64 graph input (token ids) read by a Gather of a constant table: GATHER with int64 indices, float."""
+    n = Net()
+    table = n.const("table", n.rng.normal(0, 1, (10, 8)))
+    y = n.op("Gather", [table, "ids"], "embed", axis=0)
+    y = n.op("MatMul", [y, n.const("w", n.rng.normal(0, 0.5, (8, 4)))], "proj")
+    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 6, 4])], n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(5)
+    inputs = [{"ids": rng.integers(0, 10, (1, 6)).astype(np.int64)} for _ in range(6)]
+    data, written_float, qdq = _build(model, inputs)
+    assert [entry["node"] for entry in written_float] == ["embed"]
+    checked = check(data, qdq, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
+
+
 @pytest.mark.parametrize("name", ["sqrt_reciprocal", "gather_channels", "layer_norm_float_output"])
 def test_vela_places_the_float_operators_on_the_cpu(name: str) -> None:
     make, expected = CASES[name]
