@@ -306,19 +306,121 @@ def _softmax(w: Writer, node: onnx.NodeProto) -> None:
     w.op("SOFTMAX", [float_in(w, node.input[0])], [float_out(w, node.output[0])], {"beta": 1.0})
 
 
+def _lstm(w: Writer, node: onnx.NodeProto) -> None:
+    """A forward ONNX LSTM (default activations, zero initial state, no clip) unrolled into float operators, one
+    step after another: the input projection of every step in one FULLY_CONNECTED (both biases summed), then
+    per step the recurrent FULLY_CONNECTED, ADD, SPLIT into ONNX's gate blocks (i, o, f, c), LOGISTIC/TANH,
+    the peephole and cell MULs. Vela 5.2 refuses a float UNIDIRECTIONAL_SEQUENCE_LSTM (int8/int16 only), so
+    the recurrence is written as operators it places on the CPU. Y stacks the steps, Y_h is the last."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if _text(attrs.get("direction", b"forward")) != "forward":
+        raise Unsupported("a bidirectional or reverse LSTM (write it as two forward ones, or crop it to the host)")
+    if attrs.get("layout", 0) or attrs.get("input_forget", 0) or attrs.get("clip"):
+        raise Unsupported("LSTM with layout 1, input_forget or clip")
+    if [_text(a) for a in attrs.get("activations", [b"Sigmoid", b"Tanh", b"Tanh"])] != ["Sigmoid", "Tanh", "Tanh"]:
+        raise Unsupported("LSTM activations other than Sigmoid, Tanh, Tanh")
+    inputs = list(node.input) + [""] * (8 - len(node.input))
+    outputs = list(node.output) + [""] * (3 - len(node.output))
+    if outputs[2] and (w.qg.readers.get(outputs[2]) or outputs[2] in {v.name for v in w.qg.model.graph.output}):
+        raise Unsupported("LSTM whose final cell state Y_c is read")
+    weights, recurrent = _real_constant(w, inputs[1]), _real_constant(w, inputs[2])
+    bias = _real_constant(w, inputs[3]) if inputs[3] else None
+    if weights is None or recurrent is None or (inputs[3] and bias is None):
+        raise Unsupported("LSTM weights or biases that are not constants")
+    for index, what in ((5, "initial_h"), (6, "initial_c")):
+        value = _real_constant(w, inputs[index]) if inputs[index] else None
+        if inputs[index] and (value is None or np.any(value)):
+            raise Unsupported(f"LSTM with a non-zero {what}")
+    seq, batch, features = w.qg.shape(inputs[0])
+    lengths = w.qg.constant(inputs[4]) if inputs[4] else None
+    if inputs[4] and (lengths is None or np.any(lengths != seq)):
+        raise Unsupported("LSTM sequence_lens shorter than the sequence")
+    peep = _real_constant(w, inputs[7]) if inputs[7] else None
+    hidden = recurrent.shape[-1]
+    _Unrolled(w, node.name, hidden, batch, peep).run(inputs[0], weights[0], recurrent[0], bias, seq, features,
+                                                    outputs[:2])
+
+
+class _Unrolled:
+    """The float operators of one unrolled forward LSTM."""
+
+    def __init__(self, w: Writer, name: str, hidden: int, batch: int, peep: np.ndarray | None) -> None:
+        self.w, self.name, self.hidden, self.batch = w, name, hidden, batch
+        self.peep = None if peep is None else {g: peep[0, k * hidden:(k + 1) * hidden] for k, g in enumerate("iof")}
+
+    def tensor(self, what: str, shape: tuple[int, ...]) -> int:
+        return self.w.b.add_tensor(f"{self.name}/{what}", shape, "float32")
+
+    def op(self, builtin: str, inputs: list[int], what: str, shape: tuple[int, ...] | None = None,
+           options: dict | None = None) -> int:
+        out = self.tensor(what, shape or (self.batch, self.hidden))
+        self.w.op(builtin, inputs, [out], options)
+        return out
+
+    def arith(self, builtin: str, a: int, b: int, what: str) -> int:
+        return self.op(builtin, [a, b], what, options={"fused_activation_function": "NONE"})
+
+    def run(self, x_name: str, weights: np.ndarray, recurrent: np.ndarray, bias: np.ndarray | None, seq: int,
+            features: int, outputs: list[str]) -> None:
+        w, hidden, batch = self.w, self.hidden, self.batch
+        summed = np.zeros(4 * hidden, np.float32) if bias is None else bias[0, :4 * hidden] + bias[0, 4 * hidden:]
+        rows = self.op("RESHAPE", [float_in(w, x_name), w.int32(f"{self.name}/rows", [seq * batch, features])],
+                       "rows", (seq * batch, features))
+        projected = self.op("FULLY_CONNECTED", [rows, w.const(f"{self.name}/W", weights, "float32"),
+                                                w.const(f"{self.name}/B", summed.astype(np.float32), "float32")],
+                            "projected", (seq * batch, 4 * hidden),
+                            {"fused_activation_function": "NONE", "keep_num_dims": False})
+        r_weights = w.const(f"{self.name}/R", np.ascontiguousarray(recurrent, np.float32), "float32")
+        peeps = {g: w.const(f"{self.name}/P_{g}", v.astype(np.float32), "float32") for g, v in (self.peep or {}).items()}
+        h = c = -1
+        steps = []
+        for t in range(seq):
+            gates = self.op("SLICE", [projected, w.int32(f"{self.name}/{t}/begin", [t * batch, 0]),
+                                      w.int32(f"{self.name}/{t}/size", [batch, 4 * hidden])],
+                            f"{t}/x_gates", (batch, 4 * hidden))
+            if h >= 0:
+                hr = self.op("FULLY_CONNECTED", [h, r_weights, -1], f"{t}/h_gates", (batch, 4 * hidden),
+                             {"fused_activation_function": "NONE", "keep_num_dims": False})
+                gates = self.op("ADD", [gates, hr], f"{t}/gates", (batch, 4 * hidden),
+                                {"fused_activation_function": "NONE"})
+            parts = [self.tensor(f"{t}/{g}_pre", (batch, hidden)) for g in "iofc"]
+            w.op("SPLIT", [w.const(f"{self.name}/{t}/axis", np.asarray(1, np.int32), "int32"), gates], parts,
+                 {"num_splits": 4})
+            pre = dict(zip("iofc", parts))
+            if c >= 0 and peeps:
+                for g in "if":
+                    pre[g] = self.arith("ADD", pre[g], self.arith("MUL", c, peeps[g], f"{t}/{g}_peep"), f"{t}/{g}_in")
+            i, f = (self.op("LOGISTIC", [pre[g]], f"{t}/{g}") for g in "if")
+            cell = self.arith("MUL", i, self.op("TANH", [pre["c"]], f"{t}/candidate"), f"{t}/new")
+            if c >= 0:
+                cell = self.arith("ADD", self.arith("MUL", f, c, f"{t}/kept"), cell, f"{t}/c")
+            c = cell
+            if peeps:
+                pre["o"] = self.arith("ADD", pre["o"], self.arith("MUL", c, peeps["o"], f"{t}/o_peep"), f"{t}/o_in")
+            h = self.arith("MUL", self.op("LOGISTIC", [pre["o"]], f"{t}/o"), self.op("TANH", [c], f"{t}/c_tanh"),
+                           f"{t}/h")
+            steps.append(h)
+        if outputs[0]:
+            stacked = steps[0] if seq == 1 else self.op("CONCATENATION", steps, "stacked", (seq * batch, hidden),
+                                                          {"axis": 0, "fused_activation_function": "NONE"})
+            w.op("RESHAPE", [stacked, w.int32(f"{self.name}/y_shape", [seq, 1, batch, hidden])],
+                 [float_out(w, outputs[0])])
+        if len(outputs) > 1 and outputs[1]:
+            w.op("RESHAPE", [steps[-1], w.int32(f"{self.name}/y_h_shape", [1, batch, hidden])],
+                 [float_out(w, outputs[1])])
+
+
 FLOAT_CONVERTERS: dict[str, Callable[[Writer, onnx.NodeProto], None]] = {
     **{op: _unary for op in UNARY}, **{op: _binary for op in BINARY}, **{op: _reduce for op in REDUCE},
     "Reciprocal": _reciprocal, "Cast": _cast, "Where": _where, "Gather": _gather, "Pad": _pad,
     "MatMul": _matmul, "Gemm": _gemm, "Reshape": _reshape, "Flatten": _reshape, "Squeeze": _reshape,
     "Unsqueeze": _reshape, "Identity": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Softmax": _softmax,
+    "Softmax": _softmax, "LSTM": _lstm,
 }
 NO_FORM = {
     "Einsum": "Einsum: write it as MatMul/Transpose/Reshape in the exported model",
     "GRU": "GRU: TFLite has no GRU operator the writer can target; export the model with the recurrence "
            "unrolled, or crop it to the host",
-    "LSTM": "LSTM: not written (TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM has another gate layout); export the "
-            "model with the recurrence unrolled, or crop it to the host",
 }
 
 
