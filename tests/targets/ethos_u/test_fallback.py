@@ -196,6 +196,33 @@ def test_lstm_is_a_float_sequence_lstm(peepholes: bool) -> None:
     assert {"FULLY_CONNECTED", "LOGISTIC", "TANH"} <= {op["op"] for op in result.cpu_ops}
 
 
+def _gru_model(linear_before_reset: int) -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Add", ["x", n.const("c", n.rng.normal(0, 0.3, (8,)))], "shift")
+    n.nodes.append(helper.make_node("GRU", [y, n.const("W", n.rng.normal(0, 0.4, (1, 15, 8))),
+                                            n.const("R", n.rng.normal(0, 0.4, (1, 15, 5))),
+                                            n.const("B", n.rng.normal(0, 0.2, (1, 30)))], ["Y", "Y_h"], name="gru",
+                                    hidden_size=5, linear_before_reset=linear_before_reset))
+    flat = n.op("Reshape", ["Y", n.const("shape", [6, 5], np.int64)], "flat")
+    out = n.op("MatMul", [flat, n.const("proj", n.rng.normal(0, 0.5, (5, 3)))], "proj_out")
+    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 1, 8])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 3]),
+                               helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, 1, 5])], n.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+def test_gru_is_unrolled_into_float_operators(linear_before_reset: int) -> None:
+    inputs = feeds(shape=(6, 1, 8))
+    data, written_float, qdq = _build(_gru_model(linear_before_reset), inputs)
+    assert [(entry["node"], entry["op"]) for entry in written_float] == [("gru", "GRU")]
+    checked = check(data, qdq, inputs)
+    assert checked.layers.max_steps <= 1, checked.layers
+    assert checked.outputs.max_steps["Y_h"] <= 1e-4 and checked.outputs.max_steps["proj_out"] <= 1.01, checked
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert {"FULLY_CONNECTED", "LOGISTIC", "TANH"} <= {op["op"] for op in result.cpu_ops}
+
+
 def test_a_reverse_lstm_is_refused_naming_it() -> None:
     from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError
 

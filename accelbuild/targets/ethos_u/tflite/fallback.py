@@ -400,6 +400,11 @@ class _Unrolled:
             h = self.arith("MUL", self.op("LOGISTIC", [pre["o"]], f"{t}/o"), self.op("TANH", [c], f"{t}/c_tanh"),
                            f"{t}/h")
             steps.append(h)
+        self.finish(steps, seq, outputs)
+
+    def finish(self, steps: list[int], seq: int, outputs: list[str]) -> None:
+        """Y (the steps stacked, a direction axis added) and Y_h (the last step), where the node has them."""
+        w, hidden, batch = self.w, self.hidden, self.batch
         if outputs[0]:
             stacked = steps[0] if seq == 1 else self.op("CONCATENATION", steps, "stacked", (seq * batch, hidden),
                                                           {"axis": 0, "fused_activation_function": "NONE"})
@@ -410,17 +415,79 @@ class _Unrolled:
                  [float_out(w, outputs[1])])
 
 
+def _gru(w: Writer, node: onnx.NodeProto) -> None:
+    """A forward ONNX GRU (default activations, zero initial state, no clip; either linear_before_reset) unrolled
+    into float operators like the LSTM (TFLite has no builtin GRU): per step z and r from the projected input
+    and a recurrent FULLY_CONNECTED, the candidate from the reset state, H = h~ + z * (H - h~)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if _text(attrs.get("direction", b"forward")) != "forward":
+        raise Unsupported("a bidirectional or reverse GRU (write it as two forward ones, or crop it to the host)")
+    if attrs.get("layout", 0) or attrs.get("clip"):
+        raise Unsupported("GRU with layout 1 or clip")
+    if [_text(a) for a in attrs.get("activations", [b"Sigmoid", b"Tanh"])] != ["Sigmoid", "Tanh"]:
+        raise Unsupported("GRU activations other than Sigmoid, Tanh")
+    inputs = list(node.input) + [""] * (6 - len(node.input))
+    outputs = list(node.output) + [""] * (2 - len(node.output))
+    weights, recurrent = _real_constant(w, inputs[1]), _real_constant(w, inputs[2])
+    bias = _real_constant(w, inputs[3]) if inputs[3] else None
+    if weights is None or recurrent is None or (inputs[3] and bias is None):
+        raise Unsupported("GRU weights or biases that are not constants")
+    initial = _real_constant(w, inputs[5]) if inputs[5] else None
+    if inputs[5] and (initial is None or np.any(initial)):
+        raise Unsupported("GRU with a non-zero initial_h")
+    seq, batch, features = w.qg.shape(inputs[0])
+    lengths = w.qg.constant(inputs[4]) if inputs[4] else None
+    if inputs[4] and (lengths is None or np.any(lengths != seq)):
+        raise Unsupported("GRU sequence_lens shorter than the sequence")
+    hidden = recurrent.shape[-1]
+    bias = np.zeros((1, 6 * hidden), np.float32) if bias is None else bias
+    u = _Unrolled(w, node.name, hidden, batch, None)
+    x_bias = bias[0, :3 * hidden] + np.concatenate([bias[0, 3 * hidden:5 * hidden], np.zeros(hidden, np.float32)])
+    rows = u.op("RESHAPE", [float_in(w, inputs[0]), w.int32(f"{node.name}/rows", [seq * batch, features])], "rows",
+                (seq * batch, features))
+    fc = {"fused_activation_function": "NONE", "keep_num_dims": False}
+    projected = u.op("FULLY_CONNECTED", [rows, w.const(f"{node.name}/W", weights[0], "float32"),
+                                         w.const(f"{node.name}/Wb", x_bias.astype(np.float32), "float32")],
+                     "projected", (seq * batch, 3 * hidden), fc)
+    r_zr = w.const(f"{node.name}/R_zr", np.ascontiguousarray(recurrent[0, :2 * hidden]), "float32")
+    r_h = w.const(f"{node.name}/R_h", np.ascontiguousarray(recurrent[0, 2 * hidden:]), "float32")
+    rb_h = w.const(f"{node.name}/Rb_h", np.ascontiguousarray(bias[0, 5 * hidden:]), "float32")
+    h = w.const(f"{node.name}/h0", np.zeros((batch, hidden), np.float32), "float32")
+    steps = []
+    for t in range(seq):
+        x_gates = u.op("SLICE", [projected, w.int32(f"{node.name}/{t}/begin", [t * batch, 0]),
+                                 w.int32(f"{node.name}/{t}/size", [batch, 3 * hidden])], f"{t}/x_gates",
+                       (batch, 3 * hidden))
+        x_z, x_r, x_h = (u.tensor(f"{t}/x_{g}", (batch, hidden)) for g in "zrh")
+        w.op("SPLIT", [w.const(f"{node.name}/{t}/axis3", np.asarray(1, np.int32), "int32"), x_gates], [x_z, x_r, x_h],
+             {"num_splits": 3})
+        h_zr = u.op("FULLY_CONNECTED", [h, r_zr, -1], f"{t}/h_zr", (batch, 2 * hidden), fc)
+        h_z, h_r = (u.tensor(f"{t}/h_{g}", (batch, hidden)) for g in "zr")
+        w.op("SPLIT", [w.const(f"{node.name}/{t}/axis2", np.asarray(1, np.int32), "int32"), h_zr], [h_z, h_r],
+             {"num_splits": 2})
+        z = u.op("LOGISTIC", [u.arith("ADD", x_z, h_z, f"{t}/z_pre")], f"{t}/z")
+        r = u.op("LOGISTIC", [u.arith("ADD", x_r, h_r, f"{t}/r_pre")], f"{t}/r")
+        if attrs.get("linear_before_reset", 0):
+            recalled = u.arith("MUL", r, u.op("FULLY_CONNECTED", [h, r_h, rb_h], f"{t}/h_h", None, fc), f"{t}/reset")
+        else:
+            recalled = u.op("FULLY_CONNECTED", [u.arith("MUL", r, h, f"{t}/reset_h"), r_h, rb_h], f"{t}/reset", None,
+                            fc)
+        candidate = u.op("TANH", [u.arith("ADD", x_h, recalled, f"{t}/h_pre")], f"{t}/candidate")
+        kept = u.arith("MUL", z, u.arith("SUB", h, candidate, f"{t}/delta"), f"{t}/kept")
+        h = u.arith("ADD", candidate, kept, f"{t}/h")
+        steps.append(h)
+    u.finish(steps, seq, outputs)
+
+
 FLOAT_CONVERTERS: dict[str, Callable[[Writer, onnx.NodeProto], None]] = {
     **{op: _unary for op in UNARY}, **{op: _binary for op in BINARY}, **{op: _reduce for op in REDUCE},
     "Reciprocal": _reciprocal, "Cast": _cast, "Where": _where, "Gather": _gather, "Pad": _pad,
     "MatMul": _matmul, "Gemm": _gemm, "Reshape": _reshape, "Flatten": _reshape, "Squeeze": _reshape,
     "Unsqueeze": _reshape, "Identity": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Softmax": _softmax, "LSTM": _lstm,
+    "Softmax": _softmax, "LSTM": _lstm, "GRU": _gru,
 }
 NO_FORM = {
     "Einsum": "Einsum: write it as MatMul/Transpose/Reshape in the exported model",
-    "GRU": "GRU: TFLite has no GRU operator the writer can target; export the model with the recurrence "
-           "unrolled, or crop it to the host",
 }
 
 
