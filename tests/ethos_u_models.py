@@ -293,4 +293,13 @@ def pad_reflect() -> onnx.ModelProto:
     return n.model(n.conv(y, 8, 4, 3, "head"), [1, 4, 9, 9])
 
 
-CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect})
+def gather_tokens() -> onnx.ModelProto:
+    """A Gather of int8 codes in ONNX layout (picking tokens, a negative index among them)."""
+    n = Net()
+    y = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "tokens")
+    y = n.op("Gather", [y, n.const("idx", [0, 5, 63, -2], np.int64)], "picked", axis=2)
+    return n.model(n.op("Relu", [y], "relu"), [1, 8, 4])
+
+
+CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect,
+              "gather_tokens": gather_tokens})

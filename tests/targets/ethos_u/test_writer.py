@@ -23,7 +23,8 @@ CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations",
            "conv_transpose_valid",  # the stem and the transposed conv requantize in a row
            "hard_swish",  # int16: three operators in a row
            "matmul_two_activations",  # int16: the stem, then a float MatMul quantized
-           "pad_reflect"}  # the stem and the head conv requantize in a row
+           "pad_reflect",  # the stem and the head conv requantize in a row
+           "gather_tokens"}  # int16: the stem, then the Relu requantizes
 INT16_UNSUPPORTED = {"activations": "PRELU", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
@@ -97,6 +98,13 @@ def test_vela_leaves_depth_to_space_to_the_cpu_and_says_so() -> None:
     result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
     assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("DEPTH_TO_SPACE", "d2sp")]
     assert result.npu_ops > 0
+
+
+def test_vela_runs_an_int8_gather_on_the_cpu_without_dequantizing() -> None:
+    """GATHER has no NPU form in Vela: written in int8, it is the only CPU operator (no DEQUANTIZE/QUANTIZE)."""
+    data, _, _ = _build("gather_tokens")
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("GATHER", "picked")]
 
 
 def test_unsupported_operators_are_listed() -> None:

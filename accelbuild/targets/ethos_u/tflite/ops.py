@@ -44,6 +44,7 @@ CONVERTERS: dict[str, Converter] = {
     "DepthToSpace": tensors.depth_to_space,
     "Identity": tensors.identity,
     "QuantizeLinear": tensors.quantize_linear,
+    "Gather": tensors.gather,
     "Pad": tensors.pad,
     "Slice": tensors.slice_,
     "Split": tensors.split,

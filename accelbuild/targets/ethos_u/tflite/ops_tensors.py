@@ -221,6 +221,23 @@ def identity(w: Writer, node: onnx.NodeProto) -> None:
     w.alias(w.q(node.output[0]), w.q(node.input[0]))
 
 
+def gather(w: Writer, node: onnx.NodeProto) -> None:
+    """GATHER of int8 codes by constant indices (a selection: the output keeps the input's quantization), on a
+    tensor in ONNX layout; a channel-last one is gathered as float (``fallback.py``)."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    indices = w.qg.constant(node.input[1])
+    if indices is None:
+        raise Unsupported("indices that are not constants")
+    if w.is_nhwc(x) or w.is_nhwc(out):
+        raise Unsupported("a Gather of a channel-last tensor")
+    if (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("a Gather whose output quantization differs from its input's")
+    axis = int(g.attribute(node, "axis", 0)) % len(x.shape)  # type: ignore[arg-type]
+    positive = np.where(indices < 0, indices + x.shape[axis], indices).astype(np.int32)
+    w.op("GATHER", [w.tensor(x), w.const(f"{node.name}/indices", positive, "int32")], [w.tensor(out)],
+         {"axis": axis, "batch_dims": 0})
+
+
 def quantize_linear(w: Writer, node: onnx.NodeProto) -> None:
     """The model's own QuantizeLinear of a quantized tensor (a model whose output is int8 codes): the same
     codes where its parameters are the tensor's, else a QUANTIZE (TFLite's requantize); ONNX layout, since
