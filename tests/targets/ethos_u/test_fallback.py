@@ -8,7 +8,6 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
 pytest.importorskip("ai_edge_litert")
 pytest.importorskip("ethosu.vela")
@@ -74,17 +73,6 @@ def layer_norm_float_output() -> onnx.ModelProto:
     return n.model(n.op("Div", [centred, std], "normed"), [1, 8, 64])
 
 
-def _cast_mask_model() -> onnx.ModelProto:
-    """A bool mask input, Cast to float, multiplies the features: bool graph input, CAST, QUANTIZE."""
-    n = Net()
-    mask = n.op("Cast", ["mask"], "mask_f", to=TensorProto.FLOAT)
-    y = n.op("Mul", [_stem(n), mask], "masked")
-    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8]),
-                                               helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, 1, 8, 8])],
-                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 8, 8, 8])], n.inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 CASES: dict[str, tuple[Callable[[], onnx.ModelProto], set[str]]] = {
     # name -> (model, the nodes written as float CPU operators)
     "sqrt_reciprocal": (sqrt_reciprocal, {"sqrt", "reciprocal"}),
@@ -116,15 +104,6 @@ def test_float_operators_match_qdq_in_litert(name: str) -> None:
     assert checked.outputs.worst <= (0.25 if name == "layer_norm_float_output" else 2.01), checked.outputs
 
 
-def test_bool_input_cast_and_mask() -> None:
-    rng = np.random.default_rng(3)
-    inputs = [{**f, "mask": rng.random((1, 1, 8, 8)) > 0.5} for f in feeds()]
-    data, written_float, qdq = _build(_cast_mask_model(), inputs)
-    assert [entry["node"] for entry in written_float] == ["mask_f"]
-    checked = check(data, qdq, inputs)
-    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
-
-
 def test_int16_matmul_of_two_tensors_is_a_float_batch_matmul() -> None:
     """int8 BATCH_MATMUL is written for two int8 tensors (test_writer); int16 ones fall back to float."""
     from ethos_u_models import matmul_two_activations
@@ -135,102 +114,6 @@ def test_int16_matmul_of_two_tensors_is_a_float_batch_matmul() -> None:
     assert "int16" in written_float[0]["why"]
     checked = check(data, qdq, inputs)
     assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 2.01, checked
-
-
-def test_float_graph_input_read_by_a_float_operator() -> None:
-    """An input only a float operator reads stays float in the QDQ model: a float32 TFLite input."""
-    n = Net()
-    y = n.op("Sqrt", [n.op("Abs", ["x"], "abs")], "sqrt")
-    inputs = feeds()
-    data, written_float, qdq = _build(n.model(n.conv(y, 4, 8, 1, "head"), [1, 8, 8, 8]), inputs)
-    assert [entry["node"] for entry in written_float] == ["abs", "sqrt"]
-    checked = check(data, qdq, inputs)
-    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
-
-
-def test_int64_token_ids_look_up_an_embedding() -> None:
-    """int64 graph input (token ids) read by a Gather of a constant table: GATHER with int64 indices, float."""
-    n = Net()
-    table = n.const("table", n.rng.normal(0, 1, (10, 8)))
-    y = n.op("Gather", [table, "ids"], "embed", axis=0)
-    y = n.op("MatMul", [y, n.const("w", n.rng.normal(0, 0.5, (8, 4)))], "proj")
-    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])],
-                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 6, 4])], n.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    rng = np.random.default_rng(5)
-    inputs = [{"ids": rng.integers(0, 10, (1, 6)).astype(np.int64)} for _ in range(6)]
-    data, written_float, qdq = _build(model, inputs)
-    assert [entry["node"] for entry in written_float] == ["embed"]
-    checked = check(data, qdq, inputs)
-    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
-
-
-def _lstm_model(peepholes: bool) -> onnx.ModelProto:
-    """x + c (int8) -> LSTM (hidden 5, biases, optional peepholes) -> Y reshaped -> MatMul (int8); Y_h a float
-    graph output."""
-    n = Net()
-    y = n.op("Add", ["x", n.const("c", n.rng.normal(0, 0.3, (8,)))], "shift")
-    lstm_inputs = [y, n.const("W", n.rng.normal(0, 0.4, (1, 20, 8))), n.const("R", n.rng.normal(0, 0.4, (1, 20, 5))),
-                   n.const("B", n.rng.normal(0, 0.2, (1, 40))), "", "", ""]
-    if peepholes:
-        lstm_inputs.append(n.const("P", n.rng.normal(0, 0.3, (1, 15))))
-    n.nodes.append(helper.make_node("LSTM", lstm_inputs, ["Y", "Y_h"], name="lstm", hidden_size=5))
-    flat = n.op("Reshape", ["Y", n.const("shape", [6, 5], np.int64)], "flat")
-    out = n.op("MatMul", [flat, n.const("proj", n.rng.normal(0, 0.5, (5, 3)))], "proj_out")
-    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 1, 8])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 3]),
-                               helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, 1, 5])], n.inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-@pytest.mark.parametrize("peepholes", [False, True])
-def test_lstm_is_a_float_sequence_lstm(peepholes: bool) -> None:
-    inputs = feeds(shape=(6, 1, 8))
-    data, written_float, qdq = _build(_lstm_model(peepholes), inputs)
-    assert [(entry["node"], entry["op"]) for entry in written_float] == [("lstm", "LSTM")]
-    checked = check(data, qdq, inputs)
-    assert checked.layers.max_steps <= 1, checked.layers
-    assert checked.outputs.max_steps["Y_h"] <= 1e-4, checked.outputs  # float output: in its own units
-    assert checked.outputs.max_steps["proj_out"] <= 1.01, checked.outputs
-    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
-    assert {"FULLY_CONNECTED", "LOGISTIC", "TANH"} <= {op["op"] for op in result.cpu_ops}
-
-
-def _gru_model(linear_before_reset: int) -> onnx.ModelProto:
-    n = Net()
-    y = n.op("Add", ["x", n.const("c", n.rng.normal(0, 0.3, (8,)))], "shift")
-    n.nodes.append(helper.make_node("GRU", [y, n.const("W", n.rng.normal(0, 0.4, (1, 15, 8))),
-                                            n.const("R", n.rng.normal(0, 0.4, (1, 15, 5))),
-                                            n.const("B", n.rng.normal(0, 0.2, (1, 30)))], ["Y", "Y_h"], name="gru",
-                                    hidden_size=5, linear_before_reset=linear_before_reset))
-    flat = n.op("Reshape", ["Y", n.const("shape", [6, 5], np.int64)], "flat")
-    out = n.op("MatMul", [flat, n.const("proj", n.rng.normal(0, 0.5, (5, 3)))], "proj_out")
-    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 1, 8])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 3]),
-                               helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, 1, 5])], n.inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-@pytest.mark.parametrize("linear_before_reset", [0, 1])
-def test_gru_is_unrolled_into_float_operators(linear_before_reset: int) -> None:
-    inputs = feeds(shape=(6, 1, 8))
-    data, written_float, qdq = _build(_gru_model(linear_before_reset), inputs)
-    assert [(entry["node"], entry["op"]) for entry in written_float] == [("gru", "GRU")]
-    checked = check(data, qdq, inputs)
-    assert checked.layers.max_steps <= 1, checked.layers
-    assert checked.outputs.max_steps["Y_h"] <= 1e-4 and checked.outputs.max_steps["proj_out"] <= 1.01, checked
-    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
-    assert {"FULLY_CONNECTED", "LOGISTIC", "TANH"} <= {op["op"] for op in result.cpu_ops}
-
-
-def test_a_reverse_lstm_is_refused_naming_it() -> None:
-    from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError
-
-    model = _lstm_model(False)
-    node = next(n for n in model.graph.node if n.op_type == "LSTM")
-    node.attribute.append(helper.make_attribute("direction", "reverse"))
-    with pytest.raises(UnsupportedOperatorsError, match=r"LSTM \(lstm\): .*bidirectional"):
-        _build(model, feeds(shape=(6, 1, 8)))
 
 
 @pytest.mark.parametrize("name", ["sqrt_reciprocal", "gather_channels", "layer_norm_float_output"])

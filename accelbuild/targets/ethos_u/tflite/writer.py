@@ -236,7 +236,7 @@ def write_int8_tflite(model: onnx.ModelProto) -> bytes:
 
 def write(model: onnx.ModelProto) -> tuple[bytes, list[dict[str, str]]]:
     """``write_int8_tflite``, and the nodes written as float CPU operators (node, operator, why)."""
-    from accelbuild.targets.ethos_u.tflite import fallback
+    from accelbuild.targets.ethos_u.tflite import fallback, floats
     from accelbuild.targets.ethos_u.tflite.ops import CONVERTERS
 
     qg = read_qdq(model)
@@ -247,7 +247,7 @@ def write(model: onnx.ModelProto) -> tuple[bytes, list[dict[str, str]]]:
         if not t.signed:
             problems.append(("(graph)", t.name, "unsigned activations (quantize with conventions='tflite')"))
     w.nhwc = layout.nhwc_tensors(qg, lambda n: data_io(w, n))
-    fallback.graph_inputs(w)
+    floats.graph_inputs(w)
     for node in qg.nodes:
         if node.name in w.done:
             continue
@@ -268,7 +268,7 @@ def write(model: onnx.ModelProto) -> tuple[bytes, list[dict[str, str]]]:
     if problems:  # an output an unwritten node would have made is not a problem of its own
         raise UnsupportedOperatorsError(problems)
     try:
-        ins, outs = fallback.graph_io(w)
+        ins, outs = floats.graph_io(w)
     except Unsupported as exc:
         raise UnsupportedOperatorsError([("(graph)", "", str(exc))]) from exc
     data = w.b.finish(ins, outs)
