@@ -199,12 +199,12 @@ class EthosUTarget:
     def model_problems(self, ai: Any) -> list[str]:
         """``validate``: operators of the AI section the TFLite writer has no form for, int8 or float (the map
         stage would refuse them; the conditions of the ones it has are checked when it writes)."""
-        from accelbuild.targets.ethos_u.tflite.fallback import FLOAT_CONVERTERS, NO_FORM
+        from accelbuild.targets.ethos_u.tflite.fallback import FLOAT_CONVERTERS
         from accelbuild.targets.ethos_u.tflite.ops import CONVERTERS
 
         missing: dict[str, list[str]] = {}
         for node in ai.graph.node:
-            known = (node.op_type in CONVERTERS or node.op_type in FLOAT_CONVERTERS) and node.op_type not in NO_FORM
+            known = node.op_type in CONVERTERS or node.op_type in FLOAT_CONVERTERS
             if not known and node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
                 missing.setdefault(node.op_type, []).append(node.name or node.output[0])
         return [f"operator {op} ({len(names)} node(s): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "

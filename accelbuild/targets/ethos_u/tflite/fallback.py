@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from accelbuild.targets.ethos_u.tflite import recurrent
+from accelbuild.targets.ethos_u.tflite.einsum import einsum
 from accelbuild.targets.ethos_u.tflite.floats import float_in, float_out, real_constant, settle, text, transposed
 from accelbuild.targets.ethos_u.tflite.writer import Unsupported, Writer
 from accelbuild.util import onnx_graph as g
@@ -193,17 +194,10 @@ FLOAT_CONVERTERS: dict[str, Callable[[Writer, onnx.NodeProto], None]] = {
     "Reciprocal": _reciprocal, "Cast": _cast, "Where": _where, "Gather": _gather, "Pad": _pad,
     "MatMul": _matmul, "Gemm": _gemm, "Reshape": _reshape, "Flatten": _reshape, "Squeeze": _reshape,
     "Unsqueeze": _reshape, "Identity": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Softmax": _softmax, "LSTM": recurrent.lstm, "GRU": recurrent.gru,
+    "Softmax": _softmax, "LSTM": recurrent.lstm, "GRU": recurrent.gru, "Einsum": einsum,
 }
-NO_FORM = {
-    "Einsum": "Einsum: write it as MatMul/Transpose/Reshape in the exported model",
-}
-
-
 def write_float(w: Writer, node: onnx.NodeProto, reason: str) -> None:
     """``node`` as float TFLite operators between DEQUANTIZE and QUANTIZE (``reason``: why not int8)."""
-    if node.op_type in NO_FORM:
-        raise Unsupported(NO_FORM[node.op_type])
     convert = FLOAT_CONVERTERS.get(node.op_type)
     if convert is None:
         raise Unsupported("TFLite has no operator the writer maps it to")
