@@ -82,6 +82,8 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
         "memory_mode": s.get("memory_mode"),
         "npu_ops": record["npu_ops"],
         "cpu_ops": record["cpu_ops"],
+        # the ONNX nodes written as float CPU operators (no int8 form), and why: the ONNX side of cpu_ops
+        "float_operators": json.loads(ctx.inputs[f"{name}/int8.json"].read_text()).get("float_operators", []),
         "sram_bytes": int(round(float(s["sram_memory_used"]) * KIB)),
         "flash_bytes": int(round(flash * KIB)),
         "dram_bytes": int(round(float(s.get("dram_memory_used", 0)) * KIB)),

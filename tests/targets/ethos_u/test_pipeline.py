@@ -92,6 +92,7 @@ def test_operators_without_an_int8_form_run_on_the_cpu_and_are_reported(tmp_path
     cpu = [(op["op"], op["name"]) for op in bench["models"][0]["cpu_ops"]]
     assert ("SQRT", "sqrt") in cpu and ("DIV", "reciprocal/float") in cpu and bench["npu_ops"] > 0
     assert bench["cpu_ops"] == len(cpu) == bench["offload"]["host_layers"]
+    assert [e["node"] for e in bench["models"][0]["float_operators"]] == ["sqrt", "reciprocal"]
     assert bench["models"][0]["accuracy"]["cosine"] > 0.99
     assert "SQRT" in (out / "report.html").read_text()
 
