@@ -301,5 +301,16 @@ def gather_tokens() -> onnx.ModelProto:
     return n.model(n.op("Relu", [y], "relu"), [1, 8, 4])
 
 
+def gemm_alpha_beta_trans_a() -> onnx.ModelProto:
+    """Gemm with transA, alpha and beta: an int8 TRANSPOSE of A, alpha in the weights' scales, beta * C in the
+    int32 bias."""
+    n = Net()
+    y = n.op("GlobalAveragePool", [_stem(n)], "gap")
+    y = n.op("Reshape", [y, n.const("shape", [8, 1], np.int64)], "column")
+    w = n.const("fc.w", n.rng.normal(0, 0.5, (6, 8)))
+    return n.model(n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 6))], "fc", transA=1, transB=1,
+                        alpha=0.5, beta=2.0), [1, 6])
+
+
 CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect,
-              "gather_tokens": gather_tokens})
+              "gather_tokens": gather_tokens, "gemm_alpha_beta_trans_a": gemm_alpha_beta_trans_a})

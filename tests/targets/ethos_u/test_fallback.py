@@ -45,13 +45,15 @@ def reduce_sum() -> onnx.ModelProto:
     return n.model(n.conv(y, 8, 4, 1, "head"), [1, 4, 1, 1])
 
 
-def gemm_alpha_beta_trans_a() -> onnx.ModelProto:
+def gemm_negative_alpha() -> onnx.ModelProto:
+    """alpha < 0 has no int8 form (the weights' scales would turn negative): float FULLY_CONNECTED with alpha
+    folded into the weights, after a float transpose of A (transA)."""
     n = Net()
     y = n.op("GlobalAveragePool", [_stem(n)], "gap")
-    y = n.op("Reshape", [y, n.const("shape", [8, 1], np.int64)], "column")  # [8, 1]: transA makes it [1, 8]
+    y = n.op("Reshape", [y, n.const("shape", [8, 1], np.int64)], "column")
     w = n.const("fc.w", n.rng.normal(0, 0.5, (6, 8)))
     return n.model(n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 6))], "fc", transA=1, transB=1,
-                        alpha=0.5, beta=2.0), [1, 6])
+                        alpha=-0.5, beta=2.0), [1, 6])
 
 
 def pad_reflect_and_value() -> onnx.ModelProto:
@@ -78,7 +80,7 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], set[str]]] = {
     "sqrt_reciprocal": (sqrt_reciprocal, {"sqrt", "reciprocal"}),
     "gather_channels": (gather_channels, {"gather"}),
     "reduce_sum": (reduce_sum, {"sum"}),
-    "gemm_alpha_beta_trans_a": (gemm_alpha_beta_trans_a, {"fc"}),
+    "gemm_negative_alpha": (gemm_negative_alpha, {"fc"}),
     "pad_reflect_and_value": (pad_reflect_and_value, {"value"}),  # reflect: int8 MIRROR_PAD
     "layer_norm_float_output": (layer_norm_float_output, {"mean", "centred", "square", "var", "var_eps", "std",
                                                           "normed"}),

@@ -58,7 +58,7 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
 @pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear",
                                   "bounded_into_concat", "softmax_into_transpose", "one_sided_clip",
                                   "conv_transpose_valid", "conv_transpose_same", "matmul_two_activations",
-                                  "pad_reflect"])
+                                  "pad_reflect", "gemm_alpha_beta_trans_a"])
 def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     data, _, _ = _build(name)
     result = vela.compile_tflite(data, vela.VelaOptions(accelerator))

@@ -152,16 +152,14 @@ def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     c = _weights(w, node, 1)
     codes = c.codes
     bias = None
+    source = -1
     if node.op_type == "Gemm":
-        if int(g.attribute(node, "transA", 0)) or float(g.attribute(node, "alpha", 1.0)) != 1.0 \
-                or float(g.attribute(node, "beta", 1.0)) != 1.0:  # type: ignore[arg-type]
-            raise Unsupported("Gemm with transA, alpha or beta")
         if not int(g.attribute(node, "transB", 0)):  # type: ignore[arg-type]
             codes = codes.T
-        if len(node.input) > 2 and node.input[2]:
-            bias = w.qg.consts.get(node.input[2])
-            if bias is None:
-                raise Unsupported("Gemm bias is not a quantized constant")
+        real_bias = _gemm_bias(w, node)
+        c, bias = _gemm_scaled(node, x, c, real_bias, codes.shape[0])
+        if int(g.attribute(node, "transA", 0)):  # type: ignore[arg-type]
+            source = _transposed_input(w, node, x)
     elif node.op_type == "MatMul":
         if codes.ndim != 2:
             raise Unsupported("MatMul weights of rank other than 2")
@@ -174,8 +172,51 @@ def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     units = codes.shape[0]
     weights = w.const(f"{node.name}/weights", np.ascontiguousarray(codes), "int8", _weight_quant(c, units, 0))
     options = {"fused_activation_function": fused.activation, "keep_num_dims": len(x.shape) > 2}
-    w.op("FULLY_CONNECTED", [w.tensor(x), weights, _bias(w, node, x, c, bias, units)], [w.tensor(out)], options)
+    w.op("FULLY_CONNECTED", [w.tensor(x) if source < 0 else source, weights, _bias(w, node, x, c, bias, units)],
+         [w.tensor(out)], options)
     w.done.update(fused.nodes)
+
+
+def _gemm_bias(w: Writer, node: onnx.NodeProto) -> np.ndarray | None:
+    """Gemm's C as real values: an int32 constant the quantizer wrote, or a float one it left (with transA,
+    alpha or beta it does not take the bias as the layer's)."""
+    if len(node.input) < 3 or not node.input[2]:
+        return None
+    if node.input[2] in w.qg.consts:
+        q = w.qg.consts[node.input[2]]
+        return q.codes.reshape(-1).astype(np.float64) * np.broadcast_to(q.scales.reshape(-1), (q.codes.size,))
+    value = w.qg.constant(node.input[2])
+    if value is None:
+        raise Unsupported("Gemm bias is not a constant")
+    return value.reshape(-1).astype(np.float64)
+
+
+def _gemm_scaled(node: onnx.NodeProto, x: QTensor, c: QConst, real_bias: np.ndarray | None,
+                 units: int) -> tuple[QConst, QConst | None]:
+    """Gemm's alpha folded into the weights' scales (the codes stay), beta * C into int32 bias codes at the
+    bias scale (input scale x weight scale): alpha * A.B + beta * C computed by one FULLY_CONNECTED."""
+    alpha = float(g.attribute(node, "alpha", 1.0))  # type: ignore[arg-type]
+    beta = float(g.attribute(node, "beta", 1.0))  # type: ignore[arg-type]
+    if alpha <= 0.0:
+        raise Unsupported("Gemm with alpha <= 0")
+    scaled = c if alpha == 1.0 else QConst(c.codes, (c.scales * np.float32(alpha)).astype(np.float32),
+                                           c.zero_points, c.axis)
+    if real_bias is None:
+        return scaled, None
+    if real_bias.size != units:
+        raise Unsupported("Gemm with a C that is not one value per output")
+    scales = (np.float32(x.scale) * np.broadcast_to(scaled.scales.reshape(-1), (units,))).astype(np.float32)
+    codes = np.clip(np.rint(real_bias * beta / scales.astype(np.float64)), -(2 ** 31), 2 ** 31 - 1)
+    return scaled, QConst(codes.astype(np.int32), scales, np.zeros(units, np.int64), 0)
+
+
+def _transposed_input(w: Writer, node: onnx.NodeProto, x: QTensor) -> int:
+    """Gemm's transA: A [K, M] as an int8 [M, K] tensor (a TRANSPOSE, which Vela runs on the NPU)."""
+    if len(x.shape) != 2:
+        raise Unsupported("Gemm transA of an input of rank other than 2")
+    out = w.like(x, f"{node.name}/a_transposed", (x.shape[1], x.shape[0]))
+    w.op("TRANSPOSE", [w.tensor(x), w.int32(f"{node.name}/a_perm", [1, 0])], [out])
+    return out
 
 
 def batch_matmul(w: Writer, node: onnx.NodeProto, a: QTensor, b: QTensor) -> None:
