@@ -3,7 +3,7 @@ device's arithmetic.
 
 LiteRT's reference kernels are the integer arithmetic TFLite Micro ports (Vela's CPU operators run it and its
 NPU operators are specified against it), but they are naive loops: 1 to 4 GMAC/s here, so a 22-GMAC network
-takes 20-24 s per frame. The optimised builtin kernels (no XNNPACK delegate) run about 20x faster and compute
+takes 20-27 s per frame. The optimised builtin kernels (no XNNPACK delegate) run 15-20x faster and compute
 the same int8 arithmetic except for rounding: their convolutions resolve the double-rounding band upwards only
 and their MEAN does not round to nearest (docs/ethos_u.md, "Where the int8 model drifts"). XNNPACK is faster
 still but requantizes in float: on a 7-GMAC int8 conv stack a quarter of the output codes differ, by up to
@@ -46,7 +46,7 @@ class Kernels:
                 "why": (f"{self.frames} frame(s) x {self.macs / 1e9:.3g} GMAC "
                         + (f"<= {REFERENCE_MACS / 1e9:g} GMAC: the reference kernels (the device's arithmetic)"
                            if self.name == REFERENCE else
-                           f"> {REFERENCE_MACS / 1e9:g} GMAC: the optimised kernels (about 20x faster; they may "
+                           f"> {REFERENCE_MACS / 1e9:g} GMAC: the optimised kernels (15-20x faster here; they may "
                            "round a requantization one step the other way, measured on the first frame)"))}
 
 

@@ -19,8 +19,6 @@ from accelbuild.targets.ethos_u.tflite.kernels import OPTIMISED, REFERENCE
 from accelbuild.targets.ethos_u.tflite.layout import TO_NCHW, TO_NHWC
 from accelbuild.util import onnx_graph as g
 
-RUNTIME = "LiteRT (reference kernels)"
-
 
 @dataclass(frozen=True)
 class Agreement:
