@@ -312,5 +312,13 @@ def gemm_alpha_beta_trans_a() -> onnx.ModelProto:
                         alpha=0.5, beta=2.0), [1, 6])
 
 
+def pad_value() -> onnx.ModelProto:
+    """Pad with a non-zero constant: its output has a quantization of its own (PADV2 after a requantize)."""
+    n = Net()
+    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 0, 0, 0, 0, 1], np.int64), n.const("v", 0.5)], "padded")
+    return n.model(n.conv(y, 8, 4, 1, "head"), [1, 4, 9, 9])
+
+
+CASES.update({"pad_value": pad_value})
 CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect,
               "gather_tokens": gather_tokens, "gemm_alpha_beta_trans_a": gemm_alpha_beta_trans_a})

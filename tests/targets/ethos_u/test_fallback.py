@@ -56,13 +56,6 @@ def gemm_negative_alpha() -> onnx.ModelProto:
                         alpha=-0.5, beta=2.0), [1, 6])
 
 
-def pad_reflect_and_value() -> onnx.ModelProto:
-    n = Net()
-    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 1, 0, 0, 1, 1], np.int64)], "reflect", mode="reflect")
-    y = n.op("Pad", [y, n.const("pads2", [0, 0, 1, 0, 0, 0, 0, 1], np.int64), n.const("v", 0.5)], "value")
-    return n.model(n.conv(y, 8, 4, 1, "head"), [1, 4, 11, 11])
-
-
 def layer_norm_float_output() -> onnx.ModelProto:
     """A decomposed LayerNorm stays float in the QDQ model (the engine computes it as one operator): its nodes
     are float CPU operators, and the graph's output is float."""
@@ -81,7 +74,6 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], set[str]]] = {
     "gather_channels": (gather_channels, {"gather"}),
     "reduce_sum": (reduce_sum, {"sum"}),
     "gemm_negative_alpha": (gemm_negative_alpha, {"fc"}),
-    "pad_reflect_and_value": (pad_reflect_and_value, {"value"}),  # reflect: int8 MIRROR_PAD
     "layer_norm_float_output": (layer_norm_float_output, {"mean", "centred", "square", "var", "var_eps", "std",
                                                           "normed"}),
 }

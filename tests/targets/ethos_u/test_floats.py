@@ -24,9 +24,10 @@ def _build(model: onnx.ModelProto, inputs: list[dict]) -> tuple[bytes, list[dict
 
 
 def _cast_mask_model() -> onnx.ModelProto:
-    """A bool mask input, Cast to float, multiplies the features: bool graph input, CAST, QUANTIZE."""
+    """A bool mask input, negated and Cast to float, multiplies the features: bool graph input, LOGICAL_NOT,
+    CAST, QUANTIZE."""
     n = Net()
-    mask = n.op("Cast", ["mask"], "mask_f", to=TensorProto.FLOAT)
+    mask = n.op("Cast", [n.op("Not", ["mask"], "keep")], "mask_f", to=TensorProto.FLOAT)
     y = n.op("Mul", [_stem(n), mask], "masked")
     graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8]),
                                                helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, 1, 8, 8])],
@@ -38,7 +39,7 @@ def test_bool_input_cast_and_mask() -> None:
     rng = np.random.default_rng(3)
     inputs = [{**f, "mask": rng.random((1, 1, 8, 8)) > 0.5} for f in feeds()]
     data, written_float, qdq = _build(_cast_mask_model(), inputs)
-    assert [entry["node"] for entry in written_float] == ["mask_f"]
+    assert [entry["node"] for entry in written_float] == ["keep", "mask_f"]  # LOGICAL_NOT, CAST
     checked = check(data, qdq, inputs)
     assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
 

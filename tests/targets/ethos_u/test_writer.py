@@ -24,7 +24,8 @@ CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations",
            "hard_swish",  # int16: three operators in a row
            "matmul_two_activations",  # int16: the stem, then a float MatMul quantized
            "pad_reflect",  # the stem and the head conv requantize in a row
-           "gather_tokens"}  # int16: the stem, then the Relu requantizes
+           "gather_tokens",  # int16: the stem, then the Relu requantizes
+           "pad_value"}  # the stem, the requantize before PADV2 and the head in a row
 INT16_UNSUPPORTED = {"activations": "PRELU", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
@@ -58,7 +59,7 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
 @pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear",
                                   "bounded_into_concat", "softmax_into_transpose", "one_sided_clip",
                                   "conv_transpose_valid", "conv_transpose_same", "matmul_two_activations",
-                                  "pad_reflect", "gemm_alpha_beta_trans_a"])
+                                  "pad_reflect", "gemm_alpha_beta_trans_a", "pad_value"])
 def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     data, _, _ = _build(name)
     result = vela.compile_tflite(data, vela.VelaOptions(accelerator))

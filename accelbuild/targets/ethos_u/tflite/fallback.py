@@ -17,7 +17,7 @@ import onnx
 
 from accelbuild.targets.ethos_u.tflite import recurrent
 from accelbuild.targets.ethos_u.tflite.einsum import einsum
-from accelbuild.targets.ethos_u.tflite.floats import float_in, float_out, real_constant, settle, text, transposed
+from accelbuild.targets.ethos_u.tflite.floats import float_in, float_out, real_constant, settle, transposed
 from accelbuild.targets.ethos_u.tflite.writer import Unsupported, Writer
 from accelbuild.util import onnx_graph as g
 
@@ -82,31 +82,6 @@ def _reduce(w: Writer, node: onnx.NodeProto) -> None:
     keep = bool(int(g.attribute(node, "keepdims", 1)))  # type: ignore[arg-type]
     w.op(REDUCE[node.op_type], [float_in(w, node.input[0]), w.int32(f"{node.name}/axes", sorted(axes))],
          [float_out(w, node.output[0])], {"keep_dims": keep})
-
-
-def _pad(w: Writer, node: onnx.NodeProto) -> None:
-    mode = text(g.attribute(node, "mode", b"constant"))
-    pads = w.qg.constant(node.input[1])
-    if pads is None:
-        raise Unsupported("pads that are not constants")
-    if len(node.input) > 3 and node.input[3]:
-        raise Unsupported("Pad with axes")
-    rank = len(w.qg.shape(node.input[0]))
-    pairs = np.asarray(pads, dtype=np.int64).reshape(2, rank).T
-    if np.any(pairs < 0):
-        raise Unsupported("negative pads")
-    paddings = w.const(f"{node.name}/paddings", np.ascontiguousarray(pairs.astype(np.int32)), "int32")
-    x, out = float_in(w, node.input[0]), float_out(w, node.output[0])
-    if mode == "reflect":
-        w.op("MIRROR_PAD", [x, paddings], [out], {"mode": "REFLECT"})
-    elif mode == "constant":
-        value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        if value is None and len(node.input) > 2 and node.input[2]:
-            raise Unsupported("a pad value that is not a constant")
-        fill = np.asarray(0 if value is None else value.reshape(-1)[0], dtype=np.float32)
-        w.op("PADV2", [x, paddings, w.const(f"{node.name}/value", fill, "float32")], [out])
-    else:
-        raise Unsupported(f"mode {mode} (TFLite pads with a constant or by reflection)")
 
 
 def _matmul(w: Writer, node: onnx.NodeProto) -> None:
@@ -191,7 +166,7 @@ def _softmax(w: Writer, node: onnx.NodeProto) -> None:
 
 FLOAT_CONVERTERS: dict[str, Callable[[Writer, onnx.NodeProto], None]] = {
     **{op: _unary for op in UNARY}, **{op: _binary for op in BINARY}, **{op: _reduce for op in REDUCE},
-    "Reciprocal": _reciprocal, "Cast": _cast, "Where": _where, "Gather": _gather, "Pad": _pad,
+    "Reciprocal": _reciprocal, "Cast": _cast, "Where": _where, "Gather": _gather,
     "MatMul": _matmul, "Gemm": _gemm, "Reshape": _reshape, "Flatten": _reshape, "Squeeze": _reshape,
     "Unsqueeze": _reshape, "Identity": _reshape, "Transpose": _transpose, "Concat": _concat,
     "Softmax": _softmax, "LSTM": recurrent.lstm, "GRU": recurrent.gru, "Einsum": einsum,

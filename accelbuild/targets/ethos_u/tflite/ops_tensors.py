@@ -264,16 +264,18 @@ def quantize_linear(w: Writer, node: onnx.NodeProto) -> None:
 
 
 def pad(w: Writer, node: onnx.NodeProto) -> None:
-    """PAD (zeros: the zero point), or MIRROR_PAD for reflect (the same codes: Vela runs both on the NPU); other
-    pad values and edge padding have no int8 form here (float fallback or refusal)."""
+    """PAD (zeros: the zero point), PADV2 for another constant (its code on the output's grid, the input
+    requantized to that grid first where the two differ), or MIRROR_PAD for reflect (the same codes); Vela runs
+    each on the NPU. Edge padding has no TFLite form."""
     x, out = w.q(node.input[0]), w.q(node.output[0])
     mode = _text(g.attribute(node, "mode", b"constant"))
     if mode not in ("constant", "reflect"):
-        raise Unsupported(f"mode {mode}")
+        raise Unsupported(f"mode {mode} (TFLite pads with a constant or by reflection)")
     pads = w.qg.constant(node.input[1])
-    value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    if pads is None or (value is not None and np.any(value)):
-        raise Unsupported("pads must be constant and the pad value zero")
+    value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(1, np.float32)
+    if pads is None or value is None:
+        raise Unsupported("pads and the pad value must be constants")
+    fill = float(value.reshape(-1)[0])
     if mode == "reflect" and (out.scale, out.zero_point) != (x.scale, x.zero_point):
         raise Unsupported("reflect padding whose output quantization differs from its input's")
     if len(node.input) > 3 and node.input[3]:
@@ -287,8 +289,22 @@ def pad(w: Writer, node: onnx.NodeProto) -> None:
     paddings_tensor = w.const(f"{node.name}/paddings", paddings, "int32")
     if mode == "reflect":
         w.op("MIRROR_PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)], {"mode": "REFLECT"})
-        return
-    w.op("PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)])
+    elif fill == 0.0:
+        w.op("PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)])
+    else:
+        _pad_with(w, node, x, out, paddings_tensor, fill)
+
+
+def _pad_with(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, paddings: int, fill: float) -> None:
+    source = w.tensor(x)
+    if (x.scale, x.zero_point) != (out.scale, out.zero_point):
+        source = w.requantized(x, f"{node.name}/requantized", out.scale, out.zero_point)
+        w.op("QUANTIZE", [w.tensor(x)], [source])
+    info = np.iinfo(np.dtype(out.dtype))
+    code = np.clip(np.rint(np.float32(fill) / np.float32(out.scale)) + out.zero_point, info.min, info.max)
+    value = w.const(f"{node.name}/value", np.asarray(code, dtype=out.dtype), out.dtype,
+                    Quant([out.scale], [out.zero_point]))
+    w.op("PADV2", [source, paddings, value], [w.tensor(out)])
 
 
 def slice_(w: Writer, node: onnx.NodeProto) -> None:
