@@ -277,3 +277,48 @@ def conv_transpose_same() -> onnx.ModelProto:
 
 
 CASES.update({f.__name__: f for f in (conv_transpose_valid, conv_transpose_same)})
+
+
+def matmul_two_activations() -> onnx.ModelProto:
+    """A Gram matrix of a conv's features (attention's Q.K^T shape): MatMul of two quantized tensors."""
+    n = Net()
+    a = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "tokens")
+    b = n.op("Transpose", [a], "tokens_t", perm=[0, 2, 1])
+    return n.model(n.op("MatMul", [a, b], "gram"), [1, 8, 8])
+
+
+def pad_reflect() -> onnx.ModelProto:
+    n = Net()
+    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 2, 0, 0, 2, 1], np.int64)], "reflect", mode="reflect")
+    return n.model(n.conv(y, 8, 4, 3, "head"), [1, 4, 9, 9])
+
+
+def gather_tokens() -> onnx.ModelProto:
+    """A Gather of int8 codes in ONNX layout (picking tokens, a negative index among them)."""
+    n = Net()
+    y = n.op("Reshape", [_stem(n), n.const("shape", [1, 8, 64], np.int64)], "tokens")
+    y = n.op("Gather", [y, n.const("idx", [0, 5, 63, -2], np.int64)], "picked", axis=2)
+    return n.model(n.op("Relu", [y], "relu"), [1, 8, 4])
+
+
+def gemm_alpha_beta_trans_a() -> onnx.ModelProto:
+    """Gemm with transA, alpha and beta: an int8 TRANSPOSE of A, alpha in the weights' scales, beta * C in the
+    int32 bias."""
+    n = Net()
+    y = n.op("GlobalAveragePool", [_stem(n)], "gap")
+    y = n.op("Reshape", [y, n.const("shape", [8, 1], np.int64)], "column")
+    w = n.const("fc.w", n.rng.normal(0, 0.5, (6, 8)))
+    return n.model(n.op("Gemm", [y, w, n.const("fc.b", n.rng.normal(0, 0.1, 6))], "fc", transA=1, transB=1,
+                        alpha=0.5, beta=2.0), [1, 6])
+
+
+def pad_value() -> onnx.ModelProto:
+    """Pad with a non-zero constant: its output has a quantization of its own (PADV2 after a requantize)."""
+    n = Net()
+    y = n.op("Pad", [_stem(n), n.const("pads", [0, 0, 1, 0, 0, 0, 0, 1], np.int64), n.const("v", 0.5)], "padded")
+    return n.model(n.conv(y, 8, 4, 1, "head"), [1, 4, 9, 9])
+
+
+CASES.update({"pad_value": pad_value})
+CASES.update({"matmul_two_activations": matmul_two_activations, "pad_reflect": pad_reflect,
+              "gather_tokens": gather_tokens, "gemm_alpha_beta_trans_a": gemm_alpha_beta_trans_a})

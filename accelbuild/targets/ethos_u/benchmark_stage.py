@@ -16,7 +16,7 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets import end_to_end
 from accelbuild.targets.ethos_u.report import render
 from accelbuild.targets.ethos_u.spec import BenchmarkParams
-from accelbuild.targets.ethos_u.tflite import verify
+from accelbuild.targets.ethos_u.tflite import kernels, verify
 from accelbuild.targets.ethos_u.tflite.writer import io_layout
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
@@ -67,7 +67,8 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"],
                                             ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data)
     qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))
-    interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes())
+    chosen = kernels.choose(qdq, len(feeds))
+    interp = verify.interpreter(ctx.inputs[f"{name}/int8.tflite"].read_bytes(), chosen.name)
     ai = measure.session(onnx.load(str(ctx.inputs[f"{name}/ai.onnx"])))
     reference, lite, quantized = verify.outputs_per_frame(ai, interp, io_layout(qdq), feeds, measure.session(qdq))
     flash = float(s.get("off_chip_flash_memory_used", 0)) + float(s.get("on_chip_flash_memory_used", 0))
@@ -81,6 +82,8 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
         "memory_mode": s.get("memory_mode"),
         "npu_ops": record["npu_ops"],
         "cpu_ops": record["cpu_ops"],
+        # the ONNX nodes written as float CPU operators (no int8 form), and why: the ONNX side of cpu_ops
+        "float_operators": json.loads(ctx.inputs[f"{name}/int8.json"].read_text()).get("float_operators", []),
         "sram_bytes": int(round(float(s["sram_memory_used"]) * KIB)),
         "flash_bytes": int(round(flash * KIB)),
         "dram_bytes": int(round(float(s.get("dram_memory_used", 0)) * KIB)),
@@ -88,7 +91,7 @@ def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrat
         "accuracy": {**frames.record(reference, lite, frames.labelled(names, calibrated,
                                                                       accuracy.is_random(p.accuracy, data)),
                                      [o.name for o in ai.get_outputs()]),
-                     "runtime": f"{verify.RUNTIME}, int8.tflite",
+                     "runtime": f"{chosen.runtime}, int8.tflite", "kernels": chosen.record(),
                      **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
         "crosscheck": {"against": "quantized.onnx in onnxruntime", **measure.compare(quantized, lite)},
         "end_to_end": end_to_end.model_record(ctx.inputs, name, float(s["inferences_per_second"]),

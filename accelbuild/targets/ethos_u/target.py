@@ -198,17 +198,19 @@ class EthosUTarget:
         return []  # the installed Vela decides; benchmark.json lists its CPU operators with its reasons
 
     def model_problems(self, ai: Any) -> list[str]:
-        """``validate``: operators of the AI section the int8 TFLite writer has no converter for (the map stage
-        would refuse them; the conditions of the ones it has are checked when it writes)."""
+        """``validate``: operators of the AI section the TFLite writer has no form for, int8 or float (the map
+        stage would refuse them; the conditions of the ones it has are checked when it writes)."""
+        from accelbuild.targets.ethos_u.tflite.fallback import FLOAT_CONVERTERS
         from accelbuild.targets.ethos_u.tflite.ops import CONVERTERS
 
         missing: dict[str, list[str]] = {}
         for node in ai.graph.node:
-            if node.op_type not in CONVERTERS and node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            known = node.op_type in CONVERTERS or node.op_type in FLOAT_CONVERTERS
+            if not known and node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
                 missing.setdefault(node.op_type, []).append(node.name or node.output[0])
         return [f"operator {op} ({len(names)} node(s): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
-                "cannot be written by the ethos-u int8 TFLite writer; crop it to the host (crop.outputs) or "
-                "choose another family" for op, names in sorted(missing.items())]
+                "cannot be written by the ethos-u int8 TFLite writer, nor as a float CPU operator; crop it to "
+                "the host (crop.outputs) or choose another family" for op, names in sorted(missing.items())]
 
 
 TARGET = EthosUTarget()

@@ -43,6 +43,7 @@ def test_example_pipeline_builds(tmp_path: Path) -> None:
     entry = bench["models"][0]
     assert entry["fps"] > 0 and entry["latency_ms"] > 0 and entry["sram_bytes"] > 0
     assert entry["accuracy"]["cosine"] > 0.99 and entry["accuracy"]["runtime"].startswith("LiteRT")
+    assert entry["accuracy"]["kernels"]["kernels"] == "reference"  # small work: the device's arithmetic
     report = (out / "report.html").read_text()
     assert "estimated by Vela" in report
     first = {p: p.read_bytes() for p in sorted(out.rglob("*.tflite"))}
@@ -66,6 +67,34 @@ def test_unsupported_operator_is_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "Erf (erf)" in result.stderr and "p.yaml:4:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_operators_without_an_int8_form_run_on_the_cpu_and_are_reported(tmp_path: Path) -> None:
+    """Sqrt and Reciprocal have no int8 form: the build writes them as float CPU operators (int8.json says
+    which and why), Vela places them on the CPU and benchmark.json and the report name each."""
+    import onnx
+    from ethos_u_models import Net
+
+    n = Net()
+    y = n.op("Sigmoid", [n.conv("x", 4, 8, 1, "stem")], "sigmoid")
+    y = n.op("Reciprocal", [n.op("Sqrt", [y], "sqrt")], "reciprocal")
+    onnx.save(n.model(n.conv(y, 8, 8, 1, "head"), [1, 8, 8, 8]), str(tmp_path / "sr.onnx"))
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: sr.onnx\n"
+                                     "benchmark:\n  accuracy: {samples: 4, seed: 0}\n")
+    result = _cli("run", "p.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Sqrt (sqrt), Reciprocal (reciprocal)" in result.stderr  # the map stage's warning
+    out = tmp_path / "build/p"
+    record = json.loads((out / "sr/int8.json").read_text())
+    assert [(e["node"], e["op"]) for e in record["float_operators"]] == [("sqrt", "Sqrt"), ("reciprocal", "Reciprocal")]
+    bench = json.loads((out / "benchmark.json").read_text())
+    cpu = [(op["op"], op["name"]) for op in bench["models"][0]["cpu_ops"]]
+    assert ("SQRT", "sqrt") in cpu and ("DIV", "reciprocal/float") in cpu and bench["npu_ops"] > 0
+    assert bench["cpu_ops"] == len(cpu) == bench["offload"]["host_layers"]
+    assert [e["node"] for e in bench["models"][0]["float_operators"]] == ["sqrt", "reciprocal"]
+    assert bench["models"][0]["accuracy"]["cosine"] > 0.99
+    assert "SQRT" in (out / "report.html").read_text()
 
 
 def test_missing_extra_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

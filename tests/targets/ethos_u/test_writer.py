@@ -21,7 +21,11 @@ from accelbuild.targets.ethos_u.tflite.writer import UnsupportedOperatorsError, 
 CHAINED = {"hard_sigmoid_div", "add_sub_mul", "global_pool_mean", "activations", "depthwise_relu6", "pad_slice_split",
            "bounded_into_concat", "one_sided_clip",  # these two: a requantize after the fixed grid or the bound
            "conv_transpose_valid",  # the stem and the transposed conv requantize in a row
-           "hard_swish"}  # int16: three operators in a row
+           "hard_swish",  # int16: three operators in a row
+           "matmul_two_activations",  # int16: the stem, then a float MatMul quantized
+           "pad_reflect",  # the stem and the head conv requantize in a row
+           "gather_tokens",  # int16: the stem, then the Relu requantizes
+           "pad_value"}  # the stem, the requantize before PADV2 and the head in a row
 INT16_UNSUPPORTED = {"activations": "PRELU", "depth_to_space": "DEPTH_TO_SPACE"}  # no int16 kernel in TFLite
 
 
@@ -54,7 +58,8 @@ def test_writer_matches_qdq_in_litert(name: str, bits: int) -> None:
 @pytest.mark.parametrize("accelerator", ["ethos-u55-128", "ethos-u65-256"])
 @pytest.mark.parametrize("name", ["depthwise_relu6", "gemm_relu", "bounded", "pad_slice_split", "resize_bilinear",
                                   "bounded_into_concat", "softmax_into_transpose", "one_sided_clip",
-                                  "conv_transpose_valid", "conv_transpose_same"])
+                                  "conv_transpose_valid", "conv_transpose_same", "matmul_two_activations",
+                                  "pad_reflect", "gemm_alpha_beta_trans_a", "pad_value"])
 def test_vela_compiles_generated_models(name: str, accelerator: str) -> None:
     data, _, _ = _build(name)
     result = vela.compile_tflite(data, vela.VelaOptions(accelerator))
@@ -96,20 +101,30 @@ def test_vela_leaves_depth_to_space_to_the_cpu_and_says_so() -> None:
     assert result.npu_ops > 0
 
 
+def test_vela_runs_an_int8_gather_on_the_cpu_without_dequantizing() -> None:
+    """GATHER has no NPU form in Vela: written in int8, it is the only CPU operator (no DEQUANTIZE/QUANTIZE)."""
+    data, _, _ = _build("gather_tokens")
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert [(op["op"], op["name"]) for op in result.cpu_ops] == [("GATHER", "picked")]
+
+
 def test_unsupported_operators_are_listed() -> None:
+    """Operators with neither an int8 nor a float TFLite form are refused together, each named with its node,
+    and the message says what the user can do; a Div of two tensors is no longer among them (float DIV)."""
     from ethos_u_models import Net
 
     n = Net()
     y = n.op("Div", [n.conv("x", 4, 8, 1, "stem"), n.conv("x", 4, 8, 1, "other")], "div")
     y = n.op("Erf", [y], "erf")
-    model = n.model(y, [1, 8, 8, 8])
+    y = n.op("Einsum", [y], "einsum", equation="nchw->nc")  # a sum within one operand
+    model = n.model(y, [1, 8])
     q = quantize_qdq(model, feeds(), QdqConfig(conventions="tflite"))
     with pytest.raises(UnsupportedOperatorsError) as info:
         write_int8_tflite(q.model)
     assert info.value.exit_code == 2
-    ops = {op for op, _, _ in info.value.problems}
-    assert {"Div", "Erf"} <= ops
-    assert "Div (div)" in str(info.value)
+    assert {(op, name) for op, name, _ in info.value.problems} == {("Erf", "erf"), ("Einsum", "einsum")}
+    message = str(info.value)
+    assert "Erf (erf)" in message and "Einsum (einsum)" in message and "what to do: crop them" in message
 
 
 def test_bytes_identical_across_runs() -> None:
@@ -136,3 +151,56 @@ def test_missing_extra_is_exit_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(vela.MissingExtraError, match=r"ethos-u-vela: pip install 'accelbuild\[ethos-u\]'") as info:
         vela.require()
     assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("scale", [0.05, None])  # its own parameters, or the tensor's (no requantize)
+def test_a_model_ending_in_its_own_quantize_linear_builds(scale: float | None) -> None:
+    """The model's output is int8 codes (its own QuantizeLinear after the last layer): written as TFLite's
+    requantize (or the same codes) and a transpose back to NCHW; LiteRT's codes match onnxruntime's."""
+    import numpy as np
+    from ethos_u_models import Net
+    from onnx import TensorProto, helper
+
+    from accelbuild.targets.ethos_u.tflite.verify import check
+
+    n = Net()
+    y = n.op("Relu", [n.conv("x", 4, 8, 1, "stem")], "relu")
+    inputs = feeds()
+    if scale is None:  # the QDQ model's own parameters for the Relu's output, read from a first pass
+        first = quantize_qdq(n.model(y, [1, 8, 8, 8]), inputs, QdqConfig(conventions="tflite"))
+        scale = first.tensors["relu"]["scale"]
+        zero = first.tensors["relu"]["zero_point"]
+    else:
+        zero = -128
+    n.nodes.append(helper.make_node("QuantizeLinear", [y, n.const("s", np.float32(scale)),
+                                                       n.const("z", np.int8(zero), np.int8)], ["codes"], name="q"))
+    graph = helper.make_graph(n.nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("codes", TensorProto.INT8, [1, 8, 8, 8])], n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite"))
+    data = write_int8_tflite(q.model)
+    checked = check(data, q.model, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.max_steps["codes"] <= 1, checked
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert result.npu_ops > 0
+
+
+@pytest.mark.parametrize("attrs", [{"ceil_mode": 1, "pads": [0, 0, 0, 0]}, {"ceil_mode": 1, "pads": [1, 0, 0, 1]},
+                                   {"ceil_mode": 0, "pads": [1, 1, 0, 0]}])
+def test_max_pool_with_ceil_mode_or_uneven_pads_is_int8(attrs: dict) -> None:
+    """A PADV2 with the lowest code, then a VALID MAX_POOL_2D: the same codes as onnxruntime, all on the NPU."""
+    from ethos_u_models import Net
+
+    from accelbuild.targets.ethos_u.tflite.verify import check
+
+    n = Net()
+    y = n.op("MaxPool", [n.conv("x", 4, 8, 1, "stem")], "pool", kernel_shape=[3, 3], strides=[2, 2], **attrs)
+    model = n.model(y, [1, 8, 4, 4])  # 8x8 -> 4x4 in every case (3x3 windows, stride 2)
+    inputs = feeds()
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite"))
+    data = write_int8_tflite(q.model)
+    checked = check(data, q.model, inputs)
+    assert checked.layers.max_steps <= 1 and checked.outputs.worst <= 1.01, checked
+    assert checked.layers.differing.get("MaxPool", 0.0) == 0.0
+    result = vela.compile_tflite(data, vela.VelaOptions("ethos-u55-128"))
+    assert result.cpu_ops == [] and result.npu_ops > 0

@@ -43,6 +43,8 @@ CONVERTERS: dict[str, Converter] = {
     "Transpose": tensors.transpose,
     "DepthToSpace": tensors.depth_to_space,
     "Identity": tensors.identity,
+    "QuantizeLinear": tensors.quantize_linear,
+    "Gather": tensors.gather,
     "Pad": tensors.pad,
     "Slice": tensors.slice_,
     "Split": tensors.split,

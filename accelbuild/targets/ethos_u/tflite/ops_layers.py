@@ -146,19 +146,20 @@ def conv_transpose(w: Writer, node: onnx.NodeProto) -> None:
 
 def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     x = w.q(node.input[0])
+    if node.op_type == "MatMul" and w.qg.key(node.input[1]) is not None:
+        batch_matmul(w, node, x, w.q(node.input[1]))
+        return
     c = _weights(w, node, 1)
     codes = c.codes
     bias = None
+    source = -1
     if node.op_type == "Gemm":
-        if int(g.attribute(node, "transA", 0)) or float(g.attribute(node, "alpha", 1.0)) != 1.0 \
-                or float(g.attribute(node, "beta", 1.0)) != 1.0:  # type: ignore[arg-type]
-            raise Unsupported("Gemm with transA, alpha or beta")
         if not int(g.attribute(node, "transB", 0)):  # type: ignore[arg-type]
             codes = codes.T
-        if len(node.input) > 2 and node.input[2]:
-            bias = w.qg.consts.get(node.input[2])
-            if bias is None:
-                raise Unsupported("Gemm bias is not a quantized constant")
+        real_bias = _gemm_bias(w, node)
+        c, bias = _gemm_scaled(node, x, c, real_bias, codes.shape[0])
+        if int(g.attribute(node, "transA", 0)):  # type: ignore[arg-type]
+            source = _transposed_input(w, node, x)
     elif node.op_type == "MatMul":
         if codes.ndim != 2:
             raise Unsupported("MatMul weights of rank other than 2")
@@ -171,7 +172,65 @@ def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     units = codes.shape[0]
     weights = w.const(f"{node.name}/weights", np.ascontiguousarray(codes), "int8", _weight_quant(c, units, 0))
     options = {"fused_activation_function": fused.activation, "keep_num_dims": len(x.shape) > 2}
-    w.op("FULLY_CONNECTED", [w.tensor(x), weights, _bias(w, node, x, c, bias, units)], [w.tensor(out)], options)
+    w.op("FULLY_CONNECTED", [w.tensor(x) if source < 0 else source, weights, _bias(w, node, x, c, bias, units)],
+         [w.tensor(out)], options)
+    w.done.update(fused.nodes)
+
+
+def _gemm_bias(w: Writer, node: onnx.NodeProto) -> np.ndarray | None:
+    """Gemm's C as real values: an int32 constant the quantizer wrote, or a float one it left (with transA,
+    alpha or beta it does not take the bias as the layer's)."""
+    if len(node.input) < 3 or not node.input[2]:
+        return None
+    if node.input[2] in w.qg.consts:
+        q = w.qg.consts[node.input[2]]
+        return q.codes.reshape(-1).astype(np.float64) * np.broadcast_to(q.scales.reshape(-1), (q.codes.size,))
+    value = w.qg.constant(node.input[2])
+    if value is None:
+        raise Unsupported("Gemm bias is not a constant")
+    return value.reshape(-1).astype(np.float64)
+
+
+def _gemm_scaled(node: onnx.NodeProto, x: QTensor, c: QConst, real_bias: np.ndarray | None,
+                 units: int) -> tuple[QConst, QConst | None]:
+    """Gemm's alpha folded into the weights' scales (the codes stay), beta * C into int32 bias codes at the
+    bias scale (input scale x weight scale): alpha * A.B + beta * C computed by one FULLY_CONNECTED."""
+    alpha = float(g.attribute(node, "alpha", 1.0))  # type: ignore[arg-type]
+    beta = float(g.attribute(node, "beta", 1.0))  # type: ignore[arg-type]
+    if alpha <= 0.0:
+        raise Unsupported("Gemm with alpha <= 0")
+    scaled = c if alpha == 1.0 else QConst(c.codes, (c.scales * np.float32(alpha)).astype(np.float32),
+                                           c.zero_points, c.axis)
+    if real_bias is None:
+        return scaled, None
+    if real_bias.size != units:
+        raise Unsupported("Gemm with a C that is not one value per output")
+    scales = (np.float32(x.scale) * np.broadcast_to(scaled.scales.reshape(-1), (units,))).astype(np.float32)
+    codes = np.clip(np.rint(real_bias * beta / scales.astype(np.float64)), -(2 ** 31), 2 ** 31 - 1)
+    return scaled, QConst(codes.astype(np.int32), scales, np.zeros(units, np.int64), 0)
+
+
+def _transposed_input(w: Writer, node: onnx.NodeProto, x: QTensor) -> int:
+    """Gemm's transA: A [K, M] as an int8 [M, K] tensor (a TRANSPOSE, which Vela runs on the NPU)."""
+    if len(x.shape) != 2:
+        raise Unsupported("Gemm transA of an input of rank other than 2")
+    out = w.like(x, f"{node.name}/a_transposed", (x.shape[1], x.shape[0]))
+    w.op("TRANSPOSE", [w.tensor(x), w.int32(f"{node.name}/a_perm", [1, 0])], [out])
+    return out
+
+
+def batch_matmul(w: Writer, node: onnx.NodeProto, a: QTensor, b: QTensor) -> None:
+    """MatMul of two quantized tensors (attention's Q.K^T and scores.V): int8 BATCH_MATMUL, which requantizes
+    into the output's quantization as onnxruntime's QDQ MatMul does."""
+    if min(len(a.shape), len(b.shape)) < 2 or w.is_nhwc(a) or w.is_nhwc(b):
+        raise Unsupported("MatMul of a vector or of a channel-last tensor")
+    if a.bits != 8 or b.bits != 8:
+        raise Unsupported("MatMul of two int16 tensors (TFLite's BATCH_MATMUL takes int8 here)")
+    fused = w.fusion(node)
+    out = w.qg.tensors[fused.output]
+    if w.is_nhwc(out) or (fused.activation != "NONE" and not implied(out, fused.activation)):
+        raise Unsupported("an activation after a MatMul of two tensors that its output range does not imply")
+    w.op("BATCH_MATMUL", [w.tensor(a), w.tensor(b)], [w.tensor(out)], {"adj_x": False, "adj_y": False})
     w.done.update(fused.nodes)
 
 
@@ -184,10 +243,13 @@ def pool(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("dilated pooling")
     average = node.op_type == "AveragePool"
     include_pad = average and int(g.attribute(node, "count_include_pad", 0))  # type: ignore[arg-type]
+    if not average:
+        _max_pool(w, node, x, kernel, strides)
+        return
     padding, source = _padding(w, node, x, kernel, strides, [1, 1], pad_allowed=bool(include_pad))
     if include_pad and padding == "SAME":  # TFLite's SAME averages over the real pixels only
         raise Unsupported("count_include_pad with SAME-like pads")
-    fused = w.fusion(node) if average else w.fusion_from(node.output[0])
+    fused = w.fusion(node)
     out = w.qg.tensors[fused.output]
     if _out_hw(w, x, source, padding, kernel, strides) != out.shape[2:]:
         raise Unsupported("ceil_mode pooling whose output TFLite cannot reproduce")
@@ -198,6 +260,48 @@ def pool(w: Writer, node: onnx.NodeProto) -> None:
                "filter_height": kernel[0], "fused_activation_function": fused.activation}
     w.op("AVERAGE_POOL_2D" if average else "MAX_POOL_2D", [source], [w.tensor(out)], options)
     w.done.update(fused.nodes)
+
+
+def _max_pool(w: Writer, node: onnx.NodeProto, x: QTensor, kernel: list[int], strides: list[int]) -> None:
+    """MAX_POOL_2D; pads TFLite's SAME does not make (ceil_mode, uneven pads) become a PADV2 with the lowest code
+    first, which no window's maximum can be (ONNX pads max pooling with minus infinity; every window holds
+    at least one real value), and a VALID pool."""
+    fused = w.fusion_from(node.output[0])
+    out = w.qg.tensors[fused.output]
+    if (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("pooling whose output quantization differs from its input's "
+                          "(quantize with conventions='tflite')")
+    try:
+        padding, source = _padding(w, node, x, kernel, strides, [1, 1], pad_allowed=False)
+    except Unsupported:
+        padding, source = "", -1
+    if not padding or _out_hw(w, x, source, padding, kernel, strides) != out.shape[2:]:
+        padding, source = "VALID", _lowest_padded(w, node, x, kernel, strides, out.shape[2:])
+    options = {"padding": padding, "stride_w": strides[1], "stride_h": strides[0], "filter_width": kernel[1],
+               "filter_height": kernel[0], "fused_activation_function": fused.activation}
+    w.op("MAX_POOL_2D", [source], [w.tensor(out)], options)
+    w.done.update(fused.nodes)
+
+
+def _lowest_padded(w: Writer, node: onnx.NodeProto, x: QTensor, kernel: list[int], strides: list[int],
+                   out_hw: tuple[int, ...]) -> int:
+    auto_pad = g.attribute(node, "auto_pad", b"NOTSET")
+    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) not in ("NOTSET", ""):
+        raise Unsupported(f"auto_pad {auto_pad!r} with an output TFLite's padding does not make")
+    top, left, bottom, right = _ints(node, "pads", [0, 0, 0, 0])
+    needed = [(o - 1) * s + k for o, s, k in zip(out_hw, strides, kernel)]
+    bottom = max(0, needed[0] - x.shape[2] - top)
+    right = max(0, needed[1] - x.shape[3] - left)
+    shape = w.shape(x)
+    padded = (shape[0], shape[1] + top + bottom, shape[2] + left + right, shape[3])
+    if any((p - k) // s + 1 != o for p, k, s, o in zip(padded[1:3], kernel, strides, out_hw)):
+        raise Unsupported(f"pads with output {list(out_hw)} that padding cannot reproduce")
+    lowest = np.asarray(-(1 << (x.bits - 1)), dtype=x.dtype)
+    result = w.like(x, f"{node.name}/padded", padded)
+    paddings = np.array([[0, 0], [top, bottom], [left, right], [0, 0]], dtype=np.int32)
+    value = w.const(f"{node.name}/lowest", lowest, x.dtype, Quant([x.scale], [x.zero_point]))
+    w.op("PADV2", [w.tensor(x), w.const(f"{node.name}/paddings", paddings, "int32"), value], [result])
+    return result
 
 
 def _out_hw(w: Writer, x: QTensor, source: int, padding: str, kernel: list[int],

@@ -221,14 +221,63 @@ def identity(w: Writer, node: onnx.NodeProto) -> None:
     w.alias(w.q(node.output[0]), w.q(node.input[0]))
 
 
-def pad(w: Writer, node: onnx.NodeProto) -> None:
+def gather(w: Writer, node: onnx.NodeProto) -> None:
+    """GATHER of int8 codes by constant indices (a selection: the output keeps the input's quantization), on a
+    tensor in ONNX layout; a channel-last one is gathered as float (``fallback.py``)."""
     x, out = w.q(node.input[0]), w.q(node.output[0])
-    if _text(g.attribute(node, "mode", b"constant")) != "constant":
-        raise Unsupported("only constant padding")
+    indices = w.qg.constant(node.input[1])
+    if indices is None:
+        raise Unsupported("indices that are not constants")
+    if w.is_nhwc(x) or w.is_nhwc(out):
+        raise Unsupported("a Gather of a channel-last tensor")
+    if (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("a Gather whose output quantization differs from its input's")
+    axis = int(g.attribute(node, "axis", 0)) % len(x.shape)  # type: ignore[arg-type]
+    positive = np.where(indices < 0, indices + x.shape[axis], indices).astype(np.int32)
+    w.op("GATHER", [w.tensor(x), w.const(f"{node.name}/indices", positive, "int32")], [w.tensor(out)],
+         {"axis": axis, "batch_dims": 0})
+
+
+def quantize_linear(w: Writer, node: onnx.NodeProto) -> None:
+    """The model's own QuantizeLinear of a quantized tensor (a model whose output is int8 codes): the same
+    codes where its parameters are the tensor's, else a QUANTIZE (TFLite's requantize); ONNX layout, since
+    it is a tensor of its own type the graph hands on (a graph output, as a rule)."""
+    x = w.q(node.input[0])
+    scale = w.qg.constant(node.input[1])
+    zero = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+        raise Unsupported("a QuantizeLinear whose scale and zero point are not one constant each")
+    if zero.dtype != np.dtype(x.dtype):
+        raise Unsupported(f"a QuantizeLinear to {zero.dtype} of an {x.dtype} tensor")
+    params = (float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0]))
+    source = w.tensor(x)
+    if params != (x.scale, x.zero_point):
+        requantized = w.b.add_tensor(f"{node.output[0]}/{'nhwc' if w.is_nhwc(x) else 'requantized'}", w.shape(x),
+                                     x.dtype, quant=Quant([params[0]], [params[1]]))
+        w.op("QUANTIZE", [source], [requantized])
+        source = requantized
+    if w.is_nhwc(x):
+        out = w.b.add_tensor(node.output[0], x.shape, x.dtype, quant=Quant([params[0]], [params[1]]))
+        w.op("TRANSPOSE", [source, w.int32(f"{node.name}/perm", list(layout.TO_NCHW))], [out])
+        source = out
+    w.floats[node.output[0]] = source
+
+
+def pad(w: Writer, node: onnx.NodeProto) -> None:
+    """PAD (zeros: the zero point), PADV2 for another constant (its code on the output's grid, the input
+    requantized to that grid first where the two differ), or MIRROR_PAD for reflect (the same codes); Vela runs
+    each on the NPU. Edge padding has no TFLite form."""
+    x, out = w.q(node.input[0]), w.q(node.output[0])
+    mode = _text(g.attribute(node, "mode", b"constant"))
+    if mode not in ("constant", "reflect"):
+        raise Unsupported(f"mode {mode} (TFLite pads with a constant or by reflection)")
     pads = w.qg.constant(node.input[1])
-    value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    if pads is None or (value is not None and np.any(value)):
-        raise Unsupported("pads must be constant and the pad value zero")
+    value = w.qg.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(1, np.float32)
+    if pads is None or value is None:
+        raise Unsupported("pads and the pad value must be constants")
+    fill = float(value.reshape(-1)[0])
+    if mode == "reflect" and (out.scale, out.zero_point) != (x.scale, x.zero_point):
+        raise Unsupported("reflect padding whose output quantization differs from its input's")
     if len(node.input) > 3 and node.input[3]:
         raise Unsupported("Pad with axes")
     rank = len(x.shape)
@@ -237,7 +286,25 @@ def pad(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("negative pads")
     perm = layout.permutation(w.is_nhwc(x), rank)
     paddings = np.ascontiguousarray(pairs[list(perm)].astype(np.int32))
-    w.op("PAD", [w.tensor(x), w.const(f"{node.name}/paddings", paddings, "int32")], [w.tensor(out)])
+    paddings_tensor = w.const(f"{node.name}/paddings", paddings, "int32")
+    if mode == "reflect":
+        w.op("MIRROR_PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)], {"mode": "REFLECT"})
+    elif fill == 0.0:
+        w.op("PAD", [w.tensor(x), paddings_tensor], [w.tensor(out)])
+    else:
+        _pad_with(w, node, x, out, paddings_tensor, fill)
+
+
+def _pad_with(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, paddings: int, fill: float) -> None:
+    source = w.tensor(x)
+    if (x.scale, x.zero_point) != (out.scale, out.zero_point):
+        source = w.requantized(x, f"{node.name}/requantized", out.scale, out.zero_point)
+        w.op("QUANTIZE", [w.tensor(x)], [source])
+    info = np.iinfo(np.dtype(out.dtype))
+    code = np.clip(np.rint(np.float32(fill) / np.float32(out.scale)) + out.zero_point, info.min, info.max)
+    value = w.const(f"{node.name}/value", np.asarray(code, dtype=out.dtype), out.dtype,
+                    Quant([out.scale], [out.zero_point]))
+    w.op("PADV2", [source, paddings, value], [w.tensor(out)])
 
 
 def slice_(w: Writer, node: onnx.NodeProto) -> None:

@@ -7,16 +7,17 @@ and the ONNX model gets those dequantized values, so both see exactly the same i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 
+from accelbuild.targets.ethos_u.tflite import kernels as kernels_module
+from accelbuild.targets.ethos_u.tflite.kernels import OPTIMISED, REFERENCE
 from accelbuild.targets.ethos_u.tflite.layout import TO_NCHW, TO_NHWC
-
-RUNTIME = "LiteRT (reference kernels)"
+from accelbuild.util import onnx_graph as g
 
 
 @dataclass(frozen=True)
@@ -30,47 +31,59 @@ class Agreement:
         return max(self.max_steps.values(), default=0.0)
 
 
-def interpreter(data: bytes) -> object:
-    return _interpreter(data)
+def interpreter(data: bytes, kernels: str = REFERENCE) -> object:
+    return kernels_module.interpreter(data, kernels)
 
 
 def _interpreter(data: bytes, preserve: bool = False, optimized: bool = False) -> object:
-    """LiteRT with its reference kernels: the integer arithmetic TFLite Micro ports (it runs Vela's CPU
-    operators next to the NPU, and Vela's NPU operators are specified against it). LiteRT's ``optimized``
-    builtin kernels are approximations tuned for servers: on x86 their int8 MEAN does not round to nearest
-    (half the codes of one PP-OCR classifier mean one step low) and their convolutions resolve the
-    double-rounding band upwards only; docs/ethos_u.md, "Where the int8 model drifts"."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    """LiteRT on its reference kernels (the integer arithmetic TFLite Micro ports), or with ``optimized`` its
+    optimised builtin kernels (``kernels.py`` says when and how far they differ)."""
+    return kernels_module.interpreter(data, OPTIMISED if optimized else REFERENCE, preserve)
 
-    kernels = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if optimized else OpResolverType.BUILTIN_REF
-    interp = Interpreter(model_content=data, num_threads=1, experimental_preserve_all_tensors=preserve,
-                         experimental_op_resolver_type=kernels)
-    interp.allocate_tensors()
-    return interp
+
+def input_codes(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[str, bool],
+                onnx_inputs: list[str]) -> tuple[dict[int, np.ndarray], dict[str, np.ndarray]]:
+    """Float ``feeds`` (ONNX layout) -> (the TFLite input tensors' values by index; the inputs as the model
+    sees them, ONNX layout). Quantized inputs are quantized with the TFLite tensor's parameters (and seen as
+    their dequantized codes); float and integer inputs are passed as they are, in their own type."""
+    codes: dict[int, np.ndarray] = {}
+    seen: dict[str, np.ndarray] = {}
+    for name, detail in zip(onnx_inputs, interp.get_input_details()):  # type: ignore[attr-defined]
+        value = np.asarray(feeds[name])
+        scale, zero = detail["quantization"]
+        if not scale:
+            codes[detail["index"]] = value.astype(detail["dtype"])
+            seen[name] = value
+            continue
+        value = value.astype(np.float32)
+        if nhwc.get(name):
+            value = value.transpose(TO_NHWC)
+        info = np.iinfo(detail["dtype"])
+        q = np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max).astype(detail["dtype"])
+        codes[detail["index"]] = q
+        back = ((q.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        seen[name] = back.transpose(TO_NCHW) if nhwc.get(name) else back
+    return codes, seen
 
 
 def run_tflite(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[str, bool],
-               onnx_inputs: list[str], onnx_outputs: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Float ``feeds`` (ONNX layout) -> (the inputs as dequantized codes, ONNX layout; float outputs in
-    ONNX layout), quantizing inputs and dequantizing outputs with the TFLite tensors' parameters."""
-    details_in = interp.get_input_details()  # type: ignore[attr-defined]
-    seen: dict[str, np.ndarray] = {}
-    for name, detail in zip(onnx_inputs, details_in):
-        value = np.asarray(feeds[name], dtype=np.float32)
-        if nhwc.get(name):
-            value = value.transpose(TO_NHWC)
-        scale, zero = detail["quantization"]
-        info = np.iinfo(detail["dtype"])
-        codes = np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max).astype(detail["dtype"])
-        interp.set_tensor(detail["index"], codes)  # type: ignore[attr-defined]
-        back = ((codes.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
-        seen[name] = back.transpose(TO_NCHW) if nhwc.get(name) else back
+               onnx_inputs: list[str], onnx_outputs: list[str],
+               raw: Collection[str] = ()) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Float ``feeds`` (ONNX layout) -> (the inputs as the model sees them, ONNX layout; float outputs in
+    ONNX layout), quantizing inputs and dequantizing outputs with the TFLite tensors' parameters; the
+    outputs named in ``raw`` (integer outputs of the ONNX model: its own QuantizeLinear) keep their codes."""
+    codes, seen = input_codes(interp, feeds, nhwc, onnx_inputs)
+    for index, value in codes.items():
+        interp.set_tensor(index, value)  # type: ignore[attr-defined]
     interp.invoke()  # type: ignore[attr-defined]
     outputs = {}
     for name, detail in zip(onnx_outputs, interp.get_output_details()):  # type: ignore[attr-defined]
-        codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
+        codes_out = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
         scale, zero = detail["quantization"]
-        value = ((codes.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        if not scale or name in raw:
+            outputs[name] = codes_out.copy()
+            continue
+        value = ((codes_out.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
         outputs[name] = value.transpose(TO_NCHW) if nhwc.get(name) else value
     return seen, outputs
 
@@ -82,9 +95,10 @@ def outputs_per_frame(ai_session: Any, interp: object, layout: Mapping[str, bool
     ``qdq_session``, quantized.onnx's fed the same input codes (else an empty list)."""
     inputs = [i.name for i in ai_session.get_inputs()]
     outputs = [o.name for o in ai_session.get_outputs()]
+    raw = {o.name for o in ai_session.get_outputs() if o.type != "tensor(float)"}
     reference, lite, quantized = [], [], []
     for feed in feeds:
-        seen, out = run_tflite(interp, feed, layout, inputs, outputs)
+        seen, out = run_tflite(interp, feed, layout, inputs, outputs, raw)
         lite.append([out[o] for o in outputs])
         reference.append(ai_session.run(outputs, {k: feed[k] for k in inputs}))
         if qdq_session is not None:
@@ -137,8 +151,8 @@ def compare(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.n
 
 
 def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.ndarray]],
-          ai_session: Any = None) -> Check:
-    """Run int8.tflite once per frame (every tensor kept) and compare it with quantized.onnx two ways: each
+          ai_session: Any = None, kernels: str = REFERENCE) -> Check:
+    """Run int8.tflite once per frame on ``kernels`` (every tensor kept) and compare it with quantized.onnx two ways: each
     QDQ operator fed LiteRT's codes of its inputs (``layers``), and the whole QDQ model fed the same input
     codes (``outputs``). With ``ai_session`` (the float model) also collect both models' outputs."""
     from accelbuild.targets.ethos_u.tflite.qgraph import read_qdq
@@ -146,22 +160,25 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
 
     qg = read_qdq(qdq)
     nhwc = tensor_layouts(qdq)
-    interp = _interpreter(data, preserve=True)
+    interp = kernels_module.interpreter(data, kernels, preserve=True)
     by_name = {d["name"]: d for d in interp.get_tensor_details()}  # type: ignore[attr-defined]
     cut, checked = _fed_from_tflite(qdq, qg, by_name)
     local_session, whole_session = reference_session(cut), reference_session(qdq)
     names = [o.name for o in local_session.get_outputs()]  # type: ignore[attr-defined]
     layouts = io_layout(qdq)
-    inputs = [v.name for v in qdq.graph.input if v.name in qg.alias]
+    inputs = [v.name for v in g.real_inputs(qdq.graph)]
     outputs = [v.name for v in qdq.graph.output]
-    out_scales = {name: d["quantization"][0] for name, d in zip(outputs, interp.get_output_details())}  # type: ignore
+    # a float output (written by a float CPU operator) is compared in its own units
+    raw = integer_outputs(qdq)  # int8 codes the model itself outputs: compared as codes
+    out_scales = {name: 1.0 if name in raw else d["quantization"][0] or 1.0
+                  for name, d in zip(outputs, interp.get_output_details())}  # type: ignore
     out_worst = {name: 0.0 for name in outputs}
     worst, worst_name, values, close, out_values, out_close, frames = 0.0, "", 0, 0, 0, 0, 0
     producers = {o: n.op_type for n in qdq.graph.node for o in n.output}
     by_type: dict[str, list[int]] = {}  # operator type -> [codes compared, codes that differ]
     reference, lite = [], []
     for feed in feeds:
-        seen, lite_out = run_tflite(interp, feed, layouts, inputs, outputs)
+        seen, lite_out = run_tflite(interp, feed, layouts, inputs, outputs, raw)
         fed = dict(seen)
         for name, detail in checked.values():
             codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
@@ -175,7 +192,7 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
             tally = by_type.setdefault(producers.get(qg.alias[name], "?"), [0, 0])
             tally[0], tally[1] = tally[0] + diff.size, tally[1] + int(np.count_nonzero(diff))
         for name, ref in zip(outputs, whole_session.run(outputs, seen)):  # type: ignore[attr-defined]
-            steps = np.abs(lite_out[name] - ref) / np.float32(out_scales[name])
+            steps = np.abs(lite_out[name].astype(np.float64) - ref) / np.float32(out_scales[name])
             out_worst[name] = max(out_worst[name], round(float(steps.max()), 2) if ref.size else 0.0)
             out_values, out_close = out_values + steps.size, out_close + int(np.count_nonzero(steps <= 1.01))
         if ai_session is not None:
@@ -189,6 +206,11 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
                             differing)
     agreement = Agreement(out_worst, frames, round(out_close / out_values, 6) if out_values else 1.0)
     return Check(layers, agreement, reference, lite)
+
+
+def integer_outputs(model: onnx.ModelProto) -> set[str]:
+    """Graph outputs of an integer type (a model ending in its own QuantizeLinear)."""
+    return {v.name for v in model.graph.output if v.type.tensor_type.elem_type != onnx.TensorProto.FLOAT}
 
 
 def _fed_from_tflite(qdq: onnx.ModelProto, qg: Any, by_name: Mapping[str, dict]) -> tuple[onnx.ModelProto, dict]:

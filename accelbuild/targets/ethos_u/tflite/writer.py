@@ -39,7 +39,10 @@ class UnsupportedOperatorsError(UserError):
         self.problems = problems  # (op type, node name, reason)
         ops = sorted({op for op, _, _ in problems})
         lines = [f"  {op} ({name}): {reason}" for op, name, reason in problems]
-        super().__init__(f"operators without an int8 TFLite form for Ethos-U: {', '.join(ops)}\n" + "\n".join(lines))
+        super().__init__(f"operators the TFLite writer for Ethos-U cannot write, in int8 or as a float CPU "
+                         f"operator: {', '.join(ops)}\n" + "\n".join(lines) + "\n  what to do: crop them to the "
+                         "host (crop.outputs / crop.inputs), replace them in the exported model, or choose "
+                         "another family")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,20 @@ class Writer:
         self.ids: dict[str, int] = {}
         self.done: set[str] = set()
         self.nhwc: set[str] = set()
+        self.floats: dict[str, int] = {}   # ONNX name -> a float (or integer) tensor in ONNX layout
+        self.fallback: list[dict[str, str]] = []  # nodes written as float CPU operators, and why
+
+    def snapshot(self) -> tuple:
+        """What ``restore`` needs to undo a converter that gave up half way."""
+        b = self.b
+        return (len(b.tensors), len(b.ops), len(b.buffers), len(b.opcodes), dict(self.ids), set(self.done),
+                dict(self.floats))
+
+    def restore(self, state: tuple) -> None:
+        b = self.b
+        tensors, ops, buffers, opcodes, ids, done, floats = state
+        del b.tensors[tensors:], b.ops[ops:], b.buffers[buffers:], b.opcodes[opcodes:]
+        self.ids, self.done, self.floats = ids, done, floats
 
     # ---------------------------------------------------------------- tensors
 
@@ -211,38 +228,52 @@ def data_io(w: Writer, node: onnx.NodeProto) -> tuple[list[str], list[str]]:
 
 
 def write_int8_tflite(model: onnx.ModelProto) -> bytes:
-    """The full-integer TFLite model of a QDQ ONNX model; ``UnsupportedOperatorsError`` lists every
-    operator that cannot be written."""
+    """The TFLite model of a QDQ ONNX model: int8 operators where they have a form, float CPU operators
+    between DEQUANTIZE and QUANTIZE where not (``fallback.py``); ``UnsupportedOperatorsError`` lists every
+    operator that has neither."""
+    return write(model)[0]
+
+
+def write(model: onnx.ModelProto) -> tuple[bytes, list[dict[str, str]]]:
+    """``write_int8_tflite``, and the nodes written as float CPU operators (node, operator, why)."""
+    from accelbuild.targets.ethos_u.tflite import fallback, floats
     from accelbuild.targets.ethos_u.tflite.ops import CONVERTERS
 
     qg = read_qdq(model)
     w = Writer(qg)
     problems: list[tuple[str, str, str]] = []
-    for name in qg.unquantized_io:
-        problems.append(("(graph)", name, "graph input or output is not quantized (float I/O)"))
     for key in [*qg.inputs, *qg.outputs]:
         t = qg.tensors[key]
         if not t.signed:
             problems.append(("(graph)", t.name, "unsigned activations (quantize with conventions='tflite')"))
     w.nhwc = layout.nhwc_tensors(qg, lambda n: data_io(w, n))
+    floats.graph_inputs(w)
     for node in qg.nodes:
         if node.name in w.done:
             continue
         convert = CONVERTERS.get(node.op_type)
-        if convert is None:
-            problems.append((node.op_type, node.name, "not supported by the int8 TFLite writer"))
-            continue
+        reason = "no int8 form in the writer"
+        if convert is not None:
+            state = w.snapshot()
+            try:
+                convert(w, node)
+                continue
+            except Unsupported as exc:
+                w.restore(state)
+                reason = str(exc)
         try:
-            convert(w, node)
+            fallback.write_float(w, node, reason)
         except Unsupported as exc:
-            problems.append((node.op_type, node.name, str(exc)))
-    if problems:
+            problems.append((node.op_type, node.name, f"{reason}; no float form either: {exc}"))
+    if problems:  # an output an unwritten node would have made is not a problem of its own
         raise UnsupportedOperatorsError(problems)
-    inputs = [w.tensor(qg.tensors[k]) for k in qg.inputs]
-    outputs = [w.tensor(qg.tensors[k]) for k in qg.outputs]
-    data = w.b.finish(inputs, outputs)
+    try:
+        ins, outs = floats.graph_io(w)
+    except Unsupported as exc:
+        raise UnsupportedOperatorsError([("(graph)", "", str(exc))]) from exc
+    data = w.b.finish(ins, outs)
     log.debug("int8 TFLite: %d operators, %d tensors, %d bytes", len(w.b.ops), len(w.b.tensors), len(data))
-    return data
+    return data, w.fallback
 
 
 def tensor_layouts(model: onnx.ModelProto) -> set[str]:
