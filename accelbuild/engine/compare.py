@@ -186,12 +186,12 @@ def winners(row: Row) -> list[int]:
 
 
 def best(row: Row) -> str | None:
-    """The winning side's index; "=" when more than one side is level with the best value (``winners``);
-    None with fewer than two figures."""
+    """The winning side's index (the first of the sides level with the best value, ``winners``); "=" when every
+    side is level; None with fewer than two figures."""
     level = winners(row)
     if not level:
         return None
-    return str(level[0]) if len(level) == 1 else "="
+    return "=" if len(level) == sum(isinstance(v, (int, float)) for v in row.values) else str(level[0])
 
 
 def as_json(sides: list[Side]) -> dict[str, Any]:
@@ -205,7 +205,7 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
                  "best": None if winner in (None, "=") else sides[int(winner)].label,
                  "within_noise": winner == "=", "noise": row.noise, "kind": row.kind,
                  "higher_is_better": higher_is_better(row.sense)}
-        if winner == "=":
+        if len(winners(row)) > 1:  # no single winner: the sides level with the best
             entry["level"] = [sides[i].label for i in winners(row)]
         if any(row.spread(i) for i in range(len(row.values))):
             entry["spreads"] = [list(r) if (r := row.spread(i)) else None for i in range(len(row.values))]
@@ -227,7 +227,8 @@ def text(sides: list[Side]) -> str:
             (("+" if last - base > 0 else "") + number(last - base) +
              (f" ({(last - base) / base:+.1%})" if base else ""))
         winner = best(row)
-        verdict = "" if winner is None else sides[int(winner)].label if winner != "=" else _level(row, sides)
+        verdict = "" if winner is None else _level(row, sides) if winner == "=" or len(winners(row)) > 1 else \
+            sides[int(winner)].label
         table.append([row.label, *shown, delta, verdict, row.kind])
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
@@ -253,7 +254,7 @@ def _shown(row: Row, i: int) -> str:
 
 
 def _level(row: Row, sides: list[Side]) -> str:
-    """The verdict of a row with no single winner: "=" and why, and which sides when not all are level."""
+    """The verdict of a row with no single winner: "=" and why, and which sides are level when not all are."""
     level = winners(row)
     why = "within spread" if any(row.spread(i) for i in level) else (
         "" if not row.noise else f"within {row.noise:.0e}" if row.sense == "cosine" else f"within {row.noise:.0%}")

@@ -52,11 +52,12 @@ def test_a_difference_beyond_the_spread_is_a_win() -> None:
 
 
 def test_only_the_sides_level_with_the_best_are_named() -> None:
-    """Two sides overlap at the top, a third is far below: no single winner, and the text says which two."""
+    """Two sides overlap at the top, a third is far below: the two beat the third (--json's best is the first
+    of them, as for any group level at the top) and the text names both, level."""
     sides = [_side("a", 1000.0, [900.0, 1100.0]), _side("b", 1050.0, [950.0, 1150.0]),
              _side("c", 400.0, [390.0, 410.0])]
     row = _row(sides, "end-to-end fps")
-    assert row["best"] is None and row["level"] == ["a", "b"]
+    assert row["best"] == "a" and not row["within_noise"] and row["level"] == ["a", "b"]
     line = next(x for x in compare.text(sides).splitlines() if x.startswith("end-to-end fps"))
     assert "= a, b (within spread)" in line
 
