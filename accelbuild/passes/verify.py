@@ -40,7 +40,28 @@ LOAD_FAILURE = "onnxruntime cannot load the model"
 
 
 class ModelShapeError(Exception):
-    """The model cannot run at its static input shapes (an operator refuses a tensor's shape)."""
+    """The model cannot run at its static input shapes (an operator refuses a tensor's shape). ``model``: the
+    model at those shapes before any pass, to try others on."""
+
+    def __init__(self, problem: str, model: onnx.ModelProto | None = None) -> None:
+        super().__init__(problem)
+        self.model = model
+
+
+def with_input_types(model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
+    """A copy of ``model`` with the named inputs typed as given, intermediate and output shapes left to the
+    runtime's own inference (so no shape derived from the old input shapes contradicts the new ones)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in copy.graph.input:
+        if value.name in types:
+            value.type.CopyFrom(types[value.name])
+    del copy.graph.value_info[:]
+    for value in copy.graph.output:
+        if value.type.tensor_type.HasField("shape"):
+            for dim in value.type.tensor_type.shape.dim:
+                dim.Clear()
+    return copy
 
 
 class Reference:

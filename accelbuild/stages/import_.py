@@ -17,6 +17,7 @@ from accelbuild.frontends.input_shapes import (
     ResolvedInput,
     apply_input_shapes,
     check_model_file_inputs,
+    graph_inputs,
     model_dims,
     resolve_input_shapes,
     show_dims,
@@ -43,20 +44,20 @@ def run(ctx: StageContext) -> None:
         raise _at_model_path(ctx, exc.message) from None
     resolved = resolve_input_shapes(model, ctx.locate, params)
     shapes_given = not params.input_shapes.auto
-    unshaped = _copy(model) if shapes_given else None  # onnxruntime's judge of a model that fails at them
+    own_inputs = _input_types(model) if shapes_given else None  # to ask onnxruntime whether the shapes are to blame
     apply_input_shapes(model, resolved)
     model, lenient = _infer_shapes(model, model_path)
     _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
     dequantized = _dequantize(model, ctx)
     try:
         passes = run_passes(model, verify=True, inputs=verification_inputs(ctx), shapes_given=shapes_given,
-                            unshaped=unshaped)
+                            own_inputs=own_inputs)
     except OpsetUpgradeError as exc:
         raise _at_model_path(ctx, exc.message) from None
     except ModelShapeError as exc:
         shown = ", ".join(f"{r.name}: {show_dims(r.shape)}" for r in resolved)
-        fitting = _nearby_shapes_that_load(unshaped, resolved) if unshaped is not None else []
-        hint = f"; it loads at {' and at '.join(fitting)}" if fitting else ""
+        fitting = _nearby_shapes_that_load(exc.model, resolved) if exc.model is not None else []
+        hint = f"; it runs at {' and at '.join(fitting)}" if fitting else ""
         raise ConfigError(ctx.locate("input_shapes"), f"model {params.model} cannot take these input shapes "
                                                       f"({shown}): {exc}{hint}") from None
     model, _ = _infer_shapes(model, model_path, quiet=lenient)
@@ -73,15 +74,19 @@ def run(ctx: StageContext) -> None:
     write_json_atomic(ctx.outputs["import.json"], record)
 
 
-def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
+def _input_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The model file's own input types (shapes), before ``input_shapes`` fixes them."""
+    types = {}
+    for value in graph_inputs(model):
+        types[value.name] = onnx.TypeProto()
+        types[value.name].CopyFrom(value.type)
+    return types
 
 
-def _nearby_shapes_that_load(unshaped: onnx.ModelProto, resolved: list[ResolvedInput]) -> list[str]:
+def _nearby_shapes_that_load(model: onnx.ModelProto, resolved: list[ResolvedInput]) -> list[str]:
     """The image sizes nearest the given ones (rounded down and up to the smallest multiple of 2, 4 ... 64
-    that helps) at which onnxruntime loads the model, as ``input_shapes`` values; [] when none does."""
+    that helps) at which onnxruntime loads the model and runs it on a seeded random sample, as ``input_shapes``
+    values; [] when none does."""
     images = [r for r in resolved if r.layout in ("NCHW", "NHWC")]
     if not images:
         return []
@@ -91,9 +96,10 @@ def _nearby_shapes_that_load(unshaped: onnx.ModelProto, resolved: list[ResolvedI
             trial = [_rounded(r, multiple, direction) if r in images else r for r in resolved]
             if trial == resolved or any(0 in r.shape for r in trial):
                 continue
-            model = _copy(unshaped)
-            apply_input_shapes(model, trial)
-            if verify.loads(model):
+            candidate = onnx.ModelProto()
+            candidate.CopyFrom(model)
+            apply_input_shapes(candidate, trial)
+            if verify.Reference(candidate).usable:
                 found.append(", ".join(f"{r.name}: {show_dims(_channel_last(r))}" for r in trial
                                        if r.layout in ("NCHW", "NHWC")))
         if found:
