@@ -1,3 +1,3 @@
-"""accelbuild: declarative, incremental builds of neural networks for dataflow edge accelerators."""
+"""accelbuild: declarative, incremental builds of neural networks for edge accelerators."""
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """Command line: argument parsing and exit codes only; the work is in ``accelbuild.engine``.
 
-Exit codes: 0 success, 1 a stage failed, 2 bad usage, config or input file.
+Exit codes: 0 success, 1 a stage or a check failed, 2 bad usage, config or input file, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -26,11 +26,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("accelbuild")
 
+EXIT_CODES = ("exit codes: 0 success; 1 a stage failed (or a check failed); 2 bad usage, bad config or bad input "
+              "file; 130 interrupted (Ctrl-C)")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accelbuild",
-        description="Declarative, incremental builds of neural networks for dataflow edge accelerators.",
+        description="Declarative, incremental builds of neural networks for edge accelerators.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"accelbuild {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details (anywhere on the line)")

@@ -73,6 +73,36 @@ def test_stderr_has_one_line_per_task(project: Path) -> None:
     assert [line.split()[:2] for line in lines] == [["demo:det:import", "ran"], ["demo:mlp:import", "ran"]]
     assert all(float(line.split()[2].rstrip("s")) >= 0 for line in lines)
     assert summary.startswith("accelbuild: 2 tasks: 2 ran, 0 failed in ") and summary.endswith(" s")
+    assert "one line per task on stderr (name, status, seconds)" in (REPO / "README.md").read_text()
+
+
+def test_help_names_every_exit_code_and_every_family(tmp_path: Path) -> None:
+    """--help's epilog, the README and docs/contract.md list the same exit codes, Ctrl-C's 130 among them; the
+    tool is described for edge accelerators of every family, not only dataflow chips."""
+    import tomllib
+
+    from accelbuild import cli
+
+    help_text = " ".join(run_cli("--help", cwd=tmp_path).stdout.split())
+    assert cli.EXIT_CODES in help_text and "130 interrupted (Ctrl-C)" in cli.EXIT_CODES
+    for doc in ("README.md", "docs/contract.md"):
+        text = " ".join((REPO / doc).read_text().split())
+        assert "130 interrupted (Ctrl-C)" in text, doc
+    description = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["description"]
+    schema = json.loads((REPO / "schemas" / "pipeline.schema.json").read_text())["description"]
+    for text in (help_text, description, schema):
+        assert "edge accelerator" in text and "dataflow edge" not in text and "a dataflow accelerator" not in text
+
+
+def test_ctrl_c_exits_130(monkeypatch, capsys) -> None:
+    from accelbuild import cli
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "schema", interrupted)
+    assert cli.main(["schema"]) == 130
+    assert capsys.readouterr().err == "accelbuild: interrupted\n"
 
 
 def test_dry_run_and_status_run_nothing(project: Path) -> None:

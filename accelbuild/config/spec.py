@@ -20,6 +20,7 @@ MODEL_FORMATS = {
     ".onnx": "onnx",
     ".tflite": "tflite",
     ".h5": "keras",
+    ".hdf5": "keras",  # Keras writes HDF5 under either suffix
     ".keras": "keras",
     ".pb": "tensorflow",
 }

@@ -3,14 +3,16 @@
 A side is an output folder (its benchmark.json and <model>/quantize.json), or a pipeline YAML (one
 build, or one per matrix variant, found through the plan, so variants sharing tasks are read where
 those tasks built). Deltas are against the first side; "best" says which side wins each row, and "=" when
-the difference is inside the figures' noise (a measured timing's spread; across kinds, each profile's error
-band). Every row says what kind of figure it is.
+the difference is inside the figures' noise (a measured timing's run-to-run noise; across kinds, each
+profile's error band) or inside the measured figures' own spread: a host-timed end-to-end figure carries the
+range its host sections' p10 and p90 times give, and two sides whose ranges overlap, or whose difference is
+no larger than the wider range, are level (the ranges are shown). Every row says what kind of figure it is.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,14 @@ class Row:
     values: list[float | None]  # one per side
     noise: float                # relative (absolute for cosine): a smaller difference is no win
     kind: str = ""              # what the figures are, where the sides' kinds say it
+    spreads: list[list[float] | None] = field(default_factory=list)  # per side: [low, high] measured, or None
+
+    def spread(self, i: int) -> tuple[float, float] | None:
+        value = self.spreads[i] if i < len(self.spreads) else None
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            return None
+        low, high = sorted(float(v) for v in value)
+        return low, high
 
 
 def _noise(sides: list[Side], end_to_end: bool = False) -> float:
@@ -134,9 +144,11 @@ def rows(sides: list[Side]) -> list[Row]:
             what = " / ".join(dict.fromkeys(f"{m.get('end_to_end_accelerator')} + host measured"
                                             if m.get("end_to_end_host") else str(m.get("end_to_end_accelerator"))
                                             for m in per))
-            out.append(Row(f"{prefix}end-to-end fps", "fps", [m.get("end_to_end_fps") for m in per], whole, what))
+            out.append(Row(f"{prefix}end-to-end fps", "fps", [m.get("end_to_end_fps") for m in per], whole, what,
+                           [m.get("end_to_end_fps_spread") for m in per]))
             out.append(Row(f"{prefix}end-to-end latency_ms", "latency_ms",
-                           [m.get("end_to_end_latency_ms") for m in per], whole, what))
+                           [m.get("end_to_end_latency_ms") for m in per], whole, what,
+                           [m.get("end_to_end_latency_ms_spread") for m in per]))
     if multi:
         what = " / ".join(dict.fromkeys(str(s.metrics.get("fps_is")) for s in sides))
         out.append(Row("fps together", "fps", [s.metrics.get("fps") for s in sides], speed, what))
@@ -149,20 +161,37 @@ def rows(sides: list[Side]) -> list[Row]:
     return out
 
 
-def best(row: Row) -> str | None:
-    """The winning side's index (the first of those within noise of the best value); "=" when every side is
-    within the row's noise of the best."""
+def winners(row: Row) -> list[int]:
+    """The sides level with the best value: within the row's noise of it, or within the measured spread (the
+    two sides' ranges overlap, or the difference is no larger than the wider range). [] with fewer than two
+    figures."""
     known = [(v, i) for i, v in enumerate(row.values) if isinstance(v, (int, float))]
     if len(known) < 2:
-        return None
-    top = max(v for v, _ in known) if higher_is_better(row.sense) else min(v for v, _ in known)
+        return []
+    sign = -1.0 if higher_is_better(row.sense) else 1.0
+    top, first = min(known, key=lambda pair: (sign * pair[0], pair[1]))  # the best value, first side on a tie
 
-    def near(value: float) -> bool:
+    def near(value: float, i: int) -> bool:
         gap = abs(top - value)
-        return gap <= row.noise * (1.0 if row.sense == "cosine" else max(abs(top), 1e-12))
+        if gap <= row.noise * (1.0 if row.sense == "cosine" else max(abs(top), 1e-12)):
+            return True
+        mine, best_one = row.spread(i), row.spread(first)
+        ranges = [r for r in (mine, best_one) if r is not None]
+        if not ranges:
+            return False
+        overlap = mine is not None and best_one is not None and mine[0] <= best_one[1] and best_one[0] <= mine[1]
+        return overlap or gap <= max(high - low for low, high in ranges)
 
-    winners = [i for v, i in known if near(v)]
-    return "=" if len(winners) == len(known) else str(winners[0])
+    return [i for v, i in known if near(v, i)]
+
+
+def best(row: Row) -> str | None:
+    """The winning side's index (the first of the sides level with the best value, ``winners``); "=" when every
+    side is level; None with fewer than two figures."""
+    level = winners(row)
+    if not level:
+        return None
+    return "=" if len(level) == sum(isinstance(v, (int, float)) for v in row.values) else str(level[0])
 
 
 def as_json(sides: list[Side]) -> dict[str, Any]:
@@ -172,10 +201,15 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
         deltas = [None if not isinstance(v, (int, float)) or not isinstance(base, (int, float)) else
                   round(v - base, 6) for v in row.values]
         winner = best(row)
-        result.append({"row": row.label, "values": row.values, "delta_vs_first": deltas,
-                       "best": None if winner in (None, "=") else sides[int(winner)].label,
-                       "within_noise": winner == "=", "noise": row.noise, "kind": row.kind,
-                       "higher_is_better": higher_is_better(row.sense)})
+        entry = {"row": row.label, "values": row.values, "delta_vs_first": deltas,
+                 "best": None if winner in (None, "=") else sides[int(winner)].label,
+                 "within_noise": winner == "=", "noise": row.noise, "kind": row.kind,
+                 "higher_is_better": higher_is_better(row.sense)}
+        if len(winners(row)) > 1:  # no single winner: the sides level with the best
+            entry["level"] = [sides[i].label for i in winners(row)]
+        if any(row.spread(i) for i in range(len(row.values))):
+            entry["spreads"] = [list(r) if (r := row.spread(i)) else None for i in range(len(row.values))]
+        result.append(entry)
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
             "kinds": [s.metrics.get("kind") for s in sides], "worst_frames": worst_frames(sides),
             "measured_on": [s.metrics.get("measured_on") for s in sides], "rows": result}
@@ -187,15 +221,14 @@ def text(sides: list[Side]) -> str:
               "delta" if len(sides) == 2 else "delta vs first (last)", "best", "kind"]
     table = [header]
     for row in rows(sides):
-        shown = ["n/a" if v is None else number(v) for v in row.values]
+        shown = [_shown(row, i) for i in range(len(row.values))]
         base, last = row.values[0], row.values[-1]
         delta = "" if not isinstance(base, (int, float)) or not isinstance(last, (int, float)) else \
             (("+" if last - base > 0 else "") + number(last - base) +
              (f" ({(last - base) / base:+.1%})" if base else ""))
         winner = best(row)
-        verdict = "" if winner is None else sides[int(winner)].label if winner != "=" else (
-            "=" if not row.noise else f"= (within {row.noise:.0e})" if row.sense == "cosine" else
-            f"= (within {row.noise:.0%})")
+        verdict = "" if winner is None else _level(row, sides) if winner == "=" or len(winners(row)) > 1 else \
+            sides[int(winner)].label
         table.append([row.label, *shown, delta, verdict, row.kind])
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
@@ -204,21 +237,42 @@ def text(sides: list[Side]) -> str:
         lines.append("")
         for name, per in frames.items():
             shown = "; ".join(f"{side.label}: {_frame_text(entry)}" for side, entry in zip(sides, per))
-            lines.append(f"{name} cosine is its worst frame with signal: {shown}")
+            lines.append(f"{name} cosine: {shown}")
     if mixed:
         lines.append("")
         lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
     return "\n".join(lines) + "\n"
 
 
+def _shown(row: Row, i: int) -> str:
+    """A side's figure, with its measured range (p10-p90 host timings) where it has one."""
+    value = row.values[i]
+    if value is None:
+        return "n/a"
+    spread = row.spread(i)
+    return number(value) + (f" ({number(spread[0])}-{number(spread[1])})" if spread else "")
+
+
+def _level(row: Row, sides: list[Side]) -> str:
+    """The verdict of a row with no single winner: "=" and why, and which sides are level when not all are."""
+    level = winners(row)
+    why = "within spread" if any(row.spread(i) for i in level) else (
+        "" if not row.noise else f"within {row.noise:.0e}" if row.sense == "cosine" else f"within {row.noise:.0%}")
+    which = "" if len(level) == sum(isinstance(v, (int, float)) for v in row.values) else \
+        " " + ", ".join(sides[i].label for i in level)
+    return "=" + which + (f" ({why})" if why else "")
+
+
 def worst_frames(sides: list[Side]) -> dict[str, list[dict[str, Any]]]:
-    """Per model, per side: the frame its headline cosine comes from, what frames it was taken among, and
-    how many frames had no signal."""
+    """Per model, per side: the worst frame (its own cosine), what frames the headline was taken among (and
+    how many it pools, where it pools them), and how many frames had no signal."""
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(m["name"] for m in sides[0].metrics["models"]):
         per = [next(m for m in s.metrics["models"] if m["name"] == name) for s in sides]
-        result[name] = [{"file": m.get("worst_file"), "measured_on": m.get("cosine_measured_on"),
+        result[name] = [{"file": m.get("worst_file"), "cosine": m.get("worst_cosine"),
+                         "measured_on": m.get("cosine_measured_on"),
                          "no_signal_frames": m.get("no_signal_frames"),
+                         **({"pooled_over": m["cosine_pooled_over"]} if m.get("cosine_pooled_over") else {}),
                          **({"output": m["worst_output"]} if m.get("worst_output") else {})} for m in per]
     return result
 
@@ -228,7 +282,10 @@ def _frame_text(entry: dict[str, Any]) -> str:
         return "n/a (no per-frame record)"
     quiet = f", {entry['no_signal_frames']} without signal" if entry.get("no_signal_frames") else ""
     output = f", output {entry['output']}" if entry.get("output") else ""
-    return f"{entry['file']} ({entry['measured_on']}{quiet}){output}"
+    if entry.get("pooled_over"):
+        return (f"pooled over {entry['pooled_over']} {entry['measured_on']} frames{quiet}{output}, worst frame "
+                f"{entry['file']} at {entry.get('cosine')}")
+    return f"worst frame {entry['file']} ({entry['measured_on']}{quiet}){output}"
 
 
 def _kind_text(side: Side) -> str:

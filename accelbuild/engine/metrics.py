@@ -40,15 +40,20 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
         figures = entry.get("accuracy") or {}
         model: dict[str, Any] = {"name": name, "fps": entry.get("fps"), "latency_ms": entry.get("latency_ms"),
                                  "cosine": figures.get("cosine"), "worst_file": figures.get("worst_file"),
+                                 "worst_cosine": figures.get("worst_cosine"),
                                  "cosine_measured_on": figures.get("measured_on"),
                                  "no_signal_frames": figures.get("no_signal_frames")}
+        if figures.get("headline") == "pooled":  # small outputs: the cosine pools the frames, no frame's own
+            model["cosine_pooled_over"] = figures.get("pooled_over")
         if figures.get("worst_output"):  # a model with several outputs: the one its cosine is
             model["worst_output"] = figures["worst_output"]
         whole = entry.get("end_to_end")
         if isinstance(whole, dict):  # the model with its host sections: accelerator kind + host machine
             model.update(end_to_end_fps=whole.get("fps"), end_to_end_latency_ms=whole.get("latency_ms"),
                          end_to_end_accelerator=whole.get("accelerator"),
-                         end_to_end_host=whole.get("host_measured_on"))
+                         end_to_end_host=whole.get("host_measured_on"),
+                         end_to_end_fps_spread=whole.get("fps_spread"),
+                         end_to_end_latency_ms_spread=whole.get("latency_ms_spread"))
         record = quantize_records.get(name)
         if record is not None:
             try:
@@ -141,6 +146,16 @@ def number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def headline_said(model: dict[str, Any]) -> str:
+    """Which frames a model's headline cosine comes from: ``on its worst held-out frame, b.png`` or ``pooled
+    over 6 calibration frames (worst frame b.png at 0.961059)``."""
+    on = model.get("cosine_measured_on")
+    if model.get("cosine_pooled_over") is not None:
+        return (f"pooled over {model['cosine_pooled_over']} {on} frames (worst frame {model.get('worst_file')} "
+                f"at {model.get('worst_cosine')})")
+    return f"on its worst {on} frame, {model.get('worst_file')}"
+
+
 def accuracy_warnings(pipeline: str, figures: dict[str, Any] | None, floor: float,
                       artifacts: dict[str, Path]) -> list[str]:
     """One line per model whose output cosine against float is below ``floor`` (benchmark.accuracy.warn_below),
@@ -153,7 +168,7 @@ def accuracy_warnings(pipeline: str, figures: dict[str, Any] | None, floor: floa
         line = f"{pipeline}: {model['name']}: output cosine {cosine:.6g} against float is below {floor:g} " \
                f"(benchmark.accuracy.warn_below)"
         if model.get("worst_file"):
-            line += f" on its worst {model.get('cosine_measured_on')} frame, {model['worst_file']}"
+            line += " " + headline_said(model)
         if model.get("worst_output"):
             line += f", output {model['worst_output']}"
         weakest = _weakest_layer(artifacts.get(f"{model['name']}/quantize.json"))

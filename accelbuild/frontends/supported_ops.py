@@ -34,7 +34,7 @@ together with every other unsupported operator of the model, as `file: unsupport
 first problem>` (any further problems on the lines below it), exit code 2. How the ONNX frontend fares
 on the ONNX backend node suite, and why it refuses what it refuses: [onnx_conformance.md](onnx_conformance.md).
 
-Keras (`.keras`, `.h5`), SavedModel folders and frozen graphs (`.pb`) are converted by TensorFlow's own
+Keras (`.keras`, `.h5` or `.hdf5`), SavedModel folders and frozen graphs (`.pb`) are converted by TensorFlow's own
 `TFLiteConverter` to a float TFLite model, which the TFLite frontend below then reads: what it supports is
 what TensorFlow's converter writes as builtin TFLite operators plus the table below. Tested with
 TensorFlow 2.21 and Keras 3.15 (`tests/frontends/test_tensorflow.py`: Keras applications MobileNetV2,

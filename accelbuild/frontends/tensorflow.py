@@ -1,11 +1,11 @@
-"""Keras (``.keras``, ``.h5``), SavedModel folders and frozen graphs (``.pb``) through TensorFlow's own converter.
+"""Keras (``.keras``, ``.h5`` / ``.hdf5``), SavedModel folders and frozen graphs (``.pb``) through TensorFlow's own converter.
 
 TensorFlow's ``TFLiteConverter`` follows TensorFlow and Keras releases (Keras 3 included), so every format
 becomes a float TFLite model, which accelbuild's own TFLite frontend then reads like any ``.tflite``
 file: TFLite's channel-last layout and tensor names are kept. Graph inputs and outputs take the names of
 the model's serving signature (``img``, ``output_0``) and its input order.
 
-- ``.keras`` / ``.h5``: ``keras.models.load_model`` then ``TFLiteConverter.from_keras_model``; where an
+- ``.keras`` / ``.h5`` / ``.hdf5``: ``keras.models.load_model`` then ``TFLiteConverter.from_keras_model``; where an
   input has dynamic dimensions besides the batch, a concrete function at the pipeline's ``input_shapes``.
 - SavedModel folder: ``TFLiteConverter.from_saved_model`` with its ``serving_default`` signature.
 - frozen ``.pb``: the v1 ``TFLiteConverter.from_frozen_graph`` with its Placeholders as input arrays and

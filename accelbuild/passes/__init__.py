@@ -64,7 +64,8 @@ PASSES: tuple[Pass, ...] = (
 
 
 def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify: bool = False,
-               inputs: list[verify_mod.Feeds] | None = None, shapes_given: bool = False) -> list[dict[str, Any]]:
+               inputs: list[verify_mod.Feeds] | None = None, shapes_given: bool = False,
+               own_inputs: dict[str, onnx.TypeProto] | None = None) -> list[dict[str, Any]]:
     """Run ``passes`` in order; returns a record of what each changed.
 
     With ``verify``, the result is run against the input model in onnxruntime, on ``inputs`` (the
@@ -73,7 +74,9 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     in the record), so a pass tripped up by an unusual graph costs optimisation, never correctness.
     Raises ``OpsetUpgradeError`` when the model ends below ``opset.MIN_OPSET`` (its upgrade failed or was
     skipped for changing the outputs), and ``ModelShapeError`` when ``shapes_given`` (the user chose the
-    input shapes) and the model fails at them for a shape reason.
+    input shapes) and the model fails at them for a shape reason: onnxruntime says so while running it, or
+    refuses to load it at them while it loads the model with its inputs typed as ``own_inputs`` (the model
+    file's own input shapes).
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
@@ -87,8 +90,9 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     if not verify:
         return record
     check = verify_mod.Reference(reference, inputs=inputs)
-    if check.shape_problem and shapes_given:
-        raise verify_mod.ModelShapeError(check.problem)
+    if shapes_given and (check.shape_problem or (check.load_failed and own_inputs is not None and
+                                                 verify_mod.loads(verify_mod.with_input_types(reference, own_inputs)))):
+        raise verify_mod.ModelShapeError(check.problem, reference)
     if not check.usable:
         log.warning("graph passes not verified: %s%s", check.problem,
                     "; representative inputs would let import verify them" if check.random else "")

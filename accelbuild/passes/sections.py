@@ -21,6 +21,7 @@ from pathlib import Path
 import onnx
 from onnx.utils import Extractor
 
+from accelbuild.errors import StageError
 from accelbuild.util import onnx_graph as g
 
 SECTION_KEY = "accelbuild.section"  # metadata_props key; the value NO_SECTION marks the no-section form
@@ -104,6 +105,12 @@ class _SubgraphAwareExtractor(Extractor):
 def _extract(model: onnx.ModelProto, sections: dict[str, Section]) -> None:
     extractor = _SubgraphAwareExtractor(model)
     for section in sections.values():
+        untyped = [t for t in (*section.inputs, *section.outputs) if t not in extractor.value_infos]
+        if untyped:  # onnx's inference left them out (the import warned that strict inference failed)
+            raise StageError(f"cannot cut the {section.name} section at {', '.join(map(repr, untyped))}: shape "
+                             "inference gave no type or shape for them, so the section's inputs and outputs "
+                             "cannot be declared; choose crop points with known shapes (`accelbuild tensors` "
+                             "lists them)")
         section.model = extractor.extract_model(section.inputs, section.outputs)
         section.model.graph.name = f"{model.graph.name or 'model'}_{section.name}"
 

@@ -36,8 +36,32 @@ _SHAPE_FAILURE = re.compile(r"cannot be reshaped|requested_shape_size|incompatib
                             r"invalid dimensions", re.IGNORECASE)
 
 
+LOAD_FAILURE = "onnxruntime cannot load the model"
+
+
 class ModelShapeError(Exception):
-    """The model cannot run at its static input shapes (an operator refuses a tensor's shape)."""
+    """The model cannot run at its static input shapes (an operator refuses a tensor's shape). ``model``: the
+    model at those shapes before any pass, to try others on."""
+
+    def __init__(self, problem: str, model: onnx.ModelProto | None = None) -> None:
+        super().__init__(problem)
+        self.model = model
+
+
+def with_input_types(model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
+    """A copy of ``model`` with the named inputs typed as given, intermediate and output shapes left to the
+    runtime's own inference (so no shape derived from the old input shapes contradicts the new ones)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in copy.graph.input:
+        if value.name in types:
+            value.type.CopyFrom(types[value.name])
+    del copy.graph.value_info[:]
+    for value in copy.graph.output:
+        if value.type.tensor_type.HasField("shape"):
+            for dim in value.type.tensor_type.shape.dim:
+                dim.Clear()
+    return copy
 
 
 class Reference:
@@ -56,6 +80,11 @@ class Reference:
     def shape_problem(self) -> bool:
         """The model failed for a shape, not a value: its input shapes do not fit it."""
         return self.outputs is None and bool(_SHAPE_FAILURE.search(self.problem))
+
+    @property
+    def load_failed(self) -> bool:
+        """onnxruntime refused the model itself (its own shape inference, an operator it lacks), before any run."""
+        return self.outputs is None and self.problem.startswith(LOAD_FAILURE)
 
     @property
     def usable(self) -> bool:
@@ -119,7 +148,7 @@ def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -
     try:
         session = measure.session(model)
     except measure.ModelRunError as exc:
-        return None, str(exc)  # "onnxruntime cannot load the model (...)"
+        return None, f"{LOAD_FAILURE} ({_essence(str(exc).partition('(')[2].removesuffix(')'))})"
     names = {i.name for i in session.get_inputs()}
     try:
         return [session.run(None, {k: v for k, v in sample.items() if k in names}) for sample in feeds], ""
@@ -127,10 +156,22 @@ def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -
         return None, f"onnxruntime cannot run the model on {what} ({_essence(str(exc)) or type(exc).__name__})"
 
 
+def loads(model: onnx.ModelProto) -> bool:
+    """Whether onnxruntime accepts the model (builds a session for it)."""
+    from accelbuild.util import onnx_runtime as measure
+
+    try:
+        measure.session(model)
+    except measure.ModelRunError:
+        return False
+    return True
+
+
 def _essence(message: str) -> str:
     """onnxruntime's failure on one line without its C++ source locations: the node and what it says."""
     text = " ".join(message.split())
     text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"^Node \((.*?)\) Op \((\w+)\) ", r"node '\1' (\2): ", text)
     text = re.sub(r"/onnxruntime_src/\S+ \S*onnxruntime::\S+\(.*?\) ", "", text)
     text = text.replace("Non-zero status code returned while running ", "")
     return text[:400]

@@ -9,8 +9,12 @@ the held-out frames when there are any (frames the calibration did not see), els
 
 **Small outputs.** A frame whose outputs hold fewer than ``MIN_FRAME_VALUES`` values (a wake word's one
 score) has no meaningful cosine of its own: one value's cosine is its sign. The headline then pools the
-chosen frames (cosine and SQNR over their outputs together, ``"headline": "pooled"``) and the worst frame is
-the one with the lowest SQNR.
+chosen frames (cosine and SQNR over their outputs together, ``"headline": "pooled"``, also given as
+``pooled_cosine`` with the number of frames in ``pooled_over``).
+
+**The worst frame.** ``worst_cosine`` / ``worst_file`` are always one frame's own figure: the lowest cosine of
+the chosen frames (ties: the lowest SQNR), whether or not the headline is pooled, so a file named as the
+worst frame has that figure in its own row.
 
 **Several outputs.** One cosine over a frame's outputs together is dominated by its largest output (a pose
 model's segmentation logits in the thousands hide its world landmarks at cosine 0.1). So with more than one
@@ -83,25 +87,27 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     pool = held_out or list(range(len(rows)))
     chosen = [i for i in pool if rows[i]["signal"]] or pool
     extra: dict[str, object] = {}
+    # the frame with the lowest figure of its own: worst_cosine / worst_file, whatever the headline is
+    worst = min(chosen, key=lambda i: (rows[i]["cosine"], rows[i]["sqnr_db"])) if chosen else None
     if pooled:
-        worst = min(chosen, key=lambda i: rows[i]["sqnr_db"]) if chosen else None
         want, got = (np.concatenate([flat[i][part] for i in chosen]) if chosen else np.zeros(0) for part in (0, 1))
         headline = (round(cosine_similarity(want, got), 6), round(sqnr_db(want, got), 3))
-        extra["headline"] = "pooled"
     else:
-        worst = min(chosen, key=lambda i: (rows[i]["cosine"], rows[i]["sqnr_db"])) if chosen else None
         headline = (rows[worst]["cosine"], rows[worst]["sqnr_db"]) if worst is not None else (1.0, 0.0)
     if split is not None and chosen:
         per_output = split.summary(chosen)
         lowest = min(per_output, key=lambda o: (o["cosine"], o["sqnr_db"]))
-        headline = min(headline, (lowest["cosine"], lowest["sqnr_db"]))
+        if (lowest["cosine"], lowest["sqnr_db"]) < headline:
+            headline, pooled = (lowest["cosine"], lowest["sqnr_db"]), bool(lowest.get("pooled"))
         extra.update(outputs=per_output, worst_output=lowest["name"])
+    if pooled and chosen:
+        extra.update(headline="pooled", pooled_cosine=headline[0], pooled_over=len(chosen))
     return {
         "cosine": headline[0],
         "sqnr_db": headline[1],
         "max_abs_err": float(f"{max(errors, default=0.0):.3g}"),
         "mean_cosine": round(float(np.mean([rows[i]["cosine"] for i in chosen])), 6) if chosen else 1.0,
-        "worst_cosine": headline[0],
+        "worst_cosine": rows[worst]["cosine"] if worst is not None else headline[0],
         "worst_file": rows[worst]["file"] if worst is not None else None,
         "no_signal_frames": signal.count(False),
         "measured_on": _measured_on([rows[i] for i in pool]),
@@ -112,15 +118,20 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
 
 def said(accuracy: dict) -> str:
     """What a headline cosine covers, for a console line: ``worst of 4 held-out frames: img2.jpg, output
-    scores; 2 without signal`` ("" for a record without frames)."""
+    scores; 2 without signal``, or for a pooled headline ``pooled over 6 calibration frame(s); worst frame
+    b.png at 0.961059`` ("" for a record without frames)."""
     rows = accuracy.get("frames")
     if not rows:
         return ""
     pool = [row for row in rows if row["role"] == accuracy.get("measured_on")] or rows
     quiet = accuracy.get("no_signal_frames") or 0
     output = accuracy.get("worst_output")
-    return (f"worst of {len(pool)} {accuracy.get('measured_on')} frame(s): {accuracy.get('worst_file')}"
-            + (f", output {output}" if output else "") + (f"; {quiet} without signal" if quiet else ""))
+    tail = (f", output {output}" if output else "") + (f"; {quiet} without signal" if quiet else "")
+    if accuracy.get("headline") == "pooled":
+        over = accuracy.get("pooled_over", len(pool))
+        return (f"pooled over {over} {accuracy.get('measured_on')} frame(s){tail}; worst frame "
+                f"{accuracy.get('worst_file')} at {accuracy.get('worst_cosine')}")
+    return f"worst of {len(pool)} {accuracy.get('measured_on')} frame(s): {accuracy.get('worst_file')}{tail}"
 
 
 def cell(accuracy: dict) -> str:

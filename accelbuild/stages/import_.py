@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -13,14 +14,16 @@ from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.input_shapes import (
     MAX_TENSOR_ELEMENTS,
+    ResolvedInput,
     apply_input_shapes,
     check_model_file_inputs,
+    graph_inputs,
     model_dims,
     resolve_input_shapes,
     show_dims,
 )
 from accelbuild.frontends.onnx_support import check_supported
-from accelbuild.passes import run_passes
+from accelbuild.passes import run_passes, verify
 from accelbuild.passes.opset import OpsetUpgradeError
 from accelbuild.passes.verify import Feeds, ModelShapeError
 from accelbuild.stages.context import StageContext
@@ -40,19 +43,23 @@ def run(ctx: StageContext) -> None:
     except InputFileError as exc:  # say which line of the YAML named the broken file
         raise _at_model_path(ctx, exc.message) from None
     resolved = resolve_input_shapes(model, ctx.locate, params)
+    shapes_given = not params.input_shapes.auto
+    own_inputs = _input_types(model) if shapes_given else None  # to ask onnxruntime whether the shapes are to blame
     apply_input_shapes(model, resolved)
     model, lenient = _infer_shapes(model, model_path)
     _check_tensor_sizes(model, ctx)  # before the passes fold constants or run the model on a sample
     dequantized = _dequantize(model, ctx)
-    shapes_given = not params.input_shapes.auto
     try:
-        passes = run_passes(model, verify=True, inputs=verification_inputs(ctx), shapes_given=shapes_given)
+        passes = run_passes(model, verify=True, inputs=verification_inputs(ctx), shapes_given=shapes_given,
+                            own_inputs=own_inputs)
     except OpsetUpgradeError as exc:
         raise _at_model_path(ctx, exc.message) from None
     except ModelShapeError as exc:
         shown = ", ".join(f"{r.name}: {show_dims(r.shape)}" for r in resolved)
+        fitting = _nearby_shapes_that_load(exc.model, resolved) if exc.model is not None else []
+        hint = f"; it runs at {' and at '.join(fitting)}" if fitting else ""
         raise ConfigError(ctx.locate("input_shapes"), f"model {params.model} cannot take these input shapes "
-                                                      f"({shown}): {exc}") from None
+                                                      f"({shown}): {exc}{hint}") from None
     model, _ = _infer_shapes(model, model_path, quiet=lenient)
     settled = settle_output_shapes(model, params.model)
     onnx_model.save_onnx(model, ctx.outputs["imported.onnx"])
@@ -65,6 +72,53 @@ def run(ctx: StageContext) -> None:
     if converted:
         record["converted_by"] = converted
     write_json_atomic(ctx.outputs["import.json"], record)
+
+
+def _input_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The model file's own input types (shapes), before ``input_shapes`` fixes them."""
+    types = {}
+    for value in graph_inputs(model):
+        types[value.name] = onnx.TypeProto()
+        types[value.name].CopyFrom(value.type)
+    return types
+
+
+def _nearby_shapes_that_load(model: onnx.ModelProto, resolved: list[ResolvedInput]) -> list[str]:
+    """The image sizes nearest the given ones (rounded down and up to the smallest multiple of 2, 4 ... 64
+    that helps) at which onnxruntime loads the model and runs it on a seeded random sample, as ``input_shapes``
+    values; [] when none does."""
+    images = [r for r in resolved if r.layout in ("NCHW", "NHWC")]
+    if not images:
+        return []
+    for multiple in (2, 4, 8, 16, 32, 64):
+        found = []
+        for direction in (math.floor, math.ceil):
+            trial = [_rounded(r, multiple, direction) if r in images else r for r in resolved]
+            if trial == resolved or any(0 in r.shape for r in trial):
+                continue
+            candidate = onnx.ModelProto()
+            candidate.CopyFrom(model)
+            apply_input_shapes(candidate, trial)
+            if verify.Reference(candidate).usable:
+                found.append(", ".join(f"{r.name}: {show_dims(_channel_last(r))}" for r in trial
+                                       if r.layout in ("NCHW", "NHWC")))
+        if found:
+            return list(dict.fromkeys(found))
+    return []
+
+
+def _rounded(r: ResolvedInput, multiple: int, direction: Callable[[float], int]) -> ResolvedInput:
+    shape = list(r.shape)
+    axes = (2, 3) if r.layout == "NCHW" else (1, 2)
+    for axis in axes:
+        shape[axis] = direction(shape[axis] / multiple) * multiple
+    return ResolvedInput(r.name, tuple(shape), r.layout)
+
+
+def _channel_last(r: ResolvedInput) -> list[int]:
+    """The ``input_shapes`` form of an image input: (H, W, C) without the batch."""
+    _, a, b, c = r.shape
+    return [b, c, a] if r.layout == "NCHW" else [a, b, c]
 
 
 def verification_inputs(ctx: StageContext) -> list[Feeds] | None:
@@ -216,7 +270,7 @@ def _observed_output_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
 def _dequantize(model: onnx.ModelProto, ctx: StageContext) -> dict | None:
     """Dynamically quantized layers back to float (``passes.dequantize``), with the output difference this
     makes on a seeded random sample; a warning names any such operator left as it is."""
-    from accelbuild.passes import dequantize, verify
+    from accelbuild.passes import dequantize
 
     if not dequantize.remaining(model):
         return None

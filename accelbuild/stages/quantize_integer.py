@@ -88,8 +88,8 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
             and output["cosine"] < goal.min_cosine:
         if auto_record["reached"]:  # chosen on the calibration frames only (ethos-u's whole-model choice)
             auto_record.update({"held_out_cosine": output["cosine"], "reached_on_calibration": True, "reached": False})
-        log.warning("%s: auto_precision: the worst held-out frame with signal (%s) is at %.5f, below min_cosine %g "
-                    "(%s)", q.model, output["worst_file"], output["cosine"], goal.min_cosine,
+        log.warning("%s: auto_precision: cosine %.5f (%s), below min_cosine %g (%s)", q.model, output["cosine"],
+                    frames.said(output), goal.min_cosine,
                     auto_record.get("reason", "chosen on the calibration frames"))
     write_json_atomic(ctx.outputs["quantize.json"], {
         "weight_bits": q.weight_bits,

@@ -1,4 +1,4 @@
-"""Keras 3 (.keras, .h5), SavedModel folders and frozen graphs (.pb) through TensorFlow's TFLite converter
+"""Keras 3 (.keras, .h5, .hdf5), SavedModel folders and frozen graphs (.pb) through TensorFlow's TFLite converter
 (the ``tensorflow`` extra): real architectures, outputs against TensorFlow's own, bad files as positioned
 errors, and none of TensorFlow's chatter in accelbuild's output."""
 
@@ -94,6 +94,18 @@ def test_a_two_input_two_output_model_builds_from_every_format(tmp_path: Path, f
         assert sorted(i.name for i in imported.graph.input) == ["img", "vec"]
     for chatter in ("Exception ignored", "oneDNN", "Saved artifact", "WARNING", "I0000", "W0000"):
         assert chatter not in result.stderr + result.stdout
+
+
+def test_a_keras_hdf5_file_imports_like_h5(tmp_path: Path) -> None:
+    """Keras writes HDF5 as .h5 or .hdf5 (ModelCheckpoint's examples use the latter): both are Keras models."""
+    model = _sequential()
+    model.save(tmp_path / "m.hdf5")
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - {name: m, path: m.hdf5}\n")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    record = json.loads((tmp_path / "build/p/m/import.json").read_text())
+    assert record["source"] == {"file": "m.hdf5", "format": "keras"} and "keras" in record["converted_by"]
+    assert _agrees_with_tensorflow(model, tmp_path / "build/p/m/imported.onnx") < TOLERANCE
 
 
 @pytest.mark.parametrize("name, size", [("MobileNetV2", 64), ("ResNet50", 32), ("EfficientNetB0", 32)])

@@ -863,3 +863,29 @@ def test_supported_ops_doc_lists_custom_operators() -> None:
     text = supported_ops.render()
     assert CUSTOM_OPS and all(f"| CUSTOM {code} |" in text for code in CUSTOM_OPS)
     assert "| CUSTOM (any other custom_code) |" in text
+
+
+def _vela_like() -> bytes:
+    """What Vela writes: the layers as one CUSTOM 'ethos-u' operator reading the command stream (a constant),
+    a scratch area and the fast scratch (filled by the NPU driver, so no operator writes them) and the input."""
+    b = TFLiteBuilder()
+    x = b.add_tensor("input", (1, 8, 8, 3), "int8")
+    stream = b.const("command_stream", np.arange(64, dtype=np.uint8), "uint8")
+    scratch, fast = b.add_tensor("scratch", (1, 1024), "uint8"), b.add_tensor("scratch_fast", (1, 256), "uint8")
+    y = b.add_tensor("output", (1, 4), "int8")
+    b.add_op("CUSTOM", [stream, scratch, fast, x], [y], custom_code="ethos-u")
+    return b.finish([x], [y])
+
+
+@pytest.mark.parametrize("command", ["inspect", "validate"])
+def test_a_vela_compiled_model_is_named_for_what_it_is(tmp_path: Path, command: str) -> None:
+    """inspect (and a pipeline naming it) say the file is a Vela-compiled program, which model to give instead,
+    and what inspect reads, rather than that operator 0 reads a tensor that is not a constant."""
+    (tmp_path / "int8_vela.tflite").write_bytes(_vela_like())
+    write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: int8_vela.tflite\n")
+    result = run_cli(command, "int8_vela.tflite" if command == "inspect" else "p.yaml", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "int8_vela.tflite: a Vela-compiled (Arm Ethos-U) model: its layers were compiled into the 'ethos-u' " \
+           "custom operator 0" in result.stderr
+    assert "the int8.tflite beside it, or the float model" in result.stderr and "(.dfp)" in result.stderr
+    assert "not a constant" not in result.stderr

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from accelbuild.errors import StageError
 from accelbuild.frontends.onnx_model import save_onnx
 from accelbuild.passes import sections
 from accelbuild.testing import models
@@ -101,3 +103,14 @@ def test_an_if_branch_keeps_the_outer_weights_and_values_it_reads() -> None:
     (mid,) = _run(ai, {"pre_out": pre})
     (out,) = _run(cut["post"].model, {"ai_out": mid})
     np.testing.assert_allclose(out, _run(model, {"x": x})[0], rtol=1e-6)
+
+
+def test_a_crop_point_without_an_inferred_type_is_a_clear_stage_error() -> None:
+    """Where onnx's lenient inference left a tensor without type or shape, onnx's Extractor failed with "names
+    were not found in value_infos" (an internal error in crop); the cut now says which point and why."""
+    model = _if_model()
+    kept = [v for v in model.graph.value_info if v.name != "pre_out"]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    with pytest.raises(StageError, match=r"cannot cut the pre section at 'pre_out': shape inference gave no type"):
+        sections.cut(model, ["pre_out"], ["ai_out"])

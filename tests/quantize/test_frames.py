@@ -71,7 +71,31 @@ def test_one_score_per_frame_is_pooled_not_a_cosine_of_one_value() -> None:
     record = frames.record(want, got, frames.labelled(["a", "b", "c"], None, random=False))
     assert [f["cosine"] for f in record["frames"]] == [1.0, 1.0, 1.0]
     assert record["headline"] == "pooled" and record["cosine"] < 0.7 and record["worst_file"] == "b"
+    assert record["pooled_cosine"] == record["cosine"] and record["pooled_over"] == 3
+    assert record["worst_cosine"] == 1.0  # b's own figure (its sign agrees), not the pooled one
     assert frames.worst_cosine(want, got) == pytest.approx(record["cosine"], abs=1e-6)
+
+
+def test_a_pooled_headline_is_named_pooled_and_the_worst_frame_keeps_its_own_figure() -> None:
+    """A classifier's 10 scores per frame: the pooled cosine is above the worst frame's own, so the worst frame
+    and worst_cosine are that frame's row, and the console line says the headline is pooled."""
+    reference, measured = [], []
+    rng = np.random.default_rng(3)
+    for error in (0.02, 0.02, 0.3, 0.02, 0.02, 0.02):
+        want = rng.standard_normal(10).astype(np.float32) * (5.0 if error < 0.1 else 0.5)
+        reference.append([want])
+        measured.append([want + (rng.standard_normal(10) * error).astype(np.float32)])
+    names = [f"img{i}.png" for i in range(6)]
+    record = frames.record(reference, measured, frames.labelled(names, 6, random=False))
+    own = {row["file"]: row["cosine"] for row in record["frames"]}
+    assert record["worst_file"] == "img2.png" and record["worst_cosine"] == own["img2.png"] == min(own.values())
+    assert record["cosine"] == record["pooled_cosine"] > record["worst_cosine"] and record["pooled_over"] == 6
+    line = frames.said(record)
+    assert line.startswith("pooled over 6 calibration frame(s); worst frame img2.png at ")
+    assert str(own["img2.png"]) in line and "worst of" not in line
+    large = frames.record(*_frames([1.0, 1.0], [0.01, 0.3]), frames.labelled(["a", "b"], None, random=False))
+    assert "pooled_cosine" not in large and frames.said(large) == "worst of 2 held-out frame(s): b"
+    assert large["worst_cosine"] == large["cosine"]
 
 
 def _pose_like(seed: int = 0) -> tuple[list, list]:

@@ -139,6 +139,23 @@ def _check_header(path: Path, raw: bytes) -> None:
         raise InputFileError(path, f"malformed TFLite file: root table offset {root} is outside the file")
 
 
+COMPILED_CUSTOM_CODES = {"ethos-u": "Vela-compiled (Arm Ethos-U)"}
+
+
+def _check_not_compiled(model: Model) -> None:
+    """A TFLite file an NPU compiler has compiled holds its layers as one custom operator (Vela's ``ethos-u``,
+    reading a command stream and a scratch area the NPU driver fills): a program, not a model to import."""
+    for op in model.operators:
+        if op.name == "CUSTOM" and op.custom_code in COMPILED_CUSTOM_CODES:
+            raise InputFileError(
+                model.path,
+                f"a {COMPILED_CUSTOM_CODES[op.custom_code]} model: its layers were compiled into the "
+                f"{op.custom_code!r} custom operator {op.index} (a command stream only the NPU's driver runs), so it "
+                "cannot be imported or inspected as a model. Build from the model given to Vela (the int8.tflite "
+                "beside it, or the float model); `accelbuild inspect` reads compiled programs of families mx3 "
+                "(.dfp) and npu (.tar.gz)")
+
+
 def _check_dataflow(model: Model) -> None:
     """Operators in execution order, each tensor written once, nothing read before it exists."""
     ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None}
@@ -220,6 +237,7 @@ class _Decoder:
         inputs = self.indices(graph, "Inputs", len(tensors), "subgraph input")
         outputs = self.indices(graph, "Outputs", len(tensors), "subgraph output")
         result = Model(self.path, model.Version(), tensors, operators, inputs, outputs)
+        _check_not_compiled(result)
         _check_dataflow(result)
         return result
 

@@ -46,7 +46,8 @@ def run(ctx: StageContext) -> None:
             entry["unsupported"] = unsupported
         host = entry.get("host", {})
         entry["end_to_end"] = end_to_end.record(entry["fps"], entry["latency_ms"], "simulated", host.get("pre_ms"),
-                                                host.get("post_ms"), bench.host)
+                                                host.get("post_ms"), bench.host, host.get("pre_ms_p10_p90"),
+                                                host.get("post_ms_p10_p90"))
         models.append(entry)
     summary = benchmarking.summary(program, sim, models)
     summary["dfp"] = ctx.inputs["dfp"].name

@@ -56,14 +56,15 @@ def model_accuracy(program: Program, files: ModelFiles, source: AccuracyInputs, 
 
 
 def host_times(files: ModelFiles, ai_feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
-    """Median milliseconds of the host pre/post sections in onnxruntime on this machine (named in
-    ``measured_on``: a benchmark restored from a shared cache carries another machine's timings)."""
-    pre_ms, post_ms = end_to_end.host_section_times(files.pre, files.post, onnx.load(str(files.ai)), ai_feeds[0])
+    """Median milliseconds of the host pre/post sections in onnxruntime on this machine, and the p10 and p90 of
+    their runs (the machine named in ``measured_on``: a benchmark restored from a shared cache carries another
+    machine's timings)."""
+    pre, post = end_to_end.host_section_times(files.pre, files.post, onnx.load(str(files.ai)), ai_feeds[0])
     result: dict[str, Any] = {"measured_on": end_to_end.measured_on()}
-    if pre_ms is not None:
-        result["pre_ms"] = pre_ms
-    if post_ms is not None:
-        result["post_ms"] = post_ms
+    for key, timed in (("pre", pre), ("post", post)):
+        if timed is not None:
+            result[f"{key}_ms"] = timed.median_ms
+            result[f"{key}_ms_p10_p90"] = timed.p10_p90
     return result
 
 

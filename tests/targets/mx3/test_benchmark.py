@@ -42,6 +42,10 @@ def test_benchmark_json_is_complete(project: Path) -> None:
     assert model["accuracy"]["cosine"] >= 0.999
     assert bench["host"]["post_ms"] > 0 and bench["host"]["pre_ms"] is None
     assert bench["end_to_end_fps"] <= bench["fps"]
+    whole = model["end_to_end"]  # the host post time's p10-p90 and the end-to-end range it gives
+    low, high = whole["host_post_ms_p10_p90"]
+    assert low <= whole["host_post_ms"] <= high and model["host"]["post_ms_p10_p90"] == [low, high]
+    assert whole["fps_spread"][0] <= whole["fps"] <= whole["fps_spread"][1]
     stats = yaml.safe_load((project / "build/p/layer_stats.yaml").read_text())
     assert {"name", "model", "chip", "cores", "start_cycle", "end_cycle", "macs", "weight_bytes"} == set(stats[0])
     report = (project / "build/p/report.html").read_text()
