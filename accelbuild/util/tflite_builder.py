@@ -43,7 +43,8 @@ OPTIONS_TABLE = {
     "EXPAND_DIMS": "ExpandDimsOptions", "PACK": "PackOptions", "MIRROR_PAD": "MirrorPadOptions",
     "NEG": "NegOptions", "SHAPE": "ShapeOptions", "EQUAL": "EqualOptions", "REDUCE_MAX": "ReducerOptions",
     "REDUCE_MIN": "ReducerOptions", "SUM": "ReducerOptions", "SELECT_V2": "SelectV2Options",
-    "SQUARE": "SquareOptions", "BATCH_MATMUL": "BatchMatMulOptions",
+    "SQUARE": "SquareOptions", "BATCH_MATMUL": "BatchMatMulOptions", "GELU": "GeluOptions",
+    "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions", "REDUCE_ALL": "ReducerOptions",
 }
 
 

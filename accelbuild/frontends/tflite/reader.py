@@ -16,6 +16,7 @@ Only the first subgraph (the model's main function) is decoded.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import re
@@ -139,6 +140,18 @@ def _check_header(path: Path, raw: bytes) -> None:
         raise InputFileError(path, f"malformed TFLite file: root table offset {root} is outside the file")
 
 
+def _empty_constants(tensors: tuple[Tensor, ...], operators: tuple[Operator, ...],
+                     inputs: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """A zero-element tensor that no operator writes and that is no graph input is a constant with no bytes.
+
+    Its buffer is empty because there is nothing to store (RESHAPE's shape ``[]`` of a reshape to a scalar is
+    a ``[0]`` int32 tensor with a zero-length buffer); LiteRT reads it as the empty constant it is.
+    """
+    written = set(inputs) | {index for op in operators for index in op.outputs}
+    return tuple(dataclasses.replace(t, data=memoryview(b"")) if t.data is None and t.shape and 0 in t.shape
+                 and t.index not in written and t.sparsity is None else t for t in tensors)
+
+
 def _check_dataflow(model: Model) -> None:
     """Operators in execution order, each tensor written once, nothing read before it exists."""
     ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None}
@@ -219,6 +232,7 @@ class _Decoder:
                           for i in range(self.count(graph, "Operators", 4)))
         inputs = self.indices(graph, "Inputs", len(tensors), "subgraph input")
         outputs = self.indices(graph, "Outputs", len(tensors), "subgraph output")
+        tensors = _empty_constants(tensors, operators, inputs)
         result = Model(self.path, model.Version(), tensors, operators, inputs, outputs)
         _check_dataflow(result)
         return result

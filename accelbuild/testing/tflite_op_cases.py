@@ -1,0 +1,260 @@
+"""One small single-operator TFLite model per builtin operator, for the TFLite conformance suite.
+
+Each :class:`Case` is a flatbuffer written in-process by :class:`~accelbuild.util.tflite_builder.TFLiteBuilder`
+(seeded, tiny tensors) and the range its inputs are drawn from. :data:`CASES` maps an operator name to its
+cases; an operator of LiteRT's builtin resolver without an entry is tried through :func:`probe`, a
+one-input, one-output model of that operator, which is what a file using it gives the frontend to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelbuild.util.tflite_builder import TFLiteBuilder
+
+
+@dataclass(frozen=True)
+class Case:
+    """A model, how to draw its inputs (floats uniform in [low, high), whole numbers when ``integers``;
+    int32 inputs whole numbers in [low, high]) and the absolute tolerance of its float outputs."""
+
+    data: bytes
+    low: float = -3.0
+    high: float = 3.0
+    integers: bool = False
+    atol: float = 1e-5
+
+
+Body = Callable[..., "int | list[int]"]
+
+
+def build(shapes: Sequence[tuple], body: Body, dtypes: Sequence[str] = (), **draw: float | bool) -> Case:
+    """Inputs ``in0, in1, ...`` of ``shapes`` (float32 unless ``dtypes`` says), ``body(b, *inputs)`` the rest."""
+    b = TFLiteBuilder(0, "accelbuild.testing.tflite_op_cases")
+    xs = [b.add_tensor(f"in{k}", s, dtypes[k] if k < len(dtypes) else "float32") for k, s in enumerate(shapes)]
+    outs = body(b, *xs)
+    return Case(b.finish(xs, outs if isinstance(outs, list) else [outs]), **draw)
+
+
+def op(b: TFLiteBuilder, builtin: str, inputs: Sequence[int], shape: tuple, options: dict | None = None,
+       dtype: str = "float32", name: str = "y") -> int:
+    y = b.add_tensor(name, shape, dtype)
+    b.add_op(builtin, inputs, [y], options)
+    return y
+
+
+def const(b: TFLiteBuilder, name: str, shape: tuple, scale: float = 0.5) -> int:
+    return b.const(name, b.rng.normal(0.0, scale, shape).astype(np.float32))
+
+
+def ints(b: TFLiteBuilder, name: str, values: Sequence | int) -> int:
+    return b.const(name, np.asarray(values, np.int32), "int32")
+
+
+def unary(builtin: str, shape: tuple = (2, 3, 4), options: dict | None = None, **draw: float | bool) -> Case:
+    return build([shape], lambda b, x: op(b, builtin, [x], shape, options), **draw)
+
+
+def binary(builtin: str, a: tuple = (2, 3, 4), c: tuple = (3, 4), out: tuple = (2, 3, 4), dtype: str = "float32",
+           out_dtype: str | None = None, options: dict | None = None, **draw: float | bool) -> Case:
+    return build([a, c], lambda b, x, y: op(b, builtin, [x, y], out, options, out_dtype or dtype),
+                 (dtype, dtype), **draw)
+
+
+def compare_select(builtin: str, dtype: str = "float32") -> Case:
+    """A comparison's BOOL result picks between its inputs (SELECT_V2), so the graph output is numeric."""
+    def body(b: TFLiteBuilder, x: int, y: int) -> int:
+        mask = op(b, builtin, [x, y], (2, 3, 4), dtype="bool", name="mask")
+        return op(b, "SELECT_V2", [mask, x, y], (2, 3, 4), dtype=dtype)
+    return build([(2, 3, 4), (3, 4)], body, (dtype, dtype), low=-2, high=2, integers=True)
+
+
+def logical(builtin: str) -> Case:
+    """Two comparisons' BOOL results combined, then SELECT_V2 between the inputs."""
+    def body(b: TFLiteBuilder, x: int, y: int) -> int:
+        zero = b.const("zero", np.zeros((), np.float32))
+        p = op(b, "GREATER", [x, zero], (2, 3, 4), dtype="bool", name="p")
+        q = op(b, "LESS", [y, zero], (2, 3, 4), dtype="bool", name="q")
+        both = op(b, builtin, [p, q], (2, 3, 4), dtype="bool", name="both") if builtin != "LOGICAL_NOT" else \
+            op(b, builtin, [p], (2, 3, 4), dtype="bool", name="both")
+        return op(b, "SELECT_V2", [both, x, y], (2, 3, 4))
+    return build([(2, 3, 4), (2, 3, 4)], body)
+
+
+def reducer(builtin: str, keep: bool = False, **draw: float | bool) -> Case:
+    out = (2, 1, 4) if keep else (2, 4)
+    return build([(2, 3, 4)], lambda b, x: op(b, builtin, [x, ints(b, "axes", [1])], out, {"keep_dims": keep}),
+                 **draw)
+
+
+def conv(builtin: str, x: tuple, w: tuple, out: tuple, **options: int | str) -> Case:
+    def body(b: TFLiteBuilder, v: int) -> int:
+        bias = w[3] if builtin == "DEPTHWISE_CONV_2D" else w[0]
+        return op(b, builtin, [v, const(b, "w", w), const(b, "b", (bias,))], out,
+                  {"padding": "SAME", "stride_h": 1, "stride_w": 1, **options})
+    return build([x], body)
+
+
+def pool(builtin: str) -> Case:
+    options = {"padding": "SAME", "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3}
+    return build([(1, 5, 6, 2)], lambda b, x: op(b, builtin, [x], (1, 3, 3, 2), options))
+
+
+def rfft2d(reader: str) -> Case:
+    """RFFT2D of a [1, 6, 10] signal at fft_length [4, 8] (crops rows, pads columns), read by ``reader``."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        spectrum = op(b, "RFFT2D", [x, ints(b, "fft_length", [4, 8])], (1, 4, 5), dtype="complex64",
+                      name="spectrum")
+        return op(b, reader, [spectrum], (1, 4, 5))
+    return build([(1, 6, 10)], body)
+
+
+def computed_slice() -> Case:
+    """SLICE whose begin is computed: [0, 1, 0] + shift * [0, 1, 1] for an int32 input ``shift`` in {0, 1}."""
+    def body(b: TFLiteBuilder, x: int, shift: int) -> int:
+        moved = op(b, "MUL", [shift, ints(b, "mask", [0, 1, 1])], (3,), dtype="int32", name="moved")
+        begin = op(b, "ADD", [ints(b, "base", [0, 1, 0]), moved], (3,), dtype="int32", name="begin")
+        return op(b, "SLICE", [x, begin, ints(b, "size", [-1, 2, 3])], (2, 2, 3))
+    return build([(2, 5, 4), (3,)], body, ("float32", "int32"), low=0, high=1)
+
+
+def fill() -> Case:
+    def body(b: TFLiteBuilder, value: int) -> int:
+        filled = op(b, "FILL", [ints(b, "dims", [2, 3]), value], (2, 3), name="filled")
+        return op(b, "ADD", [filled, const(b, "k", (2, 3))], (2, 3))
+    return build([()], body)
+
+
+def _cases() -> dict[str, list[Callable[[], Case]]]:
+    c: dict[str, list[Callable[[], Case]]] = {}
+    for name, extra in (("ADD", {}), ("SUB", {}), ("MUL", {}), ("MAXIMUM", {}), ("MINIMUM", {}),
+                        ("SQUARED_DIFFERENCE", {}), ("DIV", {"low": 0.5, "high": 2.0}),
+                        ("POW", {"low": 0.5, "high": 2.0})):
+        c[name] = [lambda n=name, e=extra: binary(n, **e)]
+    c["FLOOR_DIV"] = [lambda: binary("FLOOR_DIV", low=0.5, high=3.0),
+                      lambda: binary("FLOOR_DIV", dtype="int32", low=1, high=7)]
+    c["FLOOR_MOD"] = [lambda: binary("FLOOR_MOD", low=0.5, high=3.0),
+                      lambda: binary("FLOOR_MOD", dtype="int32", low=1, high=7)]
+    for name, extra in (("LOGISTIC", {}), ("NEG", {}), ("TANH", {}), ("RELU", {}), ("RELU6", {"low": -8, "high": 8}),
+                        ("RELU_N1_TO_1", {}), ("RELU_0_TO_1", {}), ("HARD_SWISH", {"low": -5, "high": 5}),
+                        ("SIN", {}), ("COS", {}), ("EXP", {}), ("FLOOR", {}), ("CEIL", {}), ("ABS", {}),
+                        ("SIGN", {}), ("SQUARE", {}), ("ELU", {}), ("LOG", {"low": 0.1, "high": 5}),
+                        ("SQRT", {"low": 0.0, "high": 5}), ("RSQRT", {"low": 0.1, "high": 5}),
+                        ("ROUND", {"low": -4, "high": 4})):
+        c[name] = [lambda n=name, e=extra: unary(n, **e)]
+    c["GELU"] = [lambda: unary("GELU", options={"approximate": False}),
+                 lambda: unary("GELU", options={"approximate": True})]
+    c["LEAKY_RELU"] = [lambda: unary("LEAKY_RELU", options={"alpha": 0.2})]
+    c["SOFTMAX"] = [lambda: unary("SOFTMAX", options={"beta": 0.5})]
+    c["LOG_SOFTMAX"] = [lambda: unary("LOG_SOFTMAX")]
+    c["PRELU"] = [lambda: build([(1, 4, 3)], lambda b, x: op(b, "PRELU", [x, const(b, "alpha", (3,))], (1, 4, 3)))]
+    for name in ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"):
+        c[name] = [lambda n=name: compare_select(n)]
+    c["SELECT_V2"] = [lambda: compare_select("LESS", "int32")]
+    for name in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"):
+        c[name] = [lambda n=name: logical(n)]
+    for name in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"):
+        c[name] = [lambda n=name: reducer(n), lambda n=name: reducer(n, keep=True)]
+    c["CONV_2D"] = [lambda: conv("CONV_2D", (1, 5, 6, 3), (4, 3, 3, 3), (1, 5, 6, 4))]
+    c["DEPTHWISE_CONV_2D"] = [lambda: conv("DEPTHWISE_CONV_2D", (1, 5, 6, 3), (1, 3, 3, 3), (1, 5, 6, 3),
+                                           depth_multiplier=1)]
+    c["TRANSPOSE_CONV"] = [lambda: build([(1, 3, 3, 2)], lambda b, x: op(
+        b, "TRANSPOSE_CONV", [ints(b, "shape", [1, 6, 6, 3]), const(b, "w", (3, 3, 3, 2)), x], (1, 6, 6, 3),
+        {"padding": "SAME", "stride_h": 2, "stride_w": 2}))]
+    c["FULLY_CONNECTED"] = [lambda: build([(2, 6)], lambda b, x: op(
+        b, "FULLY_CONNECTED", [x, const(b, "w", (4, 6)), const(b, "b", (4,))], (2, 4), {}))]
+    c["BATCH_MATMUL"] = [lambda: build([(2, 3, 4), (2, 4, 5)], lambda b, x, y: op(b, "BATCH_MATMUL", [x, y],
+                                                                                  (2, 3, 5), {}))]
+    c["MAX_POOL_2D"] = [lambda: pool("MAX_POOL_2D")]
+    c["AVERAGE_POOL_2D"] = [lambda: pool("AVERAGE_POOL_2D")]
+    c["CONCATENATION"] = [lambda: build([(1, 2, 3), (1, 4, 3)], lambda b, x, y: op(
+        b, "CONCATENATION", [x, y], (1, 6, 3), {"axis": 1}))]
+    c["RESHAPE"] = [lambda: build([(2, 6)], lambda b, x: op(b, "RESHAPE", [x, ints(b, "shape", [3, 4])], (3, 4))),
+                    lambda: build([(1, 1, 1)], lambda b, x: op(
+                        b, "RESHAPE", [x, b.add_tensor("shape", (0,), "int32", np.zeros(0, np.int32))], ()))]
+    c["SQUEEZE"] = [lambda: build([(1, 4, 1, 3)], lambda b, x: op(b, "SQUEEZE", [x], (4, 3), {}))]
+    c["EXPAND_DIMS"] = [lambda: build([(2, 5)], lambda b, x: op(b, "EXPAND_DIMS", [x, ints(b, "axis", [-1])],
+                                                                (2, 5, 1)))]
+    c["PAD"] = [lambda: build([(1, 3, 4)], lambda b, x: op(b, "PAD", [x, ints(b, "p", [[0, 0], [1, 2], [0, 1]])],
+                                                           (1, 6, 5)))]
+    c["PADV2"] = [lambda: build([(1, 3, 4)], lambda b, x: op(
+        b, "PADV2", [x, ints(b, "p", [[0, 0], [2, 0], [1, 1]]), b.const("v", np.float32(0.5))], (1, 5, 6)))]
+    c["MIRROR_PAD"] = [lambda: build([(1, 4, 5)], lambda b, x: op(
+        b, "MIRROR_PAD", [x, ints(b, "p", [[0, 0], [2, 1], [0, 3]])], (1, 7, 8), {"mode": "REFLECT"}))]
+    c["TRANSPOSE"] = [lambda: build([(2, 3, 4)], lambda b, x: op(b, "TRANSPOSE", [x, ints(b, "perm", [2, 0, 1])],
+                                                                 (4, 2, 3)))]
+    c["GATHER"] = [lambda: build([(1, 5, 3)], lambda b, x: op(b, "GATHER", [x, ints(b, "idx", [4, 0, 2])],
+                                                              (1, 3, 3), {"axis": 1}))]
+    c["PACK"] = [lambda: build([(2, 3), (2, 3)], lambda b, x, y: op(b, "PACK", [x, y], (2, 2, 3),
+                                                                    {"values_count": 2, "axis": 1}))]
+    c["SLICE"] = [lambda: build([(2, 5, 4)], lambda b, x: op(
+        b, "SLICE", [x, ints(b, "begin", [0, 1, 0]), ints(b, "size", [-1, 2, 3])], (2, 2, 3))), computed_slice]
+    c["STRIDED_SLICE"] = [lambda: build([(1, 6, 7)], lambda b, x: op(
+        b, "STRIDED_SLICE", [x, ints(b, "begin", [0, 1, 0]), ints(b, "end", [1, 5, 7]), ints(b, "strides", [1, 2, 3])],
+        (1, 2, 3), {}))]
+    c["SPLIT"] = [lambda: build([(2, 6)], lambda b, x: _multi(b, "SPLIT", [ints(b, "axis", 1), x], [(2, 3)] * 2,
+                                                             {"num_splits": 2}))]
+    c["SPLIT_V"] = [lambda: build([(2, 6)], lambda b, x: _multi(
+        b, "SPLIT_V", [x, ints(b, "sizes", [1, 5]), ints(b, "axis", 1)], [(2, 1), (2, 5)], {"num_splits": 2}))]
+    c["DEPTH_TO_SPACE"] = [lambda: build([(1, 2, 3, 8)], lambda b, x: op(b, "DEPTH_TO_SPACE", [x], (1, 4, 6, 2),
+                                                                         {"block_size": 2}))]
+    c["SPACE_TO_DEPTH"] = [lambda: build([(1, 4, 6, 2)], lambda b, x: op(b, "SPACE_TO_DEPTH", [x], (1, 2, 3, 8),
+                                                                         {"block_size": 2}))]
+    c["RESIZE_BILINEAR"] = [lambda: build([(1, 3, 4, 2)], lambda b, x: op(
+        b, "RESIZE_BILINEAR", [x, ints(b, "size", [6, 8])], (1, 6, 8, 2), {}))]
+    c["RESIZE_NEAREST_NEIGHBOR"] = [lambda: build([(1, 3, 4, 2)], lambda b, x: op(
+        b, "RESIZE_NEAREST_NEIGHBOR", [x, ints(b, "size", [6, 8])], (1, 6, 8, 2), {}))]
+    c["SHAPE"] = [lambda: build([(1, 4, 6)], lambda b, x: op(
+        b, "RESHAPE", [const(b, "t", (4, 6)), op(b, "SHAPE", [x], (3,), {"out_type": "INT32"}, "int32", "s")],
+        (1, 4, 6)))]
+    c["QUANTIZE"] = [_quantize_pair]
+    c["DEQUANTIZE"] = [_quantize_pair]
+    c["FILL"] = [fill]
+    c["ZEROS_LIKE"] = [lambda: build([(2, 3)], lambda b, x: op(
+        b, "ADD", [op(b, "ZEROS_LIKE", [x], (2, 3), name="zeros"), const(b, "k", (2, 3))], (2, 3)))]
+    c["RFFT2D"] = [lambda: rfft2d("COMPLEX_ABS")]
+    c["COMPLEX_ABS"] = [lambda: rfft2d("COMPLEX_ABS")]
+    c["REAL"] = [lambda: rfft2d("REAL")]
+    c["IMAG"] = [lambda: rfft2d("IMAG")]
+    return c
+
+
+def _multi(b: TFLiteBuilder, builtin: str, inputs: list[int], shapes: list[tuple], options: dict) -> list[int]:
+    outs = [b.add_tensor(f"y{k}", s) for k, s in enumerate(shapes)]
+    b.add_op(builtin, inputs, outs, options)
+    return outs
+
+
+def _quantize_pair() -> Case:
+    """A float activation quantized to int8 and back (scale 0.05): the graph computes in float."""
+    from accelbuild.util.tflite_builder import Quant
+
+    def body(b: TFLiteBuilder, x: int) -> int:
+        q = b.add_tensor("q", (2, 3), "int8", quant=Quant([0.05], [0]))
+        b.add_op("QUANTIZE", [x], [q])
+        return op(b, "DEQUANTIZE", [q], (2, 3))
+    return build([(2, 3)], body, low=-2.0, high=2.0, atol=0.026)  # LiteRT rounds to the step, float does not
+
+
+def _densify() -> Case:
+    """A sparse (CSR) constant densified, then added to the input."""
+    from accelbuild.testing.tflite_models import sparsify
+
+    def body(b: TFLiteBuilder, x: int) -> int:
+        dense = np.array([[0.0, 1.5, 0.0, -2.0], [3.0, 0.0, 0.0, 0.5]], np.float32)
+        values, spec = sparsify(dense)
+        sparse = b.add_tensor("sparse", dense.shape, data=values, sparsity=spec)
+        densified = op(b, "DENSIFY", [sparse], dense.shape, name="dense")
+        return op(b, "ADD", [x, densified], dense.shape)
+    return build([(2, 4)], body)
+
+
+CASES: dict[str, list[Callable[[], Case]]] = {**_cases(), "DENSIFY": [_densify]}
+
+
+def probe(builtin: str) -> Case:
+    """``builtin`` with one float [1, 4] input and output and no options."""
+    return build([(1, 4)], lambda b, x: op(b, builtin, [x], (1, 4)))

@@ -1,0 +1,63 @@
+"""TFLite conformance: one small model per builtin operator LiteRT runs, converted by the frontend and run
+in onnxruntime against LiteRT (``tflite_conformance_runner``), against the recorded outcomes.
+
+A crash or a wrong result fails; so does an operator whose outcome differs from
+``tests/fixtures/tflite_conformance_expected.json`` (a reproduced operator refused again, or a refusal
+that starts converting without the record saying so: rewrite it with
+``python tests/tflite_conformance_runner.py --write`` and review the diff).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tflite_conformance_runner as suite
+
+from accelbuild.frontends.tflite.ops import OPS
+from accelbuild.testing.tflite_op_cases import CASES
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[suite.Outcome]:
+    return suite.run_suite()
+
+
+def test_the_operators_are_litert_s(outcomes: list[suite.Outcome]) -> None:
+    names = [o.operator for o in outcomes]
+    assert len(names) > 150 and "CONV_2D" in names and "CUSTOM" not in names  # 170 with ai-edge-litert 2.x
+    assert set(OPS) <= set(names), sorted(set(OPS) - set(names))
+
+
+def test_no_crashes_and_no_wrong_results(outcomes: list[suite.Outcome]) -> None:
+    bad = [f"{o.operator}: {o.status}: {o.reason}" for o in outcomes if o.status in ("crash", "wrong",
+                                                                                    "litert-cannot-run")]
+    assert not bad, "\n".join(bad)
+
+
+def test_outcomes_are_the_recorded_ones(outcomes: list[suite.Outcome]) -> None:
+    recorded = suite.load_expected()
+    now = suite.record(outcomes)
+    differ = [f"{name}: recorded {recorded['operators'].get(name)}, now {entry}"
+              for name, entry in now["operators"].items() if recorded["operators"].get(name) != entry]
+    assert not differ, "\n".join(differ[:40])
+    assert now["summary"] == recorded["summary"]
+
+
+def test_every_converter_has_a_case() -> None:
+    """A converted operator is checked on a model of its own, not only on the probe."""
+    assert not sorted(set(OPS) - set(CASES))
+
+
+NEW = ["SIN", "GREATER", "LESS", "REDUCE_PROD", "FLOOR_DIV", "FILL", "RFFT2D", "COMPLEX_ABS", "SQUARED_DIFFERENCE",
+       "SLICE", "RESHAPE", "COS", "EXP", "FLOOR", "CEIL", "ROUND", "ABS", "SIGN", "RSQRT", "ELU", "GELU",
+       "RELU_0_TO_1", "LOG_SOFTMAX", "GREATER_EQUAL", "LESS_EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
+       "LOGICAL_NOT", "POW", "FLOOR_MOD", "ZEROS_LIKE", "REAL", "IMAG"]
+
+
+@pytest.mark.parametrize("operator", NEW)
+def test_operator_matches_litert(operator: str, tmp_path: Path) -> None:
+    """Each case of the operator (SLICE: computed begin; RESHAPE: to a scalar by an empty shape) converts and
+    agrees with LiteRT."""
+    outcome = suite.run_operator(operator, tmp_path)
+    assert outcome.status == "reproduced", outcome.message
