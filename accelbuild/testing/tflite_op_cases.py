@@ -219,7 +219,91 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     c["COMPLEX_ABS"] = [lambda: rfft2d("COMPLEX_ABS")]
     c["REAL"] = [lambda: rfft2d("REAL")]
     c["IMAG"] = [lambda: rfft2d("IMAG")]
+    _indexing(c)
+    _arrays(c)
     return c
+
+
+def _indexing(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """EMBEDDING_LOOKUP, GATHER_ND, SCATTER_ND, the segment reductions, ONE_HOT, TOPK_V2, ARG_MAX/ARG_MIN."""
+    c["EMBEDDING_LOOKUP"] = [lambda: build([(4, 3)], lambda b, t: op(b, "EMBEDDING_LOOKUP", [ints(b, "ids", [3, 0, 3]),
+                                                                                            t], (3, 3)))]
+    c["GATHER_ND"] = [lambda: build([(3, 4, 2)], lambda b, x: op(
+        b, "GATHER_ND", [x, ints(b, "idx", [[2, 1], [0, 3], [1, 0]])], (3, 2)))]
+    c["SCATTER_ND"] = [lambda: build([(3, 2)], lambda b, u: op(
+        b, "SCATTER_ND", [ints(b, "idx", [[1], [3], [1]]), u, ints(b, "shape", [5, 2])], (5, 2)))]
+    c["SEGMENT_SUM"] = [lambda: build([(4, 3)], lambda b, x: op(b, "SEGMENT_SUM", [x, ints(b, "ids", [0, 0, 1, 2])],
+                                                                (3, 3)))]
+    for name in ("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN"):
+        c[name] = [lambda n=name: build([(4, 3)], lambda b, x: op(
+            b, n, [x, ints(b, "ids", [2, 0, 2, 1]), ints(b, "segments", 4)], (4, 3)))]
+    c["ONE_HOT"] = [lambda: build([(2, 3)], lambda b, i: op(
+        b, "ONE_HOT", [i, ints(b, "depth", 4), b.const("on", np.float32(2.0)), b.const("off", np.float32(-1.0))],
+        (2, 3, 4), {"axis": -1}), ("int32",), low=0, high=4)]
+    c["TOPK_V2"] = [lambda: build([(2, 6)], lambda b, x: _multi_typed(
+        b, "TOPK_V2", [x, ints(b, "k", 3)], [((2, 3), "float32"), ((2, 3), "int32")]))]
+    for name in ("ARG_MAX", "ARG_MIN"):
+        c[name] = [lambda n=name: build([(2, 3, 4)], lambda b, x: op(b, n, [x, ints(b, "axis", [1])], (2, 4),
+                                                                     {"output_type": 2}, "int32"))]
+
+
+def _arrays(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """ADD_N, ATAN2, SELECT, CAST, StableHLO element-wise, shifts, and the array operators."""
+    c["ADD_N"] = [lambda: build([(2, 3)] * 3, lambda b, *xs: op(b, "ADD_N", list(xs), (2, 3)))]
+    c["ATAN2"] = [lambda: build([(2, 3, 4), (2, 3, 4)], lambda b, y, x: op(b, "ATAN2", [y, x], (2, 3, 4)))]
+    c["SELECT"] = [lambda: build([(2, 3), (2, 3)], lambda b, x, y: op(
+        b, "SELECT", [op(b, "LESS", [x, y], (2, 3), dtype="bool", name="mask"), x, y], (2, 3))),
+        lambda: build([(2, 3), (2, 3)], lambda b, x, y: op(
+            b, "SELECT", [b.const("rows", np.array([True, False]), "bool"), x, y], (2, 3)))]
+    c["CAST"] = [lambda: build([(2, 3)], lambda b, x: op(b, "CAST", [x], (2, 3), dtype="int32"), low=-5, high=5),
+                 lambda: build([(2, 3)], lambda b, x: op(b, "CAST", [x], (2, 3)), ("int32",), low=-5, high=5)]
+    for name in ("STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM"):
+        c[name] = [lambda n=name: binary(n, c=(2, 3, 4))]
+    c["STABLEHLO_AND"] = [lambda: binary("STABLEHLO_AND", c=(2, 3, 4), dtype="int32", low=0, high=15)]
+    c["BITWISE_XOR"] = [lambda: binary("BITWISE_XOR", dtype="int32", low=-20, high=20)]
+    c["RIGHT_SHIFT"] = [lambda: build([(2, 3, 4)], lambda b, x: op(
+        b, "RIGHT_SHIFT", [x, ints(b, "shift", np.arange(12).reshape(3, 4) % 5)], (2, 3, 4), dtype="int32"),
+        ("int32",), low=-100, high=100)]
+    c["STABLEHLO_SHIFT_LEFT"] = [lambda: build([(2, 3)], lambda b, x: op(
+        b, "STABLEHLO_SHIFT_LEFT", [x, ints(b, "shift", [[0, 1, 2], [3, 4, 5]])], (2, 3), dtype="int32"),
+        ("int32",), low=-100, high=100)]
+    c["TILE"] = [lambda: build([(2, 3)], lambda b, x: op(b, "TILE", [x, ints(b, "reps", [2, 3])], (4, 9)))]
+    c["REVERSE_V2"] = [lambda: build([(2, 3, 4)], lambda b, x: op(b, "REVERSE_V2", [x, ints(b, "axes", [1, -1])],
+                                                                  (2, 3, 4)))]
+    c["REVERSE_SEQUENCE"] = [lambda: build([(3, 5, 2)], lambda b, x: op(
+        b, "REVERSE_SEQUENCE", [x, ints(b, "lengths", [5, 2, 0])], (3, 5, 2), {"seq_dim": 1, "batch_dim": 0}))]
+    c["UNPACK"] = [lambda: build([(2, 3, 4)], lambda b, x: _multi(b, "UNPACK", [x], [(2, 4)] * 3,
+                                                                  {"num": 3, "axis": 1}))]
+    c["RANK"] = [lambda: build([(2, 3)], lambda b, x: op(
+        b, "MUL", [x, op(b, "CAST", [op(b, "RANK", [x], (), dtype="int32", name="rank")], (), name="r")], (2, 3)))]
+    c["RANGE"] = [lambda: build([()], lambda b, start: op(
+        b, "RANGE", [start, b.const("limit", np.float32(7.0)), b.const("delta", np.float32(1.5))], (5,)),
+        low=0.0, high=0.5)]
+    c["MATRIX_DIAG"] = [lambda: unary_shaped("MATRIX_DIAG", (2, 3), (2, 3, 3))]
+    c["MATRIX_SET_DIAG"] = [lambda: build([(2, 3, 4), (2, 3)], lambda b, x, d: op(b, "MATRIX_SET_DIAG", [x, d],
+                                                                                  (2, 3, 4)))]
+    c["CUMSUM"] = [lambda: build([(2, 3, 4)], lambda b, x: op(b, "CUMSUM", [x, ints(b, "axis", 1)], (2, 3, 4),
+                                                              {"exclusive": True, "reverse": True}))]
+    for name in ("REDUCE_ANY", "REDUCE_ALL"):
+        c[name] = [lambda n=name: build([(2, 3, 4)], lambda b, x: op(b, "SELECT_V2", [op(
+            b, n, [op(b, "GREATER", [x, b.const("zero", np.float32(-1.0))], (2, 3, 4), dtype="bool", name="p"),
+                   ints(b, "axes", [2])], (2, 3, 1), {"keep_dims": True}, "bool", "q"), x, b.const("k", np.float32(9))],
+            (2, 3, 4)))]
+    c["BROADCAST_ARGS"] = [lambda: build([(3,), (2,)], lambda b, s, t: op(b, "BROADCAST_ARGS", [s, t], (3,),
+                                                                          dtype="int32"),
+                                         ("int32", "int32"), low=1, high=1)]
+    c["L2_NORMALIZATION"] = [lambda: unary("L2_NORMALIZATION", options={})]
+
+
+def unary_shaped(builtin: str, shape: tuple, out: tuple) -> Case:
+    return build([shape], lambda b, x: op(b, builtin, [x], out))
+
+
+def _multi_typed(b: TFLiteBuilder, builtin: str, inputs: list[int], outs: list[tuple[tuple, str]],
+                 options: dict | None = None) -> list[int]:
+    indices = [b.add_tensor(f"y{k}", shape, dtype) for k, (shape, dtype) in enumerate(outs)]
+    b.add_op(builtin, inputs, indices, options)
+    return indices
 
 
 def _multi(b: TFLiteBuilder, builtin: str, inputs: list[int], shapes: list[tuple], options: dict) -> list[int]:

@@ -45,6 +45,9 @@ OPTIONS_TABLE = {
     "REDUCE_MIN": "ReducerOptions", "SUM": "ReducerOptions", "SELECT_V2": "SelectV2Options",
     "SQUARE": "SquareOptions", "BATCH_MATMUL": "BatchMatMulOptions", "GELU": "GeluOptions",
     "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions", "REDUCE_ALL": "ReducerOptions",
+    "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions", "ONE_HOT": "OneHotOptions", "CUMSUM": "CumsumOptions",
+    "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions", "L2_POOL_2D": "Pool2DOptions",
+    "UNPACK": "UnpackOptions", "REVERSE_SEQUENCE": "ReverseSequenceOptions", "L2_NORMALIZATION": "L2NormOptions",
 }
 
 

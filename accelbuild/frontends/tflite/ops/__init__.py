@@ -7,8 +7,10 @@ Importing the op modules registers their converters; see :mod:`.base` for the ch
 
 from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     arithmetic,
+    arrays,
     conv,
     elementwise,
+    indexing,
     shape,
     slicing,
     spatial,

@@ -211,3 +211,123 @@ def zeros_like(g: Graph, op: Operator) -> None:
     kind = onnx_type(g.tensor(op.inputs[0]))
     zero = g.scalar(0.0) if kind == TensorProto.FLOAT else g.scalar(0, _INT_TYPES[kind])
     g.emit(op, "Expand", [zero, g.ints(f"{g.name(op)}/shape", g.shape(op.outputs[0]))])
+
+
+# --------------------------------------------------------------------------- ADD_N, ATAN2, SELECT, CAST, StableHLO
+
+
+def _same_shapes(g: Graph, op: Operator) -> Result:
+    shapes = {g.shape(i) for i in (*op.inputs, *op.outputs)}
+    return OK if len(shapes) == 1 else fail(f"inputs and output of shapes {sorted(list(s) for s in shapes)}")
+
+
+SAME_SHAPES = Check("inputs and output have one shape", _same_shapes)
+
+
+@register("ADD_N", "Sum", input_count(1, 1 << 16), SAME_SHAPES, NUMERIC_INPUT)
+def add_n(g: Graph, op: Operator) -> None:
+    g.emit(op, "Sum", [g.value(i) for i in op.inputs])
+
+
+@register("ATAN2", "Atan(y / x), moved by +-pi where x < 0", input_count(2), BROADCAST, FLOAT_INPUT)
+def atan2(g: Graph, op: Operator) -> None:
+    y, x = (g.value(i) for i in op.inputs)
+    base = g.name(op)
+    names = {role: g.fresh(f"{base}/{role}") for role in ("ratio", "atan", "left", "upper", "turn", "turned")}
+    g.node("Div", [y, x], [names["ratio"]], names["ratio"])
+    g.node("Atan", [names["ratio"]], [names["atan"]], names["atan"])
+    g.node("Less", [x, g.scalar(0.0)], [names["left"]], names["left"])
+    g.node("GreaterOrEqual", [y, g.scalar(0.0)], [names["upper"]], names["upper"])
+    g.node("Where", [names["upper"], g.scalar(float(np.pi)), g.scalar(float(-np.pi))], [names["turn"]], names["turn"])
+    g.node("Add", [names["atan"], names["turn"]], [names["turned"]], names["turned"])
+    g.emit(op, "Where", [names["left"], names["turned"], names["atan"]])
+
+
+def _select_condition(g: Graph, op: Operator) -> Result:
+    cond, x = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    if g.tensor(op.inputs[0]).dtype != "BOOL":
+        return fail(f"condition is {g.tensor(op.inputs[0]).dtype}, not BOOL")
+    if g.shape(op.inputs[2]) != x or g.shape(op.outputs[0]) != x:
+        return fail("the two value inputs and the output differ in shape")
+    return OK if cond == x or (len(cond) == 1 and x and cond[0] == x[0]) else \
+        fail(f"condition {list(cond)} is neither the values' shape {list(x)} nor their first dimension")
+
+
+@register("SELECT", "Where (a 1-D condition picks whole rows)", input_count(3),
+          Check("a BOOL condition of the values' shape, or 1-D over their first dimension", _select_condition))
+def select(g: Graph, op: Operator) -> None:
+    cond, rank = g.value(op.inputs[0]), len(g.shape(op.inputs[1]))
+    if g.shape(op.inputs[0]) != g.shape(op.inputs[1]):
+        rows = g.fresh(f"{g.name(op)}/rows")
+        g.node("Reshape", [cond, g.ints(f"{rows}/shape", [-1] + [1] * (rank - 1))], [rows], rows)
+        cond = rows
+    g.emit(op, "Where", [cond, g.value(op.inputs[1]), g.value(op.inputs[2])])
+
+
+_CAST_TYPES = {"FLOAT32": TensorProto.FLOAT, "INT32": TensorProto.INT32, "INT64": TensorProto.INT64,
+               "BOOL": TensorProto.BOOL}
+
+
+def _cast_types(g: Graph, op: Operator) -> Result:
+    pair = [g.tensor(i).dtype for i in (op.inputs[0], op.outputs[0])]
+    return OK if all(t in _CAST_TYPES for t in pair) else fail(f"a cast from {pair[0]} to {pair[1]}")
+
+
+@register("CAST", "Cast (float to integer truncates, as TFLite does)", input_count(1), SAME_SHAPE,
+          Check("float32, int32, int64 or bool on both sides", _cast_types))
+def cast(g: Graph, op: Operator) -> None:
+    g.emit(op, "Cast", [g.value(op.inputs[0])], to=_CAST_TYPES[g.tensor(op.outputs[0]).dtype])
+
+
+for _name, _onnx in (("STABLEHLO_ADD", "Add"), ("STABLEHLO_MULTIPLY", "Mul"), ("STABLEHLO_MAXIMUM", "Max"),
+                     ("STABLEHLO_MINIMUM", "Min")):
+    _binary(_name, _onnx, f"{_onnx} (operands of one shape)", SAME_SHAPES, NUMERIC_INPUT)
+
+
+def _and_types(g: Graph, op: Operator) -> Result:
+    dtype = g.tensor(op.inputs[0]).dtype
+    return OK if dtype in ("BOOL", "INT32", "INT64") else fail(f"operands are {dtype}")
+
+
+@register("STABLEHLO_AND", "And (bool) or BitwiseAnd (integers)", input_count(2), SAME_SHAPES,
+          Check("bool, int32 or int64 operands", _and_types))
+def stablehlo_and(g: Graph, op: Operator) -> None:
+    kind = "And" if g.tensor(op.inputs[0]).dtype == "BOOL" else "BitwiseAnd"
+    g.emit(op, kind, [g.value(i) for i in op.inputs])
+
+
+def _int_inputs(g: Graph, op: Operator) -> Result:
+    bad = [g.tensor(i).dtype for i in op.inputs if g.tensor(i).dtype not in ("INT32", "INT64")]
+    return fail(f"operands are {bad}, expected int32 or int64") if bad else OK
+
+
+INT_INPUTS = Check("int32 or int64 operands", _int_inputs)
+_binary("BITWISE_XOR", "BitwiseXor", "BitwiseXor", INT_INPUTS)
+
+
+def _power_of_two(g: Graph, op: Operator) -> str:
+    """``2 ** shift`` in float64 for the shift amounts (input 1)."""
+    shift, power = g.fresh(f"{g.name(op)}/shift"), g.fresh(f"{g.name(op)}/power")
+    g.node("Cast", [g.value(op.inputs[1])], [shift], shift, to=TensorProto.DOUBLE)
+    g.node("Pow", [g.scalar(2.0, np.float64), shift], [power], power)
+    return power
+
+
+@register("RIGHT_SHIFT", "Floor(x / 2^y) in float64 (an arithmetic shift, exact for int32)", input_count(2),
+          BROADCAST, INT_INPUTS)
+def right_shift(g: Graph, op: Operator) -> None:
+    value = g.fresh(f"{g.name(op)}/value")
+    g.node("Cast", [g.value(op.inputs[0])], [value], value, to=TensorProto.DOUBLE)
+    floored = _floored_quotient(g, op, value, _power_of_two(g, op))
+    g.emit(op, "Cast", [floored], to=onnx_type(g.tensor(op.outputs[0])))
+
+
+@register("STABLEHLO_SHIFT_LEFT", "Mul by 2^y (int32 wrap-around)", input_count(2), SAME_SHAPES, INT_INPUTS)
+def stablehlo_shift_left(g: Graph, op: Operator) -> None:
+    kind = onnx_type(g.tensor(op.outputs[0]))
+    factor = g.fresh(f"{g.name(op)}/factor")
+    g.node("Cast", [_power_of_two(g, op)], [factor], factor, to=TensorProto.INT64)
+    wide, product = g.fresh(f"{g.name(op)}/wide"), g.fresh(f"{g.name(op)}/product")
+    g.node("Cast", [g.value(op.inputs[0])], [wide], wide, to=TensorProto.INT64)
+    g.node("Mul", [wide, factor], [product], product)
+    g.emit(op, "Cast", [product], to=kind)

@@ -188,13 +188,15 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
 
 
 # which input carries the data (and so the element type of the outputs), where it is not input 0
-DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2, "SELECT_V2": 1, "FILL": 1}
+DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2, "SELECT_V2": 1, "SELECT": 1, "FILL": 1, "EMBEDDING_LOOKUP": 1,
+              "SCATTER_ND": 1, "ONE_HOT": 2}
 COMPARISONS = frozenset({"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"})
 SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION", "PACK",
                               "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD", "LOGICAL_AND", "LOGICAL_OR",
                               *COMPARISONS})
 # their outputs' type is the op's own (BOOL, the shape's int type, the index type, the cast's target)
-OWN_OUTPUT_TYPE = frozenset({"SHAPE", "CAST", "ARG_MAX", "ARG_MIN", "RANK", *COMPARISONS, *COMPLEX_OPS})
+OWN_OUTPUT_TYPE = frozenset({"SHAPE", "CAST", "ARG_MAX", "ARG_MIN", "RANK", "TOPK_V2", "BUCKETIZE", *COMPARISONS,
+                             *COMPLEX_OPS})
 
 
 def _element_types(g: Graph, op: Operator) -> Result:
