@@ -221,6 +221,8 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     c["IMAG"] = [lambda: rfft2d("IMAG")]
     _indexing(c)
     _arrays(c)
+    _spatial(c)
+    _levels(c)
     return c
 
 
@@ -293,6 +295,27 @@ def _arrays(c: dict[str, list[Callable[[], Case]]]) -> None:
                                                                           dtype="int32"),
                                          ("int32", "int32"), low=1, high=1)]
     c["L2_NORMALIZATION"] = [lambda: unary("L2_NORMALIZATION", options={})]
+
+
+def _spatial(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, L2_POOL_2D, LOCAL_RESPONSE_NORMALIZATION."""
+    c["SPACE_TO_BATCH_ND"] = [lambda: build([(2, 3, 5, 2)], lambda b, x: op(
+        b, "SPACE_TO_BATCH_ND", [x, ints(b, "block", [2, 3]), ints(b, "pads", [[1, 0], [0, 1]])], (12, 2, 2, 2)))]
+    c["BATCH_TO_SPACE_ND"] = [lambda: build([(12, 2, 2, 2)], lambda b, x: op(
+        b, "BATCH_TO_SPACE_ND", [x, ints(b, "block", [2, 3]), ints(b, "crops", [[1, 0], [0, 1]])], (2, 3, 5, 2))),
+        lambda: build([(8, 2, 3, 1)], lambda b, x: op(
+            b, "BATCH_TO_SPACE_ND", [x, ints(b, "block", [2, 2]), ints(b, "crops", [[0, 0], [0, 0]])], (2, 4, 6, 1)))]
+    c["L2_POOL_2D"] = [lambda: pool("L2_POOL_2D")]
+    c["LOCAL_RESPONSE_NORMALIZATION"] = [lambda: unary("LOCAL_RESPONSE_NORMALIZATION", (1, 3, 4, 7), {
+        "radius": 2, "bias": 1.5, "alpha": 0.3, "beta": 0.75})]
+
+
+def _levels(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """BUCKETIZE, FAKE_QUANT."""
+    c["BUCKETIZE"] = [lambda: build([(2, 3, 4)], lambda b, x: op(b, "BUCKETIZE", [x], (2, 3, 4), {
+        "boundaries": [-1.5, 0.0, 0.25, 2.0]}, "int32"))]
+    c["FAKE_QUANT"] = [lambda: unary("FAKE_QUANT", options={"min": -1.3, "max": 2.1, "num_bits": 4}),
+                       lambda: unary("FAKE_QUANT", options={"min": -2.0, "max": 1.0, "num_bits": 8})]
 
 
 def unary_shaped(builtin: str, shape: tuple, out: tuple) -> Case:

@@ -48,6 +48,8 @@ OPTIONS_TABLE = {
     "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions", "ONE_HOT": "OneHotOptions", "CUMSUM": "CumsumOptions",
     "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions", "L2_POOL_2D": "Pool2DOptions",
     "UNPACK": "UnpackOptions", "REVERSE_SEQUENCE": "ReverseSequenceOptions", "L2_NORMALIZATION": "L2NormOptions",
+    "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions",
+    "SPARSE_TO_DENSE": "SparseToDenseOptions",
 }
 
 
@@ -285,9 +287,10 @@ def _camel(name: str) -> str:
 
 
 def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
-    """An options table from snake_case fields; lists become int32 vectors, enum names are looked up."""
+    """An options table from snake_case fields; lists become int32 vectors (float32 where they hold floats),
+    enum names are looked up."""
     m = _module(table)
-    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.float32 if any(isinstance(e, float) for e in v) else np.int32))
                for k, v in values.items() if isinstance(v, (list, tuple))}
     m.Start(b)
     for key, value in values.items():

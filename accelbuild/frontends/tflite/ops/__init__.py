@@ -8,9 +8,11 @@ Importing the op modules registers their converters; see :mod:`.base` for the ch
 from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     arithmetic,
     arrays,
+    blocks,
     conv,
     elementwise,
     indexing,
+    levels,
     shape,
     slicing,
     spatial,

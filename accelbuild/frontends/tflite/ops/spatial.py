@@ -1,4 +1,4 @@
-"""Channel-first spatial ops: pooling, resizing, DEPTH_TO_SPACE and SPACE_TO_DEPTH.
+"""Channel-first spatial ops: pooling (incl. L2), resizing, DEPTH_TO_SPACE, SPACE_TO_DEPTH and LRN.
 
 Each runs between ``T/nchw_in`` and ``T/nhwc`` Transposes; the coordinate rules of TFLite's resize
 kernels are mapped onto ONNX Resize's ``coordinate_transformation_mode`` and ``nearest_mode``.
@@ -130,3 +130,28 @@ def depth_to_space(g: Graph, op: Operator) -> None:
 def space_to_depth(g: Graph, op: Operator) -> None:
     g.emit(op, "SpaceToDepth", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None),
            blocksize=op.options["block_size"])
+
+
+@register("L2_POOL_2D", "Sqrt of AveragePool of the squares (in-bounds pixels only, channel-first)", *_POOL_CHECKS)
+def l2_pool_2d(g: Graph, op: Operator) -> None:
+    """TFLite's ``sqrt(sum(x^2) / count)`` over each window's in-bounds pixels."""
+    o, x = op.options, g.value(op.inputs[0])
+    kernel = [o.get("filter_height", 1), o.get("filter_width", 1)]
+    strides = [o.get("stride_h", 1), o.get("stride_w", 1)]
+    pads = layout.onnx_pads(PADDING[o.get("padding", 0)], g.shape(op.inputs[0])[1:3], kernel, strides)
+    squares, pooled = g.fresh(f"{g.name(op)}/squares"), g.fresh(f"{g.name(op)}/pooled")
+    g.node("Mul", [x, x], [squares], squares)
+    g.node("AveragePool", [g.to_nchw(op, squares)], [pooled], pooled, kernel_shape=kernel, strides=strides,
+           pads=pads, count_include_pad=0)
+    g.emit(op, "Sqrt", [pooled], act=activation(op), tail=("nhwc", None))
+
+
+@register("LOCAL_RESPONSE_NORMALIZATION", "LRN over channels (size 2 * radius + 1, alpha scaled by the size)",
+          input_count(1), input_rank(0, 4), output_shape(lambda g, op: g.shape(op.inputs[0]),
+                                                         "output shape equals the input shape"))
+def local_response_normalization(g: Graph, op: Operator) -> None:
+    """TFLite divides by ``(bias + alpha * sum)^beta``, ONNX by ``(bias + alpha / size * sum)^beta``."""
+    o = op.options
+    size = 2 * int(o.get("radius", 5)) + 1
+    g.emit(op, "LRN", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None), size=size,
+           alpha=float(o.get("alpha", 1.0)) * size, beta=float(o.get("beta", 0.5)), bias=float(o.get("bias", 1.0)))
