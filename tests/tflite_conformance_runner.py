@@ -13,8 +13,8 @@ for fails there ("Didn't find op for builtin opcode"). For each operator, each o
 
 An operator is ``reproduced`` when every case is, ``refused`` when one is refused (its message is
 recorded), ``wrong`` when one differs, ``crash`` on any other exception. The expected outcomes are
-``tests/fixtures/tflite_conformance_expected.json``; ``python tests/tflite_conformance_runner.py`` prints
-the figures and ``--write`` rewrites the file.
+``accelbuild/frontends/tflite/conformance.json`` (docs/supported_ops.md shows them);
+``python tests/tflite_conformance_runner.py`` prints the figures and ``--write`` rewrites the file.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import tflite
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from accelbuild.errors import UserError
+from accelbuild.frontends import tflite as tflite_frontend
 from accelbuild.frontends.tflite import load_tflite
 from accelbuild.testing.tflite_op_cases import CASES, Case, probe
 
-EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "tflite_conformance_expected.json"
+EXPECTED_FILE = Path(tflite_frontend.__file__).resolve().parent / "conformance.json"  # docs/supported_ops.md
 STATUSES = ("reproduced", "refused", "litert-cannot-run", "wrong", "crash")
 _NOT_OPERATORS = ("CUSTOM", "DELEGATE", "PLACEHOLDER_FOR_GREATER_OP_CODES")
 
@@ -50,8 +51,11 @@ class Outcome:
 
     @property
     def reason(self) -> str:
-        """The message on one line (a refusal's first line only counts the operators)."""
-        return " ".join(line.strip() for line in self.message.splitlines())
+        """The message on one line; for a refusal, the reason after ``OP (tensor 'T'): ``."""
+        lines = [line.strip() for line in self.message.splitlines()]
+        if self.status == "refused" and len(lines) > 1 and "): " in lines[1]:
+            lines = [lines[1].split("): ", 1)[1], *lines[2:]]
+        return " ".join(lines)
 
 
 def _interpreter(data: bytes) -> Interpreter:

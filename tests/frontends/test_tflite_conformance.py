@@ -2,7 +2,7 @@
 in onnxruntime against LiteRT (``tflite_conformance_runner``), against the recorded outcomes.
 
 A crash or a wrong result fails; so does an operator whose outcome differs from
-``tests/fixtures/tflite_conformance_expected.json`` (a reproduced operator refused again, or a refusal
+``accelbuild/frontends/tflite/conformance.json`` (a reproduced operator refused again, or a refusal
 that starts converting without the record saying so: rewrite it with
 ``python tests/tflite_conformance_runner.py --write`` and review the diff).
 """
@@ -68,3 +68,17 @@ def test_operator_matches_litert(operator: str, tmp_path: Path) -> None:
     agrees with LiteRT."""
     outcome = suite.run_operator(operator, tmp_path)
     assert outcome.status == "reproduced", outcome.message
+
+
+def test_an_inexpressible_operator_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """WHERE's output size depends on the values: the refusal names the operator, says why and what to do."""
+    from accelbuild.errors import InputFileError
+    from accelbuild.frontends.tflite import load_tflite
+    from accelbuild.testing.tflite_op_cases import probe
+
+    (tmp_path / "m.tflite").write_bytes(probe("WHERE").data)
+    with pytest.raises(InputFileError) as error:
+        load_tflite(tmp_path / "m.tflite")
+    assert str(error.value).splitlines()[1] == (
+        "  WHERE (tensor 'y'): not converted: its output size depends on the values (a shape no static graph has); "
+        "export the model without it (the graph cut before or after it) and run that part on the host")
