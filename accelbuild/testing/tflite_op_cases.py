@@ -223,6 +223,7 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     _arrays(c)
     _spatial(c)
     _levels(c)
+    _scatters(c)
     return c
 
 
@@ -320,6 +321,26 @@ def _levels(c: dict[str, list[Callable[[], Case]]]) -> None:
 
 def unary_shaped(builtin: str, shape: tuple, out: tuple) -> Case:
     return build([shape], lambda b, x: op(b, builtin, [x], out))
+
+
+def _scatters(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """SPARSE_TO_DENSE, DYNAMIC_UPDATE_SLICE (computed starts, one of them clamped)."""
+    c["SPARSE_TO_DENSE"] = [lambda: build([(3,)], lambda b, v: op(
+        b, "SPARSE_TO_DENSE", [ints(b, "idx", [[0, 1], [2, 3], [1, 0]]), ints(b, "shape", [3, 4]), v,
+                               b.const("default", np.float32(0.5))], (3, 4), {}))]
+
+    def update(b: TFLiteBuilder, x: int, u: int, starts: int) -> int:
+        return op(b, "DYNAMIC_UPDATE_SLICE", [x, u, starts], (4, 5))
+    c["CONV_3D"] = [lambda: build([(1, 4, 5, 6, 2)], lambda b, x: op(
+        b, "CONV_3D", [x, const(b, "w", (3, 3, 2, 2, 4)), const(b, "b", (4,))], (1, 4, 3, 3, 4),
+        {"padding": "SAME", "stride_d": 1, "stride_h": 2, "stride_w": 2, "dilation_d_factor": 1,
+         "dilation_h_factor": 1, "dilation_w_factor": 1, "fused_activation_function": "RELU"})),
+        lambda: build([(1, 5, 5, 4, 3)], lambda b, x: op(
+            b, "CONV_3D", [x, const(b, "w", (2, 3, 2, 3, 2))], (1, 2, 3, 3, 2),
+            {"padding": "VALID", "stride_d": 2, "stride_h": 1, "stride_w": 1, "dilation_d_factor": 1,
+             "dilation_h_factor": 1, "dilation_w_factor": 1}))]
+    c["DYNAMIC_UPDATE_SLICE"] = [lambda: build([(4, 5), (2, 3), (2,)], update, ("float32", "float32", "int32"),
+                                               low=-1, high=3)]
 
 
 def _multi_typed(b: TFLiteBuilder, builtin: str, inputs: list[int], outs: list[tuple[tuple, str]],

@@ -10,6 +10,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     arrays,
     blocks,
     conv,
+    conv3d,
     elementwise,
     indexing,
     levels,

@@ -1,5 +1,5 @@
 """Index-driven operators: EMBEDDING_LOOKUP, GATHER_ND, SCATTER_ND, the segment reductions, ONE_HOT,
-TOPK_V2, ARG_MAX and ARG_MIN.
+TOPK_V2, ARG_MAX, ARG_MIN, SPARSE_TO_DENSE and DYNAMIC_UPDATE_SLICE.
 
 Indices are cast to int64 for ONNX; index results are cast back to the TFLite output's integer type. The
 segment reductions are ScatterND with a reduction onto a tensor holding the reduction's identity (TFLite's
@@ -198,3 +198,58 @@ def _arg(name: str, onnx_op: str) -> None:
 
 _arg("ARG_MAX", "ArgMax")
 _arg("ARG_MIN", "ArgMin")
+
+
+# --------------------------------------------------------------------------- SPARSE_TO_DENSE, DYNAMIC_UPDATE_SLICE
+
+
+def _sparse_inputs(g: Graph, op: Operator) -> Result:
+    indices, out = g.shape(op.inputs[0]), g.shape(op.outputs[0])
+    shape = g.const(op.inputs[1])
+    if tuple(int(d) for d in shape.reshape(-1)) != out:
+        return fail(f"output_shape {shape.tolist()} differs from the output {list(out)}")
+    width = indices[1] if len(indices) == 2 else 1
+    count = indices[0] if indices else 1
+    if len(indices) > 2 or width != len(out) or g.shape(op.inputs[2]) not in ((), (count,)):
+        return fail(f"indices {list(indices)} and values {list(g.shape(op.inputs[2]))} for an output {list(out)}")
+    return OK if g.shape(op.inputs[3]) in ((), (1,)) else fail("default_value is not a scalar")
+
+
+@register("SPARSE_TO_DENSE", "ScatterND of the values into the default value expanded to the output shape",
+          input_count(4), _index_input(0), const_inputs(1, what="output_shape"),
+          Check("[N, rank] (or [N] for a 1-D output) indices, N values or one, a scalar default", _sparse_inputs))
+def sparse_to_dense(g: Graph, op: Operator) -> None:
+    name, out = g.name(op), g.shape(op.outputs[0])
+    indices = g.shape(op.inputs[0])
+    count = indices[0] if indices else 1
+    base, points, values, flat = (g.fresh(f"{name}/{role}") for role in ("base", "points", "values", "default"))
+    g.node("Reshape", [g.value(op.inputs[3]), g.ints(f"{name}/scalar", [])], [flat], flat)
+    g.node("Expand", [flat, g.ints(f"{name}/shape", out)], [base], base)
+    g.node("Reshape", [_int64(g, op, 0, "indices"), g.ints(f"{name}/point_shape", [count, len(out)])], [points],
+           points)
+    g.node("Expand", [g.value(op.inputs[2]), g.ints(f"{name}/value_shape", [count])], [values], values)
+    g.emit(op, "ScatterND", [base, points, values])
+
+
+def _update_fits(g: Graph, op: Operator) -> Result:
+    operand, update, starts = g.shape(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.inputs[2])
+    if len(update) != len(operand) or any(u > d for u, d in zip(update, operand)) or starts != (len(operand),):
+        return fail(f"update {list(update)} with starts {list(starts)} into {list(operand)}")
+    return OK if g.shape(op.outputs[0]) == operand else fail("output shape differs from the operand's")
+
+
+@register("DYNAMIC_UPDATE_SLICE", "ScatterND at the clamped start plus every position of the update",
+          input_count(3), _index_input(2), Check("an update no larger than the operand, one start per axis",
+                                                 _update_fits))
+def dynamic_update_slice(g: Graph, op: Operator) -> None:
+    """TFLite clamps each start to ``[0, dim - update dim]``, as ``Max`` then ``Min`` do here."""
+    name = g.name(op)
+    operand, update = g.shape(op.inputs[0]), g.shape(op.inputs[1])
+    grid = np.stack(np.indices(update), axis=-1).astype(np.int64) if update else np.zeros((0,), np.int64)
+    low, clamped, positions = (g.fresh(f"{name}/{role}") for role in ("low", "clamped", "positions"))
+    g.node("Max", [_int64(g, op, 2, "starts"), g.add_const(f"{name}/zero", np.zeros(len(operand), np.int64))],
+           [low], low)
+    g.node("Min", [low, g.add_const(f"{name}/last", np.subtract(operand, update).astype(np.int64))], [clamped],
+           clamped)
+    g.node("Add", [g.add_const(f"{name}/grid", grid), clamped], [positions], positions)
+    g.emit(op, "ScatterND", [g.value(op.inputs[0]), positions, g.value(op.inputs[1])])
