@@ -295,6 +295,8 @@ def _arrays(c: dict[str, list[Callable[[], Case]]]) -> None:
     c["BROADCAST_ARGS"] = [lambda: build([(3,), (2,)], lambda b, s, t: op(b, "BROADCAST_ARGS", [s, t], (3,),
                                                                           dtype="int32"),
                                          ("int32", "int32"), low=1, high=1)]
+    c["DILATE"] = [lambda: build([(2, 3, 4)], lambda b, x: op(
+        b, "DILATE", [x, ints(b, "dilations", [1, 3, 2]), b.const("fill", np.float32(-0.5))], (2, 7, 7)))]
     c["L2_NORMALIZATION"] = [lambda: unary("L2_NORMALIZATION", options={})]
 
 
@@ -339,6 +341,11 @@ def _scatters(c: dict[str, list[Callable[[], Case]]]) -> None:
             b, "CONV_3D", [x, const(b, "w", (2, 3, 2, 3, 2))], (1, 2, 3, 3, 2),
             {"padding": "VALID", "stride_d": 2, "stride_h": 1, "stride_w": 1, "dilation_d_factor": 1,
              "dilation_h_factor": 1, "dilation_w_factor": 1}))]
+    c["CONV_3D_TRANSPOSE"] = [lambda: build([(1, 2, 3, 3, 2)], lambda b, x: op(
+        b, "CONV_3D_TRANSPOSE", [ints(b, "shape", [1, 4, 5, 6, 3]), const(b, "w", (3, 3, 2, 3, 2)), x,
+                                 const(b, "b", (3,))], (1, 4, 5, 6, 3),
+        {"padding": "SAME", "stride_d": 2, "stride_h": 2, "stride_w": 2, "dilation_d_factor": 1,
+         "dilation_h_factor": 1, "dilation_w_factor": 1}))]
     c["DYNAMIC_UPDATE_SLICE"] = [lambda: build([(4, 5), (2, 3), (2,)], update, ("float32", "float32", "int32"),
                                                low=-1, high=3)]
 

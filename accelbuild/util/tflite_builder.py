@@ -48,7 +48,7 @@ OPTIONS_TABLE = {
     "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions", "ONE_HOT": "OneHotOptions", "CUMSUM": "CumsumOptions",
     "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions", "L2_POOL_2D": "Pool2DOptions",
     "UNPACK": "UnpackOptions", "REVERSE_SEQUENCE": "ReverseSequenceOptions", "L2_NORMALIZATION": "L2NormOptions",
-    "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions",
+    "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions", "CONV_3D_TRANSPOSE": "Conv3DOptions",
     "SPARSE_TO_DENSE": "SparseToDenseOptions",
 }
 

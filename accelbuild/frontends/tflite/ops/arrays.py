@@ -1,5 +1,5 @@
 """Array operators: TILE, REVERSE_V2, REVERSE_SEQUENCE, UNPACK, RANK, RANGE, MATRIX_DIAG, MATRIX_SET_DIAG,
-CUMSUM, REDUCE_ANY / REDUCE_ALL, BROADCAST_ARGS and L2_NORMALIZATION.
+CUMSUM, REDUCE_ANY / REDUCE_ALL, BROADCAST_ARGS, L2_NORMALIZATION and DILATE.
 
 Shape-like inputs (multiples, axes) are constants and the file's static shapes give every ONNX shape
 constant, as in :mod:`.shape`. Boolean reductions run as integer ReduceMax / ReduceMin.
@@ -240,3 +240,43 @@ def l2_normalization(g: Graph, op: Operator) -> None:
     g.node("Max", [squares, g.scalar(1e-6)], [floor], floor)
     g.node("Sqrt", [floor], [norm], norm)
     g.emit(op, "Div", [x, norm])
+
+
+def _dilate_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    shape, factors = g.shape(op.inputs[0]), _ints(g, op.inputs[1])
+    if len(factors) != len(shape) or min(factors, default=1) < 1 or g.shape(op.inputs[2]) not in ((), (1,)):
+        return f"dilations {factors} for rank {len(shape)}, or a padding value that is not a scalar"
+    return tuple((d - 1) * f + 1 if d else 0 for d, f in zip(shape, factors))
+
+
+@register("DILATE", "per dilated axis: Unsqueeze, Pad with the padding value, Reshape, Slice off the tail",
+          input_count(3), const_inputs(1, what="dilations"),
+          _output_shape_is(_dilate_shape, "one dilation >= 1 per axis; a scalar padding value; output shape matches"))
+def dilate(g: Graph, op: Operator) -> None:
+    """Each value followed by ``factor - 1`` padding values along each axis, the last ones cut off."""
+    name, shape = g.name(op), list(g.shape(op.inputs[0]))
+    factors = _ints(g, op.inputs[1])
+    fill = g.fresh(f"{name}/fill")
+    g.node("Reshape", [g.value(op.inputs[2]), g.ints(f"{fill}/shape", [])], [fill], fill)
+    value, rank = g.value(op.inputs[0]), len(shape)
+    dilated = [a for a, f in enumerate(factors) if f > 1]
+    if not dilated:
+        g.emit(op, "Identity", [value])
+        return
+    for axis in dilated:
+        n, f = shape[axis], factors[axis]
+        column, padded, merged = (g.fresh(f"{name}/ax{axis}_{role}") for role in ("column", "padded", "merged"))
+        g.node("Unsqueeze", [value, g.ints(f"{column}/axes", [axis + 1])], [column], column)
+        pads = [0] * (2 * (rank + 1))
+        pads[rank + 1 + axis + 1] = f - 1
+        g.node("Pad", [column, g.ints(f"{padded}/pads", pads), fill], [padded], padded)
+        shape[axis] = n * f
+        g.node("Reshape", [padded, g.ints(f"{merged}/shape", shape)], [merged], merged)
+        shape[axis] = (n - 1) * f + 1
+        starts, ends, axes = g.ints(f"{name}/ax{axis}_starts", [0]), g.ints(f"{name}/ax{axis}_ends", [shape[axis]]), \
+            g.ints(f"{name}/ax{axis}_axes", [axis])
+        if axis == dilated[-1]:
+            g.emit(op, "Slice", [merged, starts, ends, axes])
+        else:
+            value = g.fresh(f"{name}/ax{axis}")
+            g.node("Slice", [merged, starts, ends, axes], [value], value)

@@ -1,6 +1,7 @@
-"""CONV_3D: a channel-last ``[N, D, H, W, C]`` convolution with a ``[kd, kh, kw, in, out]`` filter, as an ONNX
-Conv on ``[N, C, D, H, W]`` between two Transposes (node ``T`` is the Conv, ``T/ncdhw_in`` and ``T/ndhwc``
-the Transposes)."""
+"""CONV_3D and CONV_3D_TRANSPOSE: channel-last ``[N, D, H, W, C]`` convolutions with ``[kd, kh, kw, in, out]``
+filters (``[kd, kh, kw, out, in]`` for the transpose), as ONNX Conv / ConvTranspose on ``[N, C, D, H, W]``
+between two Transposes (node ``T`` is the convolution, ``T/ncdhw_in`` and ``T/ndhwc`` the Transposes).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from accelbuild.frontends.tflite.ops.base import (
     positive_options,
     register,
 )
-from accelbuild.frontends.tflite.ops.conv import PADDING
+from accelbuild.frontends.tflite.ops.conv import PADDING, _transpose_pads
 from accelbuild.frontends.tflite.reader import Operator
 
 _AXES = ("d", "h", "w")
@@ -70,6 +71,49 @@ def conv_3d(g: Graph, op: Operator) -> None:
     conv_out = result if act == "NONE" else g.fresh(f"{base}/ncdhw_pre")
     g.node("Conv", [first, weights, *bias], [conv_out], base, kernel_shape=list(g.shape(w)[:3]), strides=strides,
            dilations=dilations, pads=[p[0] for p in pairs] + [p[1] for p in pairs])
+    if act != "NONE":
+        g.activation(g.fresh(f"{base}/act"), act, conv_out, result)
+    g.nodes.append(layout.transpose_node(g.fresh(f"{base}/ndhwc"), result, g.out(op), (0, 2, 3, 4, 1)))
+
+
+def _transpose_geometry(g: Graph, op: Operator) -> Result:
+    shape_value, w, x = g.const(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.inputs[2])
+    out = g.shape(op.outputs[0])
+    if len(w) != 5 or len(x) != 5 or x[4] != w[4] or len(out) != 5 or out[4] != w[3] or out[0] != x[0]:
+        return fail(f"input {list(x)}, filter {list(w)} and output {list(out)} are not 5-D with matching channels")
+    if [int(v) for v in shape_value.reshape(-1)] != list(out):
+        return fail(f"output_shape {shape_value.tolist()} differs from the output tensor {list(out)}")
+    strides, dilations = _strides(op)
+    padding = PADDING[op.options.get("padding", 0)]
+    if dilations != [1, 1, 1]:
+        return fail(f"dilations {dilations}")
+    if any(layout.conv_output_size(padding, o, k, s) != i for o, k, s, i in zip(out[1:4], w[:3], strides, x[1:4])):
+        return fail(f"output {list(out)} is not what a {padding} convolution maps back onto the input {list(x)}")
+    if len(op.inputs) > 3 and op.inputs[3] >= 0 and g.shape(op.inputs[3]) != (w[3],):
+        return fail(f"bias shape {list(g.shape(op.inputs[3]))} is not [{w[3]}]")
+    return OK
+
+
+@register("CONV_3D_TRANSPOSE", "ConvTranspose on [N, C, D, H, W] between Transposes (explicit pads)",
+          input_count(3, 4), const_inputs(0, 1, 3, what="output_shape, filter and bias"),
+          float_inputs(1, 3, what="filter and bias"), padding_known(), positive_options(*_OPTIONS),
+          Check("output_shape equals the output tensor and a convolution with the same padding and strides maps "
+                "it back onto the input; [kd, kh, kw, out, in] filter; no dilation; bias [out]", _transpose_geometry))
+def conv_3d_transpose(g: Graph, op: Operator) -> None:
+    base, w, x = g.name(op), op.inputs[1], op.inputs[2]
+    strides, _ = _strides(op)
+    kernel = list(g.shape(w)[:3])
+    pads, extra = _transpose_pads(PADDING[op.options.get("padding", 0)], g.shape(x)[1:4],
+                                  g.shape(op.outputs[0])[1:4], kernel, strides)
+    first = g.fresh(f"{base}/ncdhw_in")
+    g.nodes.append(layout.transpose_node(first, g.value(x), first, (0, 4, 1, 2, 3)))
+    weights = g.derived(w, "iodhw", lambda v: np.ascontiguousarray(v.transpose(4, 3, 0, 1, 2)))
+    bias = [g.value(op.inputs[3])] if len(op.inputs) > 3 and op.inputs[3] >= 0 else []
+    result = g.fresh(f"{base}/ncdhw")
+    act = activation(op)
+    conv_out = result if act == "NONE" else g.fresh(f"{base}/ncdhw_pre")
+    g.node("ConvTranspose", [first, weights, *bias], [conv_out], base, kernel_shape=kernel, strides=strides,
+           pads=pads, output_padding=extra)
     if act != "NONE":
         g.activation(g.fresh(f"{base}/act"), act, conv_out, result)
     g.nodes.append(layout.transpose_node(g.fresh(f"{base}/ndhwc"), result, g.out(op), (0, 2, 3, 4, 1)))
