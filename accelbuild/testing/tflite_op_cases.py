@@ -224,6 +224,7 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     _spatial(c)
     _levels(c)
     _scatters(c)
+    _recurrent(c)
     return c
 
 
@@ -348,6 +349,42 @@ def _scatters(c: dict[str, list[Callable[[], Case]]]) -> None:
          "dilation_h_factor": 1, "dilation_w_factor": 1}))]
     c["DYNAMIC_UPDATE_SLICE"] = [lambda: build([(4, 5), (2, 3), (2,)], update, ("float32", "float32", "int32"),
                                                low=-1, high=3)]
+
+
+def rnn(builtin: str, x: tuple, options: dict) -> Case:
+    """An RNN of 4 units over ``x`` (its last axis: 3 features) from the zero state."""
+    def body(b: TFLiteBuilder, v: int) -> int:
+        batch = x[0] if builtin == "RNN" or not options.get("time_major") else x[1]
+        state = b.add_tensor("state", (batch, 4), variable=True)
+        out = (*x[:-1], 4)
+        return op(b, builtin, [v, const(b, "w", (4, 3)), const(b, "r", (4, 4)), const(b, "b", (4,)), state], out,
+                  options)
+    return build([x], body)
+
+
+def lstm(builtin: str, x: tuple, options: dict, peepholes: bool = False) -> Case:
+    """An LSTM of 4 units over ``x`` (3 features) from zero states; 24 inputs, the optional ones omitted."""
+    def body(b: TFLiteBuilder, v: int) -> int:
+        batch = x[0] if builtin == "LSTM" or not options.get("time_major") else x[1]
+        inputs = [v] + [const(b, f"w{k}", (4, 3)) for k in range(4)] + [const(b, f"r{k}", (4, 4)) for k in range(4)]
+        inputs += [const(b, f"p{k}", (4,)) for k in range(3)] if peepholes else [-1] * 3
+        inputs += [const(b, f"b{k}", (4,)) for k in range(4)] + [-1, -1]
+        inputs += [b.add_tensor("h", (batch, 4), variable=True), b.add_tensor("c", (batch, 4), variable=True)]
+        inputs += [-1] * 4
+        return op(b, builtin, inputs, (*x[:-1], 4), options)
+    return build([x], body)
+
+
+def _recurrent(c: dict[str, list[Callable[[], Case]]]) -> None:
+    c["RNN"] = [lambda: rnn("RNN", (2, 3), {"fused_activation_function": "TANH"})]
+    c["UNIDIRECTIONAL_SEQUENCE_RNN"] = [
+        lambda: rnn("UNIDIRECTIONAL_SEQUENCE_RNN", (5, 2, 3), {"time_major": True, "fused_activation_function": "TANH"}),
+        lambda: rnn("UNIDIRECTIONAL_SEQUENCE_RNN", (2, 5, 3), {"time_major": False, "fused_activation_function": "RELU"})]
+    c["LSTM"] = [lambda: lstm("LSTM", (2, 3), {"fused_activation_function": "TANH"})]
+    c["UNIDIRECTIONAL_SEQUENCE_LSTM"] = [
+        lambda: lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", (2, 5, 3), {"fused_activation_function": "TANH"}),
+        lambda: lstm("UNIDIRECTIONAL_SEQUENCE_LSTM", (5, 2, 3), {"fused_activation_function": "TANH",
+                                                               "time_major": True}, peepholes=True)]
 
 
 def _multi_typed(b: TFLiteBuilder, builtin: str, inputs: list[int], outs: list[tuple[tuple, str]],

@@ -49,7 +49,8 @@ OPTIONS_TABLE = {
     "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions", "L2_POOL_2D": "Pool2DOptions",
     "UNPACK": "UnpackOptions", "REVERSE_SEQUENCE": "ReverseSequenceOptions", "L2_NORMALIZATION": "L2NormOptions",
     "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions", "CONV_3D_TRANSPOSE": "Conv3DOptions",
-    "SPARSE_TO_DENSE": "SparseToDenseOptions",
+    "SPARSE_TO_DENSE": "SparseToDenseOptions", "RNN": "RNNOptions", "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
 }
 
 
@@ -91,6 +92,7 @@ class _Tensor:
     quant: Quant | None
     sparsity: SparseSpec | None
     signature: tuple[int, ...] | None
+    variable: bool = False
 
 
 @dataclass
@@ -116,8 +118,9 @@ class TFLiteBuilder:
 
     def add_tensor(self, name: str, shape: Sequence[int], dtype: str = "float32", data: Any = None,
                    quant: Quant | None = None, sparsity: SparseSpec | None = None,
-                   shape_signature: Sequence[int] | None = None) -> int:
-        """A tensor; ``data`` makes it a constant (for sparse tensors: the stored values only)."""
+                   shape_signature: Sequence[int] | None = None, variable: bool = False) -> int:
+        """A tensor; ``data`` makes it a constant (for sparse tensors: the stored values only); ``variable``
+        marks state LiteRT keeps between invocations."""
         buffer = 0
         if data is not None:
             array = np.asarray(data, dtype=NUMPY_DTYPES[dtype])
@@ -126,7 +129,7 @@ class TFLiteBuilder:
             self.buffers.append(array.astype(array.dtype.newbyteorder("<")).tobytes())
             buffer = len(self.buffers) - 1
         self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), dtype, buffer, quant, sparsity,
-                                    None if shape_signature is None else tuple(shape_signature)))
+                                    None if shape_signature is None else tuple(shape_signature), variable))
         return len(self.tensors) - 1
 
     def const(self, name: str, data: Any, dtype: str = "float32", quant: Quant | None = None) -> int:
@@ -219,6 +222,8 @@ class TFLiteBuilder:
         m.AddType(b, getattr(tflite.TensorType, t.dtype.upper()))
         m.AddBuffer(b, t.buffer)
         m.AddName(b, name)
+        if t.variable:
+            m.AddIsVariable(b, True)
         for add, value in ((m.AddQuantization, quant), (m.AddSparsity, sparsity), (m.AddShapeSignature, signature)):
             if value is not None:
                 add(b, value)

@@ -60,7 +60,7 @@ NEW = ["SIN", "GREATER", "LESS", "REDUCE_PROD", "FLOOR_DIV", "FILL", "RFFT2D", "
        "RANK", "RANGE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "CUMSUM", "REDUCE_ANY", "REDUCE_ALL", "BROADCAST_ARGS",
        "L2_NORMALIZATION", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "L2_POOL_2D", "LOCAL_RESPONSE_NORMALIZATION",
        "BUCKETIZE", "FAKE_QUANT", "SPARSE_TO_DENSE", "DYNAMIC_UPDATE_SLICE", "CONV_3D",
-       "CONV_3D_TRANSPOSE", "DILATE"]
+       "CONV_3D_TRANSPOSE", "DILATE", "RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM"]
 
 
 @pytest.mark.parametrize("operator", NEW)
@@ -83,3 +83,15 @@ def test_an_inexpressible_operator_is_refused_with_what_to_do(tmp_path: Path) ->
     assert str(error.value).splitlines()[1] == (
         "  WHERE (tensor 'y'): not converted: its output size depends on the values (a shape no static graph has); "
         "export the model without it (the graph cut before or after it) and run that part on the host")
+
+
+def test_recurrent_state_starts_at_zeros_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An RNN's hidden state is a variable tensor: converted as zeros, with one warning naming it."""
+    from accelbuild.frontends.tflite import load_tflite
+
+    (tmp_path / "m.tflite").write_bytes(CASES["RNN"][0]().data)
+    with caplog.at_level("WARNING", logger="accelbuild"):
+        load_tflite(tmp_path / "m.tflite")
+    warnings = [r.getMessage() for r in caplog.records if "variable tensors" in r.getMessage()]
+    assert warnings == ["m.tflite: variable tensors ['state'] (state LiteRT keeps between invocations) start at "
+                        "zeros: the converted model computes an invocation from the reset state"]

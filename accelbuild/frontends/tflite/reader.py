@@ -84,6 +84,7 @@ class Tensor:
     data: memoryview | None  # raw little-endian bytes of a constant, None for activations
     quant: Quantization | None
     sparsity: Sparsity | None
+    variable: bool = False  # state LiteRT keeps between invocations (zeros after allocation or a reset)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def _empty_constants(tensors: tuple[Tensor, ...], operators: tuple[Operator, ...
 
 def _check_dataflow(model: Model) -> None:
     """Operators in execution order, each tensor written once, nothing read before it exists."""
-    ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None}
+    ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None or t.variable}
 
     def describe(index: int) -> str:
         return f"tensor {index} ({model.tensors[index].name!r})"
@@ -288,7 +289,7 @@ class _Decoder:
             index=index, name=name.decode("utf-8", "replace") if name else "", shape=shape,
             signature=signature, dtype=TYPE_NAMES.get(t.Type(), f"TYPE_{t.Type()}"),
             data=buffers[buffer] if buffers else None, quant=self.quantization(t.Quantization()),
-            sparsity=self.sparsity(t.Sparsity()),
+            sparsity=self.sparsity(t.Sparsity()), variable=bool(t.IsVariable()),
         )
 
     def quantization(self, q: Any) -> Quantization | None:

@@ -14,6 +14,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     elementwise,
     indexing,
     levels,
+    recurrent,
     shape,
     slicing,
     spatial,
