@@ -375,7 +375,56 @@ def lstm(builtin: str, x: tuple, options: dict, peepholes: bool = False) -> Case
     return build([x], body)
 
 
+def bidi_rnn(x: tuple, options: dict) -> Case:
+    """A bidirectional RNN of 4 units per direction over ``x`` (3 features), merged or two outputs."""
+    def body(b: TFLiteBuilder, v: int) -> int | list[int]:
+        batch = x[1] if options.get("time_major", True) else x[0]
+        inputs = [v]
+        for d in ("fw", "bw"):
+            inputs += [const(b, f"{d}_w", (4, 3)), const(b, f"{d}_r", (4, 4)), const(b, f"{d}_b", (4,)),
+                       b.add_tensor(f"{d}_h", (batch, 4), variable=True)]
+        return _outputs(b, "BIDIRECTIONAL_SEQUENCE_RNN", inputs + [-1] * 3, x, options)
+    return build([x], body)
+
+
+def bidi_lstm(x: tuple, options: dict, peepholes: bool = False) -> Case:
+    """A bidirectional LSTM of 4 units per direction over ``x`` (3 features), 48 inputs."""
+    def body(b: TFLiteBuilder, v: int) -> int | list[int]:
+        batch = x[1] if options.get("time_major", True) else x[0]
+        inputs = [v]
+        for d in ("fw", "bw"):
+            inputs += [const(b, f"{d}_w{k}", (4, 3)) for k in range(4)]
+            inputs += [const(b, f"{d}_r{k}", (4, 4)) for k in range(4)]
+            inputs += [const(b, f"{d}_p{k}", (4,)) for k in range(3)] if peepholes else [-1] * 3
+            inputs += [const(b, f"{d}_b{k}", (4,)) for k in range(4)] + [-1, -1]
+        for d in ("fw", "bw"):
+            inputs += [b.add_tensor(f"{d}_h", (batch, 4), variable=True),
+                       b.add_tensor(f"{d}_c", (batch, 4), variable=True)]
+        return _outputs(b, "BIDIRECTIONAL_SEQUENCE_LSTM", inputs + [-1] * 9, x, options)
+    return build([x], body)
+
+
+def _outputs(b: TFLiteBuilder, builtin: str, inputs: list[int], x: tuple, options: dict) -> int | list[int]:
+    if options.get("merge_outputs"):
+        return op(b, builtin, inputs, (*x[:2], 8), options)
+    outs = [b.add_tensor("fw_out", (*x[:2], 4)), b.add_tensor("bw_out", (*x[:2], 4))]
+    b.add_op(builtin, inputs, outs, options)
+    return outs
+
+
 def _recurrent(c: dict[str, list[Callable[[], Case]]]) -> None:
+    c["SVDF"] = [lambda: build([(2, 3)], lambda b, x: op(
+        b, "SVDF", [x, const(b, "wf", (6, 3)), const(b, "wt", (6, 5)), const(b, "b", (3,)),
+                    b.add_tensor("state", (2, 30), variable=True)], (2, 3),
+        {"rank": 2, "fused_activation_function": "RELU"}))]
+    c["BIDIRECTIONAL_SEQUENCE_RNN"] = [
+        lambda: bidi_rnn((5, 2, 3), {"time_major": True, "merge_outputs": True, "fused_activation_function": "TANH"}),
+        lambda: bidi_rnn((2, 5, 3), {"time_major": False, "merge_outputs": False,
+                                     "fused_activation_function": "RELU"})]
+    c["BIDIRECTIONAL_SEQUENCE_LSTM"] = [
+        lambda: bidi_lstm((5, 2, 3), {"time_major": True, "merge_outputs": True, "fused_activation_function": "TANH"}),
+        lambda: bidi_lstm((2, 5, 3), {"time_major": False, "merge_outputs": False,
+                                      "fused_activation_function": "TANH"}, peepholes=True)]
     c["RNN"] = [lambda: rnn("RNN", (2, 3), {"fused_activation_function": "TANH"})]
     c["UNIDIRECTIONAL_SEQUENCE_RNN"] = [
         lambda: rnn("UNIDIRECTIONAL_SEQUENCE_RNN", (5, 2, 3), {"time_major": True, "fused_activation_function": "TANH"}),

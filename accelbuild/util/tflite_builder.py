@@ -51,6 +51,8 @@ OPTIONS_TABLE = {
     "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions", "CONV_3D_TRANSPOSE": "Conv3DOptions",
     "SPARSE_TO_DENSE": "SparseToDenseOptions", "RNN": "RNNOptions", "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
+    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
 }
 
 

@@ -1,5 +1,5 @@
-"""Recurrent operators as ONNX RNN and LSTM: RNN and LSTM (one step), UNIDIRECTIONAL_SEQUENCE_RNN and
-UNIDIRECTIONAL_SEQUENCE_LSTM (a sequence, time- or batch-major).
+"""Recurrent operators as ONNX RNN and LSTM: RNN and LSTM (one step), UNIDIRECTIONAL_ and
+BIDIRECTIONAL_SEQUENCE_RNN / _LSTM (a sequence, time- or batch-major), and SVDF.
 
 The state inputs are variable tensors, zeros after allocation (:func:`.tensors.constant_value`): the
 converted model computes one invocation from the reset state. ONNX's LSTM gates are ordered input,
@@ -176,3 +176,191 @@ def _lstm(g: Graph, op: Operator) -> None:
 register("LSTM", "ONNX LSTM over one step from the states (zeros)", *_LSTM_CHECKS)(_lstm)
 register("UNIDIRECTIONAL_SEQUENCE_LSTM", "ONNX LSTM (time- or batch-major) from the states (zeros)",
          *_LSTM_CHECKS)(_lstm)
+
+
+# --------------------------------------------------------------------------- bidirectional sequences
+
+# per direction: input weights, recurrent weights, bias (RNN); states
+_BIDI_RNN = {"fw": (1, 2, 3, 4), "bw": (5, 6, 7, 8)}
+# per direction: first input weight, first recurrent, first peephole, first bias, projection, h state, c state
+_BIDI_LSTM = {"fw": (1, 5, 9, 12, 16, 35, 36), "bw": (18, 22, 26, 29, 33, 37, 38)}
+
+
+def _bidi_time_major(op: Operator) -> bool:
+    return bool(op.options.get("time_major", True))
+
+
+def _bidi_outputs(g: Graph, op: Operator, hidden: int) -> Result:
+    x = g.shape(op.inputs[0])
+    if len(x) != 3:
+        return fail(f"input {list(x)} is not 3-D")
+    merged = bool(op.options.get("merge_outputs"))
+    want = [(*x[:2], 2 * hidden)] if merged else [(*x[:2], hidden)] * 2
+    have = [g.shape(i) for i in op.outputs]
+    return OK if have == want else fail(f"outputs {[list(h) for h in have]} should be {[list(w) for w in want]}")
+
+
+def _no_aux(op: Operator, first: int) -> Result:
+    return fail("auxiliary inputs") if any(_present(op, k) for k in range(first, len(op.inputs))) else OK
+
+
+def _bidi_rnn_geometry(g: Graph, op: Operator) -> Result:
+    if _act(op) not in _RNN_ACTIVATIONS:
+        return fail(f"fused activation {_act(op)}, expected TANH or RELU")
+    hidden, features = g.shape(op.inputs[1])
+    for w, r, b, _ in _BIDI_RNN.values():
+        if g.shape(op.inputs[w]) != (hidden, features) or g.shape(op.inputs[r]) != (hidden, hidden) \
+                or g.shape(op.inputs[b]) != (hidden,):
+            return fail("the two directions' weights differ in shape")
+    if g.shape(op.inputs[0])[-1:] != (features,):
+        return fail(f"input {list(g.shape(op.inputs[0]))} for {features} features")
+    ok, reason = _no_aux(op, 9)
+    return _bidi_outputs(g, op, hidden) if ok else (ok, reason)
+
+
+def _bidi_result(g: Graph, op: Operator, y: str) -> None:
+    """ONNX's ``Y`` ``[time, 2, batch, hidden]`` as one merged output or the forward and backward outputs."""
+    name = g.name(op)
+    perm = [0, 1, 2] if _bidi_time_major(op) else [1, 0, 2]
+    moved = g.fresh(f"{name}/directions")
+    g.node("Transpose", [y], [moved], moved, perm=[1, *(p + (p > 0) for p in perm)])  # [2, ..., hidden]
+    if op.options.get("merge_outputs"):
+        halves = [g.fresh(f"{name}/fw"), g.fresh(f"{name}/bw")]
+        g.node("Split", [moved, g.ints(f"{name}/split", [1, 1])], halves, f"{name}/split", axis=0)
+        squeezed = []
+        for half in halves:
+            out = g.fresh(f"{half}_3d")
+            g.node("Squeeze", [half, g.ints(f"{out}/axes", [0])], [out], out)
+            squeezed.append(out)
+        g.emit(op, "Concat", squeezed, axis=-1)
+        return
+    g.node("Split", [moved, g.ints(f"{name}/split", [1, 1])], [g.fresh(f"{name}/fw"), g.fresh(f"{name}/bw")],
+           f"{name}/split", axis=0)
+    split = g.nodes[-1]
+    for k, part in enumerate(split.output):
+        g.node("Squeeze", [part, g.ints(f"{part}/axes", [0])], [g.out(op, k)], g.fresh(f"{g.name(op, k)}/squeeze"))
+
+
+def _bidi_sequence(g: Graph, op: Operator) -> str:
+    if _bidi_time_major(op):
+        return g.value(op.inputs[0])
+    out = g.fresh(f"{g.name(op)}/sequence")
+    g.node("Transpose", [g.value(op.inputs[0])], [out], out, perm=[1, 0, 2])
+    return out
+
+
+def _stacked_state(g: Graph, op: Operator, positions: tuple[int, int], role: str) -> str:
+    value = np.stack([g.const(op.inputs[k]) for k in positions]).astype(np.float32)
+    return g.add_const(f"{g.name(op)}/{role}", value)
+
+
+@register("BIDIRECTIONAL_SEQUENCE_RNN", "ONNX RNN direction bidirectional from the states (zeros)",
+          input_count(9, 12), const_inputs(*range(1, 9), what="weights, biases and states"),
+          Check("TANH or RELU; both directions' weights of one shape; no auxiliary input; merged or two outputs",
+                _bidi_rnn_geometry))
+def bidirectional_sequence_rnn(g: Graph, op: Operator) -> None:
+    name, hidden = g.name(op), g.shape(op.inputs[1])[0]
+
+    def stack(position: int) -> str:
+        parts = [g.const(op.inputs[_BIDI_RNN[d][position]]) for d in ("fw", "bw")]
+        if position == 2:
+            parts = [np.concatenate([p, np.zeros_like(p)]) for p in parts]
+        return g.add_const(f"{name}/{'wrb'[position]}", np.stack(parts).astype(np.float32))
+
+    y = g.fresh(f"{name}/y")
+    initial = _stacked_state(g, op, (4, 8), "initial_h")
+    g.node("RNN", [_bidi_sequence(g, op), stack(0), stack(1), stack(2), "", initial], [y], g.fresh(f"{name}/rnn"),
+           hidden_size=hidden, direction="bidirectional", activations=[_RNN_ACTIVATIONS[_act(op)]] * 2)
+    _bidi_result(g, op, y)
+
+
+def _bidi_lstm_geometry(g: Graph, op: Operator) -> Result:
+    if _act(op) != "TANH" or op.options.get("cell_clip", 0.0):
+        return fail(f"fused activation {_act(op)} or a cell_clip; expected TANH and none")
+    hidden, features = g.shape(op.inputs[2])
+    for w, r, p, b, proj, _, _ in _BIDI_LSTM.values():
+        if not all(_present(op, k) for k in (w, r, b)) or any(_present(op, k) for k in (proj, proj + 1)):
+            return fail("no input gate (CIFG) or a projection")
+        peepholes = [_present(op, k) for k in range(p, p + 3)]
+        if any(peepholes) and not all(peepholes):
+            return fail("some peepholes but not all")
+        for gate in range(4):
+            if g.shape(op.inputs[w + gate]) != (hidden, features) or g.shape(op.inputs[r + gate]) != (hidden, hidden) \
+                    or g.shape(op.inputs[b + gate]) != (hidden,):
+                return fail("gate weights do not share one shape")
+    if _present(op, 9) != _present(op, 26):
+        return fail("peepholes in one direction only")
+    if g.shape(op.inputs[0])[-1:] != (features,):
+        return fail(f"input {list(g.shape(op.inputs[0]))} for {features} features")
+    ok, reason = _no_aux(op, 39)
+    return _bidi_outputs(g, op, hidden) if ok else (ok, reason)
+
+
+@register("BIDIRECTIONAL_SEQUENCE_LSTM", "ONNX LSTM direction bidirectional from the states (zeros)",
+          Check("39 to 48 inputs, the optional ones omitted or present",
+                lambda g, op: OK if 39 <= len(op.inputs) <= 48 and op.inputs[0] >= 0 and op.outputs
+                else fail(f"expected 39 to 48 inputs, got {len(op.inputs)}")),
+          const_inputs(*range(1, 39), what="weights, biases and states"),
+          Check("TANH; no cell_clip; input gates; all peepholes or none; no projection or auxiliary input; merged "
+                "or two outputs", _bidi_lstm_geometry))
+def bidirectional_sequence_lstm(g: Graph, op: Operator) -> None:
+    name, hidden = g.name(op), g.shape(op.inputs[2])[0]
+    order = (0, 3, 1, 2)  # TFLite i, f, c, o -> ONNX i, o, f, c
+
+    def stack(position: int, extra: bool = False) -> str:
+        per_direction = []
+        for d in ("fw", "bw"):
+            first = _BIDI_LSTM[d][position]
+            parts = [g.const(op.inputs[first + k]) for k in order]
+            per_direction.append(np.concatenate(parts + ([np.zeros(4 * hidden, np.float32)] if extra else [])))
+        return g.add_const(f"{name}/{'wrpb'[position]}", np.stack(per_direction).astype(np.float32))
+
+    inputs = [_bidi_sequence(g, op), stack(0), stack(1), stack(3, extra=True), "",
+              _stacked_state(g, op, (35, 37), "initial_h"), _stacked_state(g, op, (36, 38), "initial_c")]
+    if _present(op, 9):
+        peep = np.stack([np.concatenate([g.const(op.inputs[_BIDI_LSTM[d][2] + k]) for k in (0, 2, 1)])
+                         for d in ("fw", "bw")]).astype(np.float32)
+        inputs.append(g.add_const(f"{name}/peepholes", peep))
+    y = g.fresh(f"{name}/y")
+    g.node("LSTM", inputs, [y], g.fresh(f"{name}/lstm"), hidden_size=hidden, direction="bidirectional")
+    _bidi_result(g, op, y)
+
+
+# --------------------------------------------------------------------------- SVDF
+
+
+def _svdf_geometry(g: Graph, op: Operator) -> Result:
+    x, features, time = (g.shape(op.inputs[k]) for k in (0, 1, 2))
+    rank = op.options.get("rank", 1)
+    if len(x) != 2 or len(features) != 2 or features[1] != x[1] or len(time) != 2 or time[0] != features[0]:
+        return fail(f"input {list(x)}, feature weights {list(features)}, time weights {list(time)}")
+    if rank < 1 or features[0] % rank:
+        return fail(f"rank {rank} does not divide {features[0]} filters")
+    units = features[0] // rank
+    if _present(op, 3) and g.shape(op.inputs[3]) != (units,):
+        return fail(f"bias {list(g.shape(op.inputs[3]))} is not [{units}]")
+    if g.shape(op.inputs[4]) != (x[0], features[0] * time[1]) or g.shape(op.outputs[0]) != (x[0], units):
+        return fail(f"state {list(g.shape(op.inputs[4]))} or output {list(g.shape(op.outputs[0]))} do not match")
+    return OK if _act(op) in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1") else fail(f"fused activation {_act(op)}")
+
+
+@register("SVDF", "MatMul by the feature weights scaled by the newest time weight, ReduceSum over the rank, "
+                  "bias, activation (one invocation from the zero state)",
+          input_count(5), const_inputs(1, 2, 3, 4, what="weights, bias and state"),
+          Check("[batch, in] input; [filters, in] and [filters, memory] weights; rank divides the filters; "
+                "NONE or a RELU activation", _svdf_geometry))
+def svdf(g: Graph, op: Operator) -> None:
+    """From the zero state only the newest memory slot holds a value: ``x . W_f * W_t[:, -1]`` per filter."""
+    name = g.name(op)
+    filters = g.shape(op.inputs[1])[0]
+    rank = op.options.get("rank", 1)
+    batch, units = g.shape(op.outputs[0])
+    scaled = g.const(op.inputs[1]) * g.const(op.inputs[2])[:, -1:]
+    projected, grouped = g.fresh(f"{name}/filters"), g.fresh(f"{name}/grouped")
+    g.node("MatMul", [g.value(op.inputs[0]), g.add_const(f"{name}/weights", scaled.T.astype(np.float32))],
+           [projected], projected)
+    g.node("Reshape", [projected, g.ints(f"{name}/rank_shape", [batch, filters // rank, rank])], [grouped], grouped)
+    summed = g.fresh(f"{name}/summed")
+    g.node("ReduceSum", [grouped, g.ints(f"{name}/axes", [2])], [summed], summed, keepdims=0)
+    inputs = [summed, g.value(op.inputs[3])] if _present(op, 3) else [summed, g.scalar(0.0)]
+    g.emit(op, "Add", inputs, act=_act(op))
