@@ -412,7 +412,25 @@ def _outputs(b: TFLiteBuilder, builtin: str, inputs: list[int], x: tuple, option
     return outs
 
 
+def nms(builtin: str, score_threshold: float = 0.2) -> Case:
+    """Ten random boxes (corners in [0, 1), in either order) and scores; at most 6 kept (fewer, zeros after
+    them, with a high ``score_threshold``)."""
+    def body(b: TFLiteBuilder, boxes: int, scores: int) -> list[int]:
+        inputs = [boxes, scores, ints(b, "max_output", 6), b.const("iou", np.float32(0.3)),
+                  b.const("score_threshold", np.float32(score_threshold))]
+        outs = [("selected", (6,), "int32")]
+        if builtin == "NON_MAX_SUPPRESSION_V5":
+            inputs.append(b.const("sigma", np.float32(0.0)))
+            outs.append(("selected_scores", (6,), "float32"))
+        indices = [b.add_tensor(name, shape, dtype) for name, shape, dtype in [*outs, ("valid", (), "int32")]]
+        b.add_op(builtin, inputs, indices)
+        return indices
+    return build([(10, 4), (10,)], body, low=0.0, high=1.0)
+
+
 def _recurrent(c: dict[str, list[Callable[[], Case]]]) -> None:
+    for name in ("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"):
+        c[name] = [lambda n=name: nms(n), lambda n=name: nms(n, 0.6)]
     c["SVDF"] = [lambda: build([(2, 3)], lambda b, x: op(
         b, "SVDF", [x, const(b, "wf", (6, 3)), const(b, "wt", (6, 5)), const(b, "b", (3,)),
                     b.add_tensor("state", (2, 30), variable=True)], (2, 3),

@@ -39,7 +39,7 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"),
                     "draws random numbers, which no converted result can reproduce; give the random values as a "
                     "model input instead"),
-    **dict.fromkeys(("WHERE", "UNIQUE", "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
+    **dict.fromkeys(("WHERE", "UNIQUE"),
                     "its output size depends on the values (a shape no static graph has); " + _HOST),
     **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM", "EMBEDDING_LOOKUP_SPARSE"),
                     "hashing or sparse text features; " + _HOST),

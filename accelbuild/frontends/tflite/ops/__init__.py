@@ -11,6 +11,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     blocks,
     conv,
     conv3d,
+    detection,
     elementwise,
     indexing,
     levels,

@@ -195,7 +195,8 @@ SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", 
                               "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD", "LOGICAL_AND", "LOGICAL_OR",
                               *COMPARISONS})
 # their outputs' type is the op's own (BOOL, the shape's int type, the index type, the cast's target)
-OWN_OUTPUT_TYPE = frozenset({"SHAPE", "CAST", "ARG_MAX", "ARG_MIN", "RANK", "TOPK_V2", "BUCKETIZE", *COMPARISONS,
+OWN_OUTPUT_TYPE = frozenset({"SHAPE", "CAST", "ARG_MAX", "ARG_MIN", "RANK", "TOPK_V2", "BUCKETIZE",
+                             "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5", *COMPARISONS,
                              *COMPLEX_OPS})
 
 
