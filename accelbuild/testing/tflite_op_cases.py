@@ -298,6 +298,9 @@ def _arrays(c: dict[str, list[Callable[[], Case]]]) -> None:
                                          ("int32", "int32"), low=1, high=1)]
     c["DILATE"] = [lambda: build([(2, 3, 4)], lambda b, x: op(
         b, "DILATE", [x, ints(b, "dilations", [1, 3, 2]), b.const("fill", np.float32(-0.5))], (2, 7, 7)))]
+    c["STABLEHLO_PAD"] = [lambda: build([(2, 3, 4)], lambda b, x: op(
+        b, "STABLEHLO_PAD", [x, b.const("fill", np.float32(0.25))], (4, 4, 8),
+        {"edge_padding_low": [1, -1, 0], "edge_padding_high": [1, 0, 1], "interior_padding": [0, 1, 1]}))]
     c["L2_NORMALIZATION"] = [lambda: unary("L2_NORMALIZATION", options={})]
 
 

@@ -53,7 +53,11 @@ OPTIONS_TABLE = {
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
     "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
+    "STABLEHLO_PAD": "StablehloPadOptions",
 }
+
+
+_INT64_VECTORS = frozenset({"StablehloPadOptions"})  # options tables whose integer vectors are int64
 
 
 def _module(name: str) -> Any:
@@ -242,9 +246,12 @@ class TFLiteBuilder:
         m.AddOpcodeIndex(b, op.opcode)
         m.AddInputs(b, inputs)
         m.AddOutputs(b, outputs)
-        if options is not None:
+        if options is not None and hasattr(tflite.BuiltinOptions, op.table):
             m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op.table))
             m.AddBuiltinOptions(b, options)
+        elif options is not None:  # the newer operators' tables (StableHLO) live in builtin_options_2
+            m.AddBuiltinOptions2Type(b, getattr(tflite.BuiltinOptions2, op.table))
+            m.AddBuiltinOptions2(b, options)
         if custom is not None:
             m.AddCustomOptions(b, custom)
         elif op.custom_options:
@@ -297,7 +304,8 @@ def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
     """An options table from snake_case fields; lists become int32 vectors (float32 where they hold floats),
     enum names are looked up."""
     m = _module(table)
-    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.float32 if any(isinstance(e, float) for e in v) else np.int32))
+    integer = np.int64 if table in _INT64_VECTORS else np.int32
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.float32 if any(isinstance(e, float) for e in v) else integer))
                for k, v in values.items() if isinstance(v, (list, tuple))}
     m.Start(b)
     for key, value in values.items():

@@ -43,6 +43,7 @@ def _enum_names(enum_class: type) -> dict[int, str]:
 OPERATOR_NAMES = _enum_names(tflite.BuiltinOperator)
 TYPE_NAMES = _enum_names(tflite.TensorType)
 _OPTION_TABLES = _enum_names(tflite.BuiltinOptions)
+_OPTION_TABLES_2 = _enum_names(tflite.BuiltinOptions2)  # the newer operators' (StableHLO) option tables
 _INDEX_VECTORS = {1: ("Int32Vector", np.int32), 2: ("Uint16Vector", np.uint16), 3: ("Uint8Vector", np.uint8)}
 
 
@@ -363,6 +364,8 @@ class _Decoder:
         """Builtin options as a dict of snake_case fields (scalars, or tuples for vectors)."""
         table_name = _OPTION_TABLES.get(op.BuiltinOptionsType())
         table = op.BuiltinOptions()
+        if table is None or table_name in (None, "NONE"):
+            table_name, table = _OPTION_TABLES_2.get(op.BuiltinOptions2Type()), op.BuiltinOptions2()
         if table is None or table_name in (None, "NONE"):
             return {}
         cls, fields = _option_fields(table_name)

@@ -1,5 +1,5 @@
 """Array operators: TILE, REVERSE_V2, REVERSE_SEQUENCE, UNPACK, RANK, RANGE, MATRIX_DIAG, MATRIX_SET_DIAG,
-CUMSUM, REDUCE_ANY / REDUCE_ALL, BROADCAST_ARGS, L2_NORMALIZATION and DILATE.
+CUMSUM, REDUCE_ANY / REDUCE_ALL, BROADCAST_ARGS, L2_NORMALIZATION, DILATE and STABLEHLO_PAD.
 
 Shape-like inputs (multiples, axes) are constants and the file's static shapes give every ONNX shape
 constant, as in :mod:`.shape`. Boolean reductions run as integer ReduceMax / ReduceMin.
@@ -253,19 +253,22 @@ def _dilate_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
           input_count(3), const_inputs(1, what="dilations"),
           _output_shape_is(_dilate_shape, "one dilation >= 1 per axis; a scalar padding value; output shape matches"))
 def dilate(g: Graph, op: Operator) -> None:
-    """Each value followed by ``factor - 1`` padding values along each axis, the last ones cut off."""
-    name, shape = g.name(op), list(g.shape(op.inputs[0]))
-    factors = _ints(g, op.inputs[1])
+    value, _ = _spread(g, op, _ints(g, op.inputs[1]), list(g.shape(op.inputs[0])), value_input=2)
+    g.emit(op, "Identity", [value])
+
+
+def _spread(g: Graph, op: Operator, factors: list[int], shape: list[int],
+            value_input: int = 1) -> tuple[str, str]:
+    """Input 0 with ``factor - 1`` padding values between neighbours along each axis (``shape`` is updated),
+    and the scalar padding value."""
+    name = g.name(op)
     fill = g.fresh(f"{name}/fill")
-    g.node("Reshape", [g.value(op.inputs[2]), g.ints(f"{fill}/shape", [])], [fill], fill)
+    g.node("Reshape", [g.value(op.inputs[value_input]), g.ints(f"{fill}/shape", [])], [fill], fill)
     value, rank = g.value(op.inputs[0]), len(shape)
-    dilated = [a for a, f in enumerate(factors) if f > 1]
-    if not dilated:
-        g.emit(op, "Identity", [value])
-        return
-    for axis in dilated:
+    for axis in (a for a, f in enumerate(factors) if f > 1 and shape[a] > 0):
         n, f = shape[axis], factors[axis]
-        column, padded, merged = (g.fresh(f"{name}/ax{axis}_{role}") for role in ("column", "padded", "merged"))
+        column, padded, merged, cut = (g.fresh(f"{name}/ax{axis}_{role}") for role in
+                                       ("column", "padded", "merged", "spread"))
         g.node("Unsqueeze", [value, g.ints(f"{column}/axes", [axis + 1])], [column], column)
         pads = [0] * (2 * (rank + 1))
         pads[rank + 1 + axis + 1] = f - 1
@@ -273,10 +276,36 @@ def dilate(g: Graph, op: Operator) -> None:
         shape[axis] = n * f
         g.node("Reshape", [padded, g.ints(f"{merged}/shape", shape)], [merged], merged)
         shape[axis] = (n - 1) * f + 1
-        starts, ends, axes = g.ints(f"{name}/ax{axis}_starts", [0]), g.ints(f"{name}/ax{axis}_ends", [shape[axis]]), \
-            g.ints(f"{name}/ax{axis}_axes", [axis])
-        if axis == dilated[-1]:
-            g.emit(op, "Slice", [merged, starts, ends, axes])
-        else:
-            value = g.fresh(f"{name}/ax{axis}")
-            g.node("Slice", [merged, starts, ends, axes], [value], value)
+        g.node("Slice", [merged, g.ints(f"{cut}/starts", [0]), g.ints(f"{cut}/ends", [shape[axis]]),
+                         g.ints(f"{cut}/axes", [axis])], [cut], cut)
+        value = cut
+    return value, fill
+
+
+def _stablehlo_pad_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    shape, o = g.shape(op.inputs[0]), op.options
+    low, high = list(o.get("edge_padding_low", ())), list(o.get("edge_padding_high", ()))
+    interior = list(o.get("interior_padding", ()))
+    if not len(low) == len(high) == len(interior) == len(shape) or min(interior, default=0) < 0:
+        return f"paddings {low} / {high} / {interior} for rank {len(shape)}"
+    if g.shape(op.inputs[1]) not in ((), (1,)):
+        return "padding value is not a scalar"
+    sizes = [d + (d - 1) * i * (d > 0) + lo + hi for d, lo, hi, i in zip(shape, low, high, interior)]
+    return tuple(sizes) if min(sizes, default=1) >= 0 else f"paddings leave negative sizes {sizes}"
+
+
+@register("STABLEHLO_PAD", "interior padding as DILATE does, then Pad (positive edges) and Slice (negative)",
+          input_count(2), _output_shape_is(_stablehlo_pad_shape, "one low, high and non-negative interior padding "
+                                                                  "per axis; a scalar padding value"))
+def stablehlo_pad(g: Graph, op: Operator) -> None:
+    o, name, shape = op.options, g.name(op), list(g.shape(op.inputs[0]))
+    low, high = [int(v) for v in o["edge_padding_low"]], [int(v) for v in o["edge_padding_high"]]
+    value, fill = _spread(g, op, [int(v) + 1 for v in o["interior_padding"]], shape)
+    pads = [max(v, 0) for v in low] + [max(v, 0) for v in high]
+    padded = g.fresh(f"{name}/edges")
+    g.node("Pad", [value, g.ints(f"{name}/pads", pads), fill], [padded], padded)
+    sizes = [d + max(lo, 0) + max(hi, 0) for d, lo, hi in zip(shape, low, high)]
+    starts = [max(-lo, 0) for lo in low]
+    ends = [s - max(-hi, 0) for s, hi in zip(sizes, high)]
+    g.emit(op, "Slice", [padded, g.ints(f"{name}/starts", starts), g.ints(f"{name}/ends", ends),
+                         g.ints(f"{name}/axes", range(len(shape)))])
