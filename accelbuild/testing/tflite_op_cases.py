@@ -312,6 +312,12 @@ def _spatial(c: dict[str, list[Callable[[], Case]]]) -> None:
         b, "BATCH_TO_SPACE_ND", [x, ints(b, "block", [2, 3]), ints(b, "crops", [[1, 0], [0, 1]])], (2, 3, 5, 2))),
         lambda: build([(8, 2, 3, 1)], lambda b, x: op(
             b, "BATCH_TO_SPACE_ND", [x, ints(b, "block", [2, 2]), ints(b, "crops", [[0, 0], [0, 0]])], (2, 4, 6, 1)))]
+    for function in ("ADD", "MAXIMUM", "MINIMUM"):
+        c.setdefault("REDUCE_WINDOW", []).append(lambda f=function: build([(2, 5, 6, 3)], lambda b, x: op(
+            b, "REDUCE_WINDOW", [x, b.const("init", np.float32(0.5)), b.const("window", np.array([1, 2, 3, 1]), "int64"),
+                                 b.const("strides", np.array([1, 1, 2, 1]), "int64"),
+                                 b.const("dilations", np.array([1, 2, 1, 1]), "int64")],
+            (2, 3, 2, 3), {"reduce_function": {"ADD": 1, "MAXIMUM": 4, "MINIMUM": 3}[f]})))
     c["L2_POOL_2D"] = [lambda: pool("L2_POOL_2D")]
     c["LOCAL_RESPONSE_NORMALIZATION"] = [lambda: unary("LOCAL_RESPONSE_NORMALIZATION", (1, 3, 4, 7), {
         "radius": 2, "bias": 1.5, "alpha": 0.3, "beta": 0.75})]

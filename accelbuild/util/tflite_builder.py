@@ -53,7 +53,7 @@ OPTIONS_TABLE = {
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
     "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
-    "STABLEHLO_PAD": "StablehloPadOptions",
+    "STABLEHLO_PAD": "StablehloPadOptions", "REDUCE_WINDOW": "ReduceWindowOptions",
 }
 
 
