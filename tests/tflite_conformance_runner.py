@@ -1,8 +1,8 @@
 """TFLite conformance: every builtin operator LiteRT runs, one small model each, through the TFLite frontend.
 
 The operators are those of ``tflite.BuiltinOperator`` that LiteRT's builtin op resolver resolves: an
-interpreter is built (without delegates) on a one-operator model of each, and an operator it has no kernel
-for fails there ("Didn't find op for builtin opcode"). For each operator, each of its cases
+interpreter is built (without delegates) on a one-operator model of each, at versions 1 to 8, and an operator
+it has no kernel for at any of them fails there ("Didn't find op for builtin opcode"). For each operator, each of its cases
 (``accelbuild.testing.tflite_op_cases``; the :func:`probe` model where it has none):
 
 1. the frontend converts it in-process (``load_tflite``): a user error (exit 2) is ``refused``;
@@ -65,17 +65,20 @@ def _interpreter(data: bytes) -> Interpreter:
                            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
 
 
-def litert_operators() -> list[str]:
-    """The builtin operators LiteRT's builtin resolver has a kernel for, by name."""
-    names = []
+def litert_operators() -> dict[str, int]:
+    """The builtin operators LiteRT's builtin resolver has a kernel for, with the lowest version it resolves
+    (BROADCAST_TO starts at 2)."""
+    found = {}
     for name in sorted(n for n in dir(tflite.BuiltinOperator) if n.isupper() and n not in _NOT_OPERATORS):
-        try:
-            _interpreter(probe(name).data)
-        except (RuntimeError, ValueError) as exc:
-            if "find op" in str(exc):
-                continue
-        names.append(name)
-    return names
+        for version in range(1, 9):
+            try:
+                _interpreter(probe(name, version).data)
+            except (RuntimeError, ValueError) as exc:
+                if "find op" in str(exc):
+                    continue
+            found[name] = version
+            break
+    return found
 
 
 def _inputs(case: Case, interpreter: Interpreter) -> list[np.ndarray]:
@@ -137,9 +140,9 @@ def run_case(operator: str, case: Case, folder: Path) -> Outcome:
     return Outcome(operator, "wrong", problem) if problem else Outcome(operator, "reproduced")
 
 
-def run_operator(operator: str, folder: Path) -> Outcome:
+def run_operator(operator: str, folder: Path, version: int = 1) -> Outcome:
     """The operator's outcome: the first case that is not reproduced, or reproduced."""
-    builders = CASES.get(operator) or [lambda: probe(operator)]
+    builders = CASES.get(operator) or [lambda: probe(operator, version)]
     for build in builders:
         try:
             outcome = run_case(operator, build(), folder)
@@ -153,7 +156,8 @@ def run_operator(operator: str, folder: Path) -> Outcome:
 def run_suite(operators: Sequence[str] | None = None) -> list[Outcome]:
     logging.getLogger("accelbuild").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as folder:
-        return [run_operator(name, Path(folder)) for name in (operators or litert_operators())]
+        versions = litert_operators() if operators is None else dict.fromkeys(operators, 1)
+        return [run_operator(name, Path(folder), version) for name, version in versions.items()]
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, float | int]:

@@ -271,6 +271,7 @@ def _arrays(c: dict[str, list[Callable[[], Case]]]) -> None:
     c["STABLEHLO_SHIFT_LEFT"] = [lambda: build([(2, 3)], lambda b, x: op(
         b, "STABLEHLO_SHIFT_LEFT", [x, ints(b, "shift", [[0, 1, 2], [3, 4, 5]])], (2, 3), dtype="int32"),
         ("int32",), low=-100, high=100)]
+    c["BROADCAST_TO"] = [broadcast_to]
     c["TILE"] = [lambda: build([(2, 3)], lambda b, x: op(b, "TILE", [x, ints(b, "reps", [2, 3])], (4, 9)))]
     c["REVERSE_V2"] = [lambda: build([(2, 3, 4)], lambda b, x: op(b, "REVERSE_V2", [x, ints(b, "axes", [1, -1])],
                                                                   (2, 3, 4)))]
@@ -463,6 +464,15 @@ def _recurrent(c: dict[str, list[Callable[[], Case]]]) -> None:
                                                                "time_major": True}, peepholes=True)]
 
 
+def broadcast_to() -> Case:
+    """BROADCAST_TO (LiteRT registers it from version 2) of a [3, 1] input to [2, 3, 4]."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        y = b.add_tensor("y", (2, 3, 4))
+        b.add_op("BROADCAST_TO", [x, ints(b, "shape", [2, 3, 4])], [y], version=2)
+        return y
+    return build([(3, 1)], body)
+
+
 def _multi_typed(b: TFLiteBuilder, builtin: str, inputs: list[int], outs: list[tuple[tuple, str]],
                  options: dict | None = None) -> list[int]:
     indices = [b.add_tensor(f"y{k}", shape, dtype) for k, (shape, dtype) in enumerate(outs)]
@@ -503,6 +513,10 @@ def _densify() -> Case:
 CASES: dict[str, list[Callable[[], Case]]] = {**_cases(), "DENSIFY": [_densify]}
 
 
-def probe(builtin: str) -> Case:
-    """``builtin`` with one float [1, 4] input and output and no options."""
-    return build([(1, 4)], lambda b, x: op(b, builtin, [x], (1, 4)))
+def probe(builtin: str, version: int = 1) -> Case:
+    """``builtin`` (at operator ``version``) with one float [1, 4] input and output and no options."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        y = b.add_tensor("y", (1, 4))
+        b.add_op(builtin, [x], [y], version=version)
+        return y
+    return build([(1, 4)], body)

@@ -25,7 +25,8 @@ def outcomes() -> list[suite.Outcome]:
 
 def test_the_operators_are_litert_s(outcomes: list[suite.Outcome]) -> None:
     names = [o.operator for o in outcomes]
-    assert len(names) > 150 and "CONV_2D" in names and "CUSTOM" not in names  # 170 with ai-edge-litert 2.x
+    assert len(names) > 150 and "CONV_2D" in names and "CUSTOM" not in names  # 171 with ai-edge-litert 2.x
+    assert "BROADCAST_TO" in names  # resolved from version 2 only
     assert set(OPS) <= set(names), sorted(set(OPS) - set(names))
 
 
@@ -63,7 +64,7 @@ NEW = ["SIN", "GREATER", "LESS", "REDUCE_PROD", "FLOOR_DIV", "FILL", "RFFT2D", "
        "CONV_3D_TRANSPOSE", "DILATE", "RNN", "UNIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
        "BIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF",
        "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5", "STABLEHLO_PAD",
-       "REDUCE_WINDOW"]
+       "REDUCE_WINDOW", "BROADCAST_TO"]
 
 
 @pytest.mark.parametrize("operator", NEW)

@@ -34,8 +34,13 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"),
                     "resource variables (state kept between invocations); export the model with its variables "
                     "frozen to constants"),
-    **dict.fromkeys(("IF", "WHILE"), "control flow over subgraphs; export it with the loop unrolled or the branch "
-                                     "chosen (only the first subgraph is read)"),
+    **dict.fromkeys(("IF", "WHILE"), "control flow over subgraphs (only the first subgraph is read); export the "
+                                     "model with its loops unrolled and its branches chosen"),
+    **dict.fromkeys(("STABLEHLO_REDUCE_WINDOW", "STABLEHLO_SCATTER"),
+                    "its reduction is a body subgraph (only the first subgraph is read); convert the model to "
+                    "builtin operators (REDUCE_WINDOW, SCATTER_ND) instead of StableHLO"),
+    "STABLEHLO_GATHER": "general gather dimension numbers; convert the model to builtin operators (GATHER, "
+                        "GATHER_ND) instead of StableHLO",
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"),
                     "draws random numbers, which no converted result can reproduce; give the random values as a "
                     "model input instead"),

@@ -1,4 +1,4 @@
-"""Array operators: TILE, REVERSE_V2, REVERSE_SEQUENCE, UNPACK, RANK, RANGE, MATRIX_DIAG, MATRIX_SET_DIAG,
+"""Array operators: TILE, BROADCAST_TO, REVERSE_V2, REVERSE_SEQUENCE, UNPACK, RANK, RANGE, MATRIX_DIAG, MATRIX_SET_DIAG,
 CUMSUM, REDUCE_ANY / REDUCE_ALL, BROADCAST_ARGS, L2_NORMALIZATION, DILATE and STABLEHLO_PAD.
 
 Shape-like inputs (multiples, axes) are constants and the file's static shapes give every ONNX shape
@@ -309,3 +309,18 @@ def stablehlo_pad(g: Graph, op: Operator) -> None:
     ends = [s - max(-hi, 0) for s, hi in zip(sizes, high)]
     g.emit(op, "Slice", [padded, g.ints(f"{name}/starts", starts), g.ints(f"{name}/ends", ends),
                          g.ints(f"{name}/axes", range(len(shape)))])
+
+
+def _broadcast_to_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    shape = g.const(op.inputs[1])
+    want = g.shape(op.outputs[0]) if shape is None else tuple(int(d) for d in shape.reshape(-1))
+    try:
+        return tuple(np.broadcast_shapes(g.shape(op.inputs[0]), want))
+    except ValueError:
+        return f"input {list(g.shape(op.inputs[0]))} does not broadcast to {list(want)}"
+
+
+@register("BROADCAST_TO", "Expand to the output's static shape", input_count(2),
+          _output_shape_is(_broadcast_to_shape, "the input broadcasts to the (constant) shape; output shape matches"))
+def broadcast_to(g: Graph, op: Operator) -> None:
+    g.emit(op, "Expand", [g.value(op.inputs[0]), g.ints(f"{g.name(op)}/shape", g.shape(op.outputs[0]))])
