@@ -154,10 +154,16 @@ def run_operator(operator: str, folder: Path, version: int = 1) -> Outcome:
 
 
 def run_suite(operators: Sequence[str] | None = None) -> list[Outcome]:
-    logging.getLogger("accelbuild").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory() as folder:
-        versions = litert_operators() if operators is None else dict.fromkeys(operators, 1)
-        return [run_operator(name, Path(folder), version) for name, version in versions.items()]
+    """Every operator's outcome (the variable-state warnings of the recurrent cases kept quiet)."""
+    logger = logging.getLogger("accelbuild")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            versions = litert_operators() if operators is None else dict.fromkeys(operators, 1)
+            return [run_operator(name, Path(folder), version) for name, version in versions.items()]
+    finally:
+        logger.setLevel(before)
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, float | int]:
