@@ -60,6 +60,7 @@ def render() -> str:
     for title, rows in FRONTENDS:
         parts.append(f"\n## {title}\n\n| Operator | Conversion and conditions |\n|---|---|\n")
         parts.append("".join(f"| {_cell(name)} | {_cell(text)} |\n" for name, text in rows()))
+    parts.append(tflite_supported.conformance_markdown())
     for title, intro, family_rows in family_sections():
         parts.append(f"\n## {title}\n\n{intro}\n\n| Operator | Unit and conditions |\n|---|---|\n")
         parts.append("".join(f"| {_cell(name)} | {_cell(text)} |\n" for name, text in family_rows))

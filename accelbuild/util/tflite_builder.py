@@ -43,8 +43,21 @@ OPTIONS_TABLE = {
     "EXPAND_DIMS": "ExpandDimsOptions", "PACK": "PackOptions", "MIRROR_PAD": "MirrorPadOptions",
     "NEG": "NegOptions", "SHAPE": "ShapeOptions", "EQUAL": "EqualOptions", "REDUCE_MAX": "ReducerOptions",
     "REDUCE_MIN": "ReducerOptions", "SUM": "ReducerOptions", "SELECT_V2": "SelectV2Options",
-    "SQUARE": "SquareOptions", "BATCH_MATMUL": "BatchMatMulOptions",
+    "SQUARE": "SquareOptions", "BATCH_MATMUL": "BatchMatMulOptions", "GELU": "GeluOptions",
+    "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions", "REDUCE_ALL": "ReducerOptions",
+    "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions", "ONE_HOT": "OneHotOptions", "CUMSUM": "CumsumOptions",
+    "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions", "L2_POOL_2D": "Pool2DOptions",
+    "UNPACK": "UnpackOptions", "REVERSE_SEQUENCE": "ReverseSequenceOptions", "L2_NORMALIZATION": "L2NormOptions",
+    "BUCKETIZE": "BucketizeOptions", "FAKE_QUANT": "FakeQuantOptions", "CONV_3D": "Conv3DOptions", "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    "SPARSE_TO_DENSE": "SparseToDenseOptions", "RNN": "RNNOptions", "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
+    "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
+    "STABLEHLO_PAD": "StablehloPadOptions", "REDUCE_WINDOW": "ReduceWindowOptions",
 }
+
+
+_INT64_VECTORS = frozenset({"StablehloPadOptions"})  # options tables whose integer vectors are int64
 
 
 def _module(name: str) -> Any:
@@ -85,6 +98,7 @@ class _Tensor:
     quant: Quant | None
     sparsity: SparseSpec | None
     signature: tuple[int, ...] | None
+    variable: bool = False
 
 
 @dataclass
@@ -110,8 +124,9 @@ class TFLiteBuilder:
 
     def add_tensor(self, name: str, shape: Sequence[int], dtype: str = "float32", data: Any = None,
                    quant: Quant | None = None, sparsity: SparseSpec | None = None,
-                   shape_signature: Sequence[int] | None = None) -> int:
-        """A tensor; ``data`` makes it a constant (for sparse tensors: the stored values only)."""
+                   shape_signature: Sequence[int] | None = None, variable: bool = False) -> int:
+        """A tensor; ``data`` makes it a constant (for sparse tensors: the stored values only); ``variable``
+        marks state LiteRT keeps between invocations."""
         buffer = 0
         if data is not None:
             array = np.asarray(data, dtype=NUMPY_DTYPES[dtype])
@@ -120,7 +135,7 @@ class TFLiteBuilder:
             self.buffers.append(array.astype(array.dtype.newbyteorder("<")).tobytes())
             buffer = len(self.buffers) - 1
         self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), dtype, buffer, quant, sparsity,
-                                    None if shape_signature is None else tuple(shape_signature)))
+                                    None if shape_signature is None else tuple(shape_signature), variable))
         return len(self.tensors) - 1
 
     def const(self, name: str, data: Any, dtype: str = "float32", quant: Quant | None = None) -> int:
@@ -213,6 +228,8 @@ class TFLiteBuilder:
         m.AddType(b, getattr(tflite.TensorType, t.dtype.upper()))
         m.AddBuffer(b, t.buffer)
         m.AddName(b, name)
+        if t.variable:
+            m.AddIsVariable(b, True)
         for add, value in ((m.AddQuantization, quant), (m.AddSparsity, sparsity), (m.AddShapeSignature, signature)):
             if value is not None:
                 add(b, value)
@@ -229,9 +246,12 @@ class TFLiteBuilder:
         m.AddOpcodeIndex(b, op.opcode)
         m.AddInputs(b, inputs)
         m.AddOutputs(b, outputs)
-        if options is not None:
+        if options is not None and hasattr(tflite.BuiltinOptions, op.table):
             m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, op.table))
             m.AddBuiltinOptions(b, options)
+        elif options is not None:  # the newer operators' tables (StableHLO) live in builtin_options_2
+            m.AddBuiltinOptions2Type(b, getattr(tflite.BuiltinOptions2, op.table))
+            m.AddBuiltinOptions2(b, options)
         if custom is not None:
             m.AddCustomOptions(b, custom)
         elif op.custom_options:
@@ -281,9 +301,11 @@ def _camel(name: str) -> str:
 
 
 def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
-    """An options table from snake_case fields; lists become int32 vectors, enum names are looked up."""
+    """An options table from snake_case fields; lists become int32 vectors (float32 where they hold floats),
+    enum names are looked up."""
     m = _module(table)
-    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+    integer = np.int64 if table in _INT64_VECTORS else np.int32
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.float32 if any(isinstance(e, float) for e in v) else integer))
                for k, v in values.items() if isinstance(v, (list, tuple))}
     m.Start(b)
     for key, value in values.items():

@@ -376,7 +376,8 @@ def test_operator_matches_litert(case: str, tmp_path: Path) -> None:
 
 def test_every_supported_operator_and_activation_is_covered() -> None:
     from accelbuild.frontends.tflite.ops import OPS
-    covered = {case.split("-")[0] for case in CASES} | {"QUANTIZE", "DEQUANTIZE", "DENSIFY"}
+    from accelbuild.testing.tflite_op_cases import CASES as CONFORMANCE  # test_tflite_conformance runs them
+    covered = {case.split("-")[0] for case in CASES} | {"QUANTIZE", "DEQUANTIZE", "DENSIFY"} | set(CONFORMANCE)
     assert set(OPS) <= covered
     assert {case.split("-")[1] for case in CASES if case.startswith("fused-")} == set(ACTIVATIONS)
 
@@ -650,7 +651,7 @@ def test_unsupported_operators_are_all_listed(tmp_path: Path) -> None:
     y1 = op(b, "RELU", [x], (1, 4, 4, 3), name="relu")
     y2 = b.add_tensor("my_custom_out", (1, 4, 4, 3))
     b.add_op("CUSTOM", [y1], [y2], custom_code="MyFancyOp")
-    y3 = op(b, "SIN", [y2], (1, 4, 4, 3), name="sine")
+    y3 = op(b, "CONCAT_EMBEDDINGS", [y2], (1, 4, 4, 3), name="embeddings")
     weights = b.add_tensor("runtime_weights", (2, 1, 1, 3))
     y4 = op(b, "CONV_2D", [y3, weights, w(b, "bias", (2,))], (1, 4, 4, 2), conv_opts(), name="conv_nonconst")
     flat = tm.reshape(b, "flat", y4, (1, 32))
@@ -660,7 +661,7 @@ def test_unsupported_operators_are_all_listed(tmp_path: Path) -> None:
     lines = str(error).splitlines()
     assert lines[0] == f"{tmp_path / 'bad.tflite'}: unsupported TFLite operators: 4"
     assert lines[1] == "  CUSTOM (tensor 'my_custom_out'): custom operator 'MyFancyOp' has no converter"
-    assert lines[2] == "  SIN (tensor 'sine'): no converter for this builtin operator"
+    assert lines[2] == "  CONCAT_EMBEDDINGS (tensor 'embeddings'): no converter for this builtin operator"
     assert lines[3] == "  CONV_2D (tensor 'conv_nonconst'): filter and bias are not constant tensors"
     assert lines[4] == ("  FULLY_CONNECTED (tensor 'fc_tanh'): fused activation TANH, which the TFLite "
                         "interpreter rejects on FULLY_CONNECTED")
@@ -693,10 +694,10 @@ def test_import_stage_converts_tflite(tmp_path: Path) -> None:
 
 
 def test_unsupported_tflite_through_the_cli_exits_2(tmp_path: Path) -> None:
-    _pipeline(tmp_path, build([(1, 4)], lambda b, x: op(b, "SIN", [x], (1, 4), name="sine")))
+    _pipeline(tmp_path, build([(1, 4)], lambda b, x: op(b, "CONCAT_EMBEDDINGS", [x], (1, 4), name="embeddings")))
     result = run_cli("run", "p.yaml", "--until", "import", "--state-dir", "s", cwd=tmp_path)
     assert result.code == 2 and "Traceback" not in result.stderr
-    assert "unsupported TFLite operators: 1" in result.stderr and "SIN (tensor 'sine')" in result.stderr
+    assert "unsupported TFLite operators: 1" in result.stderr and "CONCAT_EMBEDDINGS (tensor 'embeddings')" in result.stderr
 
 
 # --------------------------------------------------------------------------- generated documentation

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from accelbuild.testing.tflite_models import TFLiteBuilder
@@ -68,3 +69,49 @@ def test_without_input_shapes_the_placeholder_is_refused_with_the_operator(tmp_p
     assert result.code == 2, result.stderr
     assert "p.yaml:7:11: m.tflite:" in result.stderr and "RESHAPE" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _placeholder_conv(frames: int) -> bytes:
+    """``frames`` [1, t, 12, 3] (signature [1, -1, 12, 3], stored at t = ``frames``) -> CONV_2D 3x3 VALID ->
+    MEAN over H and W. The convolution's output is stored at the placeholder [1, 1, 10, 4] (signature
+    [1, -1, 10, 4]), as TensorFlow's converter writes a dynamic tensor, whatever the stored input gives."""
+    b = TFLiteBuilder(0)
+    x = b.add_tensor("frames", (1, frames, 12, 3), shape_signature=(1, -1, 12, 3))
+    rng = np.random.default_rng(3)
+    conv = b.add_tensor("conv", (1, 1, 10, 4), shape_signature=(1, -1, 10, 4))
+    b.add_op("CONV_2D", [x, b.const("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+                         b.const("b", np.zeros(4, np.float32))], [conv],
+             {"padding": "VALID", "stride_h": 1, "stride_w": 1})
+    y = b.add_tensor("pooled", (1, 1, 1, 4))
+    b.add_op("MEAN", [conv, b.const("axes", np.array([1, 2], np.int32), "int32")], [y], {"keep_dims": True})
+    return b.finish([x], [y])
+
+
+def test_placeholder_shapes_are_recomputed_by_litert_at_the_stored_input(tmp_path: Path) -> None:
+    """No input_shapes: the stored input [1, 8, 12, 3] is real, the convolution's stored [1, 1, 10, 4] is a
+    placeholder; LiteRT's [1, 6, 10, 4] is used, and the result matches LiteRT."""
+    from accelbuild.errors import InputFileError
+    from accelbuild.frontends.tflite import load_tflite
+    from accelbuild.frontends.tflite.convert import convert
+    from accelbuild.frontends.tflite.reader import read_model
+
+    data = _placeholder_conv(8)
+    (tmp_path / "m.tflite").write_bytes(data)
+    with pytest.raises(InputFileError, match=r"output shape \[1, 1, 10, 4\] should be \[1, 6, 10, 4\]"):
+        convert(read_model(tmp_path / "m.tflite"))  # the file's own shapes
+    model = load_tflite(tmp_path / "m.tflite")
+    x = np.random.default_rng(4).standard_normal((1, 8, 12, 3)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"frames": x})[0], _litert(data, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_placeholder_input_litert_cannot_run_asks_for_input_shapes(tmp_path: Path) -> None:
+    """Stored at t = 1, the 3x3 VALID convolution has no output row: the error names the dynamic input and
+    the YAML key that sets its shape (exit 2, no traceback)."""
+    (tmp_path / "m.tflite").write_bytes(_placeholder_conv(1))
+    _pipeline(tmp_path, "")
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "CONV_2D (tensor 'conv')" in result.stderr
+    assert "'frames' (signature [1, -1, 12, 3], stored [1, 1, 12, 3])" in result.stderr
+    assert "input_shapes" in result.stderr

@@ -12,8 +12,15 @@ from pathlib import Path
 
 import onnx
 
+from accelbuild.errors import InputFileError
 from accelbuild.frontends.tflite.convert import QUANT_METADATA_KEY, convert
-from accelbuild.frontends.tflite.dynamic_shapes import Shapes, requested_shapes, with_shapes_at
+from accelbuild.frontends.tflite.dynamic_shapes import (
+    Shapes,
+    at_stored_inputs,
+    placeholder_hint,
+    requested_shapes,
+    with_shapes_at,
+)
 from accelbuild.frontends.tflite.reader import read_model
 
 __all__ = ["QUANT_METADATA_KEY", "load_tflite"]
@@ -23,7 +30,16 @@ def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
     """Convert a TFLite model file to ONNX (opset 21, float32 compute, TFLite layout and names).
 
     ``shapes`` are the pipeline's ``input_shapes`` (without batch, by name or in order): a dynamic input
-    given another shape is converted at it, with every tensor's shape recomputed (:mod:`.dynamic_shapes`).
+    given another shape is converted at it, with every tensor's shape recomputed (:mod:`.dynamic_shapes`);
+    otherwise a model with placeholder shapes is converted at LiteRT's shapes for its stored inputs.
     """
     model = read_model(Path(path))
-    return convert(with_shapes_at(model, requested_shapes(model, shapes)))
+    wanted = requested_shapes(model, shapes)
+    model = with_shapes_at(model, wanted) if wanted else at_stored_inputs(model)
+    try:
+        return convert(model)
+    except InputFileError as exc:
+        hint = "" if wanted else placeholder_hint(model)
+        if not hint or "shape" not in exc.message:
+            raise
+        raise InputFileError(model.path, f"{exc.message}{hint}") from None

@@ -9,6 +9,7 @@ Transposes, assemble and check. The result uses opset 21 (default domain only) a
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import onnx
@@ -24,6 +25,8 @@ from accelbuild.frontends.tflite.supported import find_unsupported, unsupported_
 from accelbuild.frontends.tflite.tensors import IO_QUANTIZED_TYPES, NUMPY_TYPES, constant_values, is_quantized
 from accelbuild.frontends.tflite.transpose_sinking import fewest_transposes
 
+log = logging.getLogger(__name__)
+
 OPSET = 21
 IR_VERSION = 10
 PRODUCER = "accelbuild-tflite"
@@ -34,6 +37,10 @@ _FOLDABLE = ("DEQUANTIZE", "DENSIFY")
 def convert(model: Model) -> onnx.ModelProto:
     """The whole conversion; raises ``InputFileError`` listing every unsupported operator."""
     consts = constant_values(model)
+    variables = [t.name for t in model.tensors if t.variable and t.index in consts]
+    if variables:
+        log.warning("%s: variable tensors %s (state LiteRT keeps between invocations) start at zeros: the "
+                    "converted model computes an invocation from the reset state", model.path.name, variables)
     folded = fold_constants(model, consts)
     g = Graph(model, consts)
     problems = find_unsupported(g, folded)

@@ -53,6 +53,40 @@ def requested_shapes(model: Model, shapes: Shapes | None) -> dict[int, tuple[int
     return wanted
 
 
+def has_placeholders(model: Model) -> bool:
+    """Some tensor has a dynamic dimension other than the batch: its stored shape is a placeholder."""
+    return any(t.signature is not None and any(d < 0 for d in t.signature[1:]) for t in model.tensors)
+
+
+def at_stored_inputs(model: Model) -> Model:
+    """``model`` with every tensor's shape as LiteRT computes it at the stored input shapes.
+
+    Where a file stores dynamic tensors at placeholders that disagree with what its operators compute from
+    the stored inputs (a convolution "producing" [1, 1, 109, 32] from a frame that gives [1, 8, 109, 32]),
+    LiteRT's shapes are the real ones. A model LiteRT cannot run at its stored input shapes keeps the file's
+    shapes; the conversion's checks then say which disagree, and :func:`placeholder_hint` what to give.
+    """
+    if not has_placeholders(model):
+        return model
+    stored = {index: tuple(model.tensors[index].shape) for index in model.inputs}
+    try:
+        return with_shapes_at(model, stored)
+    except InputFileError as exc:
+        log.info("%s: kept the stored shapes: %s", model.path.name, exc)
+        return model
+
+
+def placeholder_hint(model: Model) -> str:
+    """What the user can do when a model with placeholder shapes does not convert at its stored inputs."""
+    dynamic = [t for t in (model.tensors[i] for i in model.inputs)
+               if t.signature is not None and any(d < 0 for d in t.signature[1:])]
+    if not dynamic:
+        return ""
+    names = ", ".join(f"{t.name!r} (signature {list(t.signature)}, stored {list(t.shape)})" for t in dynamic)
+    return (f"\n  the model's inputs are dynamic and stored at placeholder shapes: {names}; give their real shapes "
+            f"(without batch) in the model's input_shapes")
+
+
 def with_shapes_at(model: Model, wanted: dict[int, tuple[int, ...]]) -> Model:
     """``model`` with every tensor's shape as LiteRT computes it for the ``wanted`` input shapes."""
     if not wanted:

@@ -182,4 +182,7 @@ class Graph:
     def value_info(self, index: int, name: str | None = None) -> onnx.ValueInfoProto:
         """Typed, shaped value info for a TFLite tensor (TFLite static shape)."""
         elem = onnx_type(self.tensor(index)) or onnx.TensorProto.FLOAT
-        return helper.make_tensor_value_info(name or self.values[index], elem, list(self.shape(index)))
+        shape = list(self.shape(index))
+        if self.tensor(index).dtype == "COMPLEX64":  # real and imaginary parts along a last axis
+            shape.append(2)
+        return helper.make_tensor_value_info(name or self.values[index], elem, shape)

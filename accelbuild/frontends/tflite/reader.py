@@ -16,6 +16,7 @@ Only the first subgraph (the model's main function) is decoded.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import re
@@ -42,6 +43,7 @@ def _enum_names(enum_class: type) -> dict[int, str]:
 OPERATOR_NAMES = _enum_names(tflite.BuiltinOperator)
 TYPE_NAMES = _enum_names(tflite.TensorType)
 _OPTION_TABLES = _enum_names(tflite.BuiltinOptions)
+_OPTION_TABLES_2 = _enum_names(tflite.BuiltinOptions2)  # the newer operators' (StableHLO) option tables
 _INDEX_VECTORS = {1: ("Int32Vector", np.int32), 2: ("Uint16Vector", np.uint16), 3: ("Uint8Vector", np.uint8)}
 
 
@@ -83,6 +85,7 @@ class Tensor:
     data: memoryview | None  # raw little-endian bytes of a constant, None for activations
     quant: Quantization | None
     sparsity: Sparsity | None
+    variable: bool = False  # state LiteRT keeps between invocations (zeros after allocation or a reset)
 
 
 @dataclass(frozen=True)
@@ -156,9 +159,21 @@ def _check_not_compiled(model: Model) -> None:
                 "(.dfp) and npu (.tar.gz)")
 
 
+def _empty_constants(tensors: tuple[Tensor, ...], operators: tuple[Operator, ...],
+                     inputs: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """A zero-element tensor that no operator writes and that is no graph input is a constant with no bytes.
+
+    Its buffer is empty because there is nothing to store (RESHAPE's shape ``[]`` of a reshape to a scalar is
+    a ``[0]`` int32 tensor with a zero-length buffer); LiteRT reads it as the empty constant it is.
+    """
+    written = set(inputs) | {index for op in operators for index in op.outputs}
+    return tuple(dataclasses.replace(t, data=memoryview(b"")) if t.data is None and t.shape and 0 in t.shape
+                 and t.index not in written and t.sparsity is None else t for t in tensors)
+
+
 def _check_dataflow(model: Model) -> None:
     """Operators in execution order, each tensor written once, nothing read before it exists."""
-    ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None}
+    ready = set(model.inputs) | {t.index for t in model.tensors if t.data is not None or t.variable}
 
     def describe(index: int) -> str:
         return f"tensor {index} ({model.tensors[index].name!r})"
@@ -236,6 +251,7 @@ class _Decoder:
                           for i in range(self.count(graph, "Operators", 4)))
         inputs = self.indices(graph, "Inputs", len(tensors), "subgraph input")
         outputs = self.indices(graph, "Outputs", len(tensors), "subgraph output")
+        tensors = _empty_constants(tensors, operators, inputs)
         result = Model(self.path, model.Version(), tensors, operators, inputs, outputs)
         _check_not_compiled(result)
         _check_dataflow(result)
@@ -292,7 +308,7 @@ class _Decoder:
             index=index, name=name.decode("utf-8", "replace") if name else "", shape=shape,
             signature=signature, dtype=TYPE_NAMES.get(t.Type(), f"TYPE_{t.Type()}"),
             data=buffers[buffer] if buffers else None, quant=self.quantization(t.Quantization()),
-            sparsity=self.sparsity(t.Sparsity()),
+            sparsity=self.sparsity(t.Sparsity()), variable=bool(t.IsVariable()),
         )
 
     def quantization(self, q: Any) -> Quantization | None:
@@ -366,6 +382,8 @@ class _Decoder:
         """Builtin options as a dict of snake_case fields (scalars, or tuples for vectors)."""
         table_name = _OPTION_TABLES.get(op.BuiltinOptionsType())
         table = op.BuiltinOptions()
+        if table is None or table_name in (None, "NONE"):
+            table_name, table = _OPTION_TABLES_2.get(op.BuiltinOptions2Type()), op.BuiltinOptions2()
         if table is None or table_name in (None, "NONE"):
             return {}
         cls, fields = _option_fields(table_name)

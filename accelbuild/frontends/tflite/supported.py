@@ -7,6 +7,7 @@ One source for two outputs: :func:`find_unsupported` runs every operator's check
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,34 @@ _PREDICATE_ERRORS = (IndexError, ValueError, TypeError, ZeroDivisionError, KeyEr
 OTHER_CUSTOM = "not converted: reported as \"custom operator '<code>' has no converter\""
 IO_CONDITION = ("graph inputs and outputs are float32, int32, int64, bool, or int8/uint8/int16 with "
                 "quantization parameters (kept integer, with DequantizeLinear / QuantizeLinear at the edges)")
+
+
+_HOST = "export the model without it (the graph cut before or after it) and run that part on the host"
+# builtin operators ONNX and a static-shape accelerator graph cannot express, with what the user can do
+REFUSED: dict[str, str] = {
+    **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE"),
+                    "a hash table resource (usually over strings); " + _HOST),
+    **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"),
+                    "resource variables (state kept between invocations); export the model with its variables "
+                    "frozen to constants"),
+    **dict.fromkeys(("IF", "WHILE"), "control flow over subgraphs (only the first subgraph is read); export the "
+                                     "model with its loops unrolled and its branches chosen"),
+    **dict.fromkeys(("STABLEHLO_REDUCE_WINDOW", "STABLEHLO_SCATTER"),
+                    "its reduction is a body subgraph (only the first subgraph is read); convert the model to "
+                    "builtin operators (REDUCE_WINDOW, SCATTER_ND) instead of StableHLO"),
+    "STABLEHLO_GATHER": "general gather dimension numbers; convert the model to builtin operators (GATHER, "
+                        "GATHER_ND) instead of StableHLO",
+    **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"),
+                    "draws random numbers, which no converted result can reproduce; give the random values as a "
+                    "model input instead"),
+    **dict.fromkeys(("WHERE", "UNIQUE"),
+                    "its output size depends on the values (a shape no static graph has); " + _HOST),
+    **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM", "EMBEDDING_LOOKUP_SPARSE"),
+                    "hashing or sparse text features; " + _HOST),
+    "BITCAST": "reinterprets a tensor's bits as another type, which ONNX cannot express; " + _HOST,
+    "STABLEHLO_COMPOSITE": "calls a decomposition subgraph; convert the model with the composite lowered to "
+                           "builtin operators",
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +72,7 @@ def operator_problem(g: Graph, op: Operator) -> str | None:
     if spec is None:
         if op.name == "CUSTOM":
             return f"custom operator {op.custom_code!r} has no converter"
-        return "no converter for this builtin operator"
+        return f"not converted: {REFUSED[op.name]}" if op.name in REFUSED else "no converter for this builtin operator"
     for check in (*GENERIC_CHECKS, *spec.checks):
         try:
             ok, reason = check(g, op)
@@ -101,7 +130,32 @@ def rows() -> list[tuple[str, str]]:
     result += [(name, _describe(OPS[name])) for name in sorted(OPS)]
     result += [(custom_row(code), _describe(CUSTOM_OPS[code])) for code in sorted(CUSTOM_OPS)]
     result.append(("CUSTOM (any other custom_code)", OTHER_CUSTOM))
+    result += [(name, f"not converted: {REFUSED[name]}") for name in sorted(REFUSED)]
     return result
+
+
+CONFORMANCE_FILE = Path(__file__).resolve().parent / "conformance.json"
+
+
+def conformance_markdown() -> str:
+    """docs/supported_ops.md's TFLite conformance section, from the suite's recorded outcomes."""
+    record = json.loads(CONFORMANCE_FILE.read_text())
+    figures, operators = record["summary"], record["operators"]
+    reproduced = sorted(name for name, entry in operators.items() if entry["status"] == "reproduced")
+    others = sorted((name, entry) for name, entry in operators.items() if entry["status"] != "reproduced")
+    lines = [
+        "\n## TFLite conformance\n",
+        "One single-operator model per builtin operator that LiteRT's builtin op resolver has a kernel for "
+        f"({figures['operators']} of the `tflite.BuiltinOperator` names: the ones an interpreter can be built for), "
+        "converted by the frontend, run in onnxruntime and compared with LiteRT on the same seeded inputs "
+        "(`tests/frontends/test_tflite_conformance.py`; the models are `accelbuild/testing/tflite_op_cases.py`). "
+        f"Reproduced: **{figures['reproduced']} of {figures['operators']} ({figures['reproduced_pct']}%)**; "
+        f"refused: {figures['refused']}; wrong results: {figures['wrong']}; crashes: {figures['crash']}.\n",
+        "Reproduced: " + ", ".join(f"`{name}`" for name in reproduced) + ".\n",
+        "| Operator | Outcome |\n|---|---|",
+        *(f"| {name} | {entry['status']}: {entry['message'].replace('|', chr(92) + '|')} |" for name, entry in others),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def custom_row(custom_code: str) -> str:

@@ -58,7 +58,10 @@ def constant_values(model: Model) -> dict[int, np.ndarray]:
 
 
 def constant_value(model: Model, tensor: Tensor) -> np.ndarray | None:
-    """A constant's compute value (float32 for float/quantized data), or None for activations."""
+    """A constant's compute value (float32 for float/quantized data), or None for activations; a variable
+    (recurrent state) is its value after allocation or a reset: zeros."""
+    if tensor.variable and tensor.data is None and tensor.dtype in NUMPY_TYPES and not is_quantized(tensor):
+        return np.zeros(tensor.shape, np.float32 if tensor.dtype in FLOAT_TYPES else NUMPY_TYPES[tensor.dtype])
     if tensor.data is None or tensor.dtype not in NUMPY_TYPES:
         return None
     stored = stored_array(model, tensor)

@@ -5,7 +5,22 @@ operator's entry.
 Importing the op modules registers their converters; see :mod:`.base` for the check protocol.
 """
 
-from accelbuild.frontends.tflite.ops import conv, elementwise, shape, slicing, spatial  # noqa: F401  (register)
+from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
+    arithmetic,
+    arrays,
+    blocks,
+    conv,
+    conv3d,
+    detection,
+    elementwise,
+    indexing,
+    levels,
+    recurrent,
+    shape,
+    slicing,
+    spatial,
+    spectral,
+)
 from accelbuild.frontends.tflite.ops.base import (
     CUSTOM_OPS,
     GENERIC_CHECKS,

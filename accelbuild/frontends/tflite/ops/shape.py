@@ -1,5 +1,5 @@
 """Data-movement ops: concatenation, packing, reshapes, padding, slicing, splitting, transposes, gathers,
-reductions (MEAN, SUM, REDUCE_MAX, REDUCE_MIN) and SHAPE.
+reductions (MEAN, SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD) and SHAPE.
 
 They act on the channel-last TFLite tensors directly, so axes, paddings and permutations are used as
 TFLite gives them (negative axes normalised). Shape-like inputs must be constant; the static shapes
@@ -174,6 +174,7 @@ _reduction("MEAN", "ReduceMean")
 _reduction("SUM", "ReduceSum")
 _reduction("REDUCE_MAX", "ReduceMax")
 _reduction("REDUCE_MIN", "ReduceMin")
+_reduction("REDUCE_PROD", "ReduceProd")
 
 
 def _transpose_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:

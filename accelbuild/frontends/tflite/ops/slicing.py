@@ -1,4 +1,4 @@
-"""STRIDED_SLICE, SLICE, SPLIT and SPLIT_V as ONNX Slice and Split.
+"""STRIDED_SLICE, SLICE, SPLIT and SPLIT_V as ONNX Slice and Split (SLICE's begin and size may be computed).
 
 STRIDED_SLICE follows TFLite's ``strided_slice_logic.h`` (masks, negative indices, clamping, shrink
 axes) on the static input shape, and emits a Slice with fully resolved starts/ends/steps followed by a
@@ -7,12 +7,16 @@ Reshape when shrink_axis_mask removes dimensions.
 
 from __future__ import annotations
 
+import numpy as np
+from onnx import TensorProto
+
 from accelbuild.frontends.tflite.graph import Graph
 from accelbuild.frontends.tflite.ops.base import OK, Check, Result, const_inputs, fail, input_count, register
 from accelbuild.frontends.tflite.ops.shape import INT64_MIN, _axis, _ints, _output_shape_is
 from accelbuild.frontends.tflite.reader import Operator
 
 _LOW, _HIGH = -(2 ** 31), 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
 
 
 def _clamp(value: int, low: int, high: int) -> int:
@@ -84,15 +88,35 @@ def _slice_ranges(g: Graph, op: Operator) -> list[range] | str:
     return [range(b, e) for b, e in zip(begin, ends)]
 
 
+def _computed(g: Graph, op: Operator) -> bool:
+    return g.const(op.inputs[1]) is None or g.const(op.inputs[2]) is None
+
+
 def _slice_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
+    if _computed(g, op):  # only the rank is known before it runs; the file's output shape is trusted
+        rank = len(g.shape(op.inputs[0]))
+        if g.shape(op.inputs[1]) != (rank,) or g.shape(op.inputs[2]) != (rank,):
+            return f"begin/size of shapes {list(g.shape(op.inputs[1]))}/{list(g.shape(op.inputs[2]))} for rank {rank}"
+        return g.shape(op.outputs[0]) if len(g.shape(op.outputs[0])) == rank else f"output rank differs from {rank}"
     ranges = _slice_ranges(g, op)
     return ranges if isinstance(ranges, str) else tuple(len(r) for r in ranges)
 
 
-@register("SLICE", "Slice", input_count(3), const_inputs(1, 2, what="begin and size"),
+@register("SLICE", "Slice (computed begin/size: ends = begin + size, or the end where size is -1)", input_count(3),
           _output_shape_is(_slice_shape, "begin/size inside the input (size -1 = to the end); output shape matches"))
 def slice_(g: Graph, op: Operator) -> None:
-    g.emit(op, "Slice", _slice_inputs(g, op, _slice_ranges(g, op)))
+    if not _computed(g, op):
+        g.emit(op, "Slice", _slice_inputs(g, op, _slice_ranges(g, op)))
+        return
+    name, rank = g.name(op), len(g.shape(op.inputs[0]))
+    starts, sizes, ends, whole, stops = (g.fresh(f"{name}/{role}") for role in
+                                         ("starts", "sizes", "ends", "to_end", "stops"))
+    g.node("Cast", [g.value(op.inputs[1])], [starts], starts, to=TensorProto.INT64)
+    g.node("Cast", [g.value(op.inputs[2])], [sizes], sizes, to=TensorProto.INT64)
+    g.node("Add", [starts, sizes], [ends], ends)
+    g.node("Equal", [sizes, g.scalar(-1, np.int64)], [whole], whole)
+    g.node("Where", [whole, g.scalar(INT64_MAX, np.int64), ends], [stops], stops)
+    g.emit(op, "Slice", [g.value(op.inputs[0]), starts, stops, g.ints(f"{name}/axes", range(rank))])
 
 
 def _split_outputs(g: Graph, op: Operator, data: int, axis_input: int) -> Result:

@@ -1,10 +1,13 @@
-"""Channel-first spatial ops: pooling, resizing, DEPTH_TO_SPACE and SPACE_TO_DEPTH.
+"""Channel-first spatial ops: pooling (incl. L2 and REDUCE_WINDOW), resizing, DEPTH_TO_SPACE, SPACE_TO_DEPTH
+and LRN.
 
 Each runs between ``T/nchw_in`` and ``T/nhwc`` Transposes; the coordinate rules of TFLite's resize
 kernels are mapped onto ONNX Resize's ``coordinate_transformation_mode`` and ``nearest_mode``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from accelbuild.frontends.tflite import layout
 from accelbuild.frontends.tflite.graph import Graph
@@ -130,3 +133,89 @@ def depth_to_space(g: Graph, op: Operator) -> None:
 def space_to_depth(g: Graph, op: Operator) -> None:
     g.emit(op, "SpaceToDepth", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None),
            blocksize=op.options["block_size"])
+
+
+@register("L2_POOL_2D", "Sqrt of AveragePool of the squares (in-bounds pixels only, channel-first)", *_POOL_CHECKS)
+def l2_pool_2d(g: Graph, op: Operator) -> None:
+    """TFLite's ``sqrt(sum(x^2) / count)`` over each window's in-bounds pixels."""
+    o, x = op.options, g.value(op.inputs[0])
+    kernel = [o.get("filter_height", 1), o.get("filter_width", 1)]
+    strides = [o.get("stride_h", 1), o.get("stride_w", 1)]
+    pads = layout.onnx_pads(PADDING[o.get("padding", 0)], g.shape(op.inputs[0])[1:3], kernel, strides)
+    squares, pooled = g.fresh(f"{g.name(op)}/squares"), g.fresh(f"{g.name(op)}/pooled")
+    g.node("Mul", [x, x], [squares], squares)
+    g.node("AveragePool", [g.to_nchw(op, squares)], [pooled], pooled, kernel_shape=kernel, strides=strides,
+           pads=pads, count_include_pad=0)
+    g.emit(op, "Sqrt", [pooled], act=activation(op), tail=("nhwc", None))
+
+
+@register("LOCAL_RESPONSE_NORMALIZATION", "LRN over channels (size 2 * radius + 1, alpha scaled by the size)",
+          input_count(1), input_rank(0, 4), output_shape(lambda g, op: g.shape(op.inputs[0]),
+                                                         "output shape equals the input shape"))
+def local_response_normalization(g: Graph, op: Operator) -> None:
+    """TFLite divides by ``(bias + alpha * sum)^beta``, ONNX by ``(bias + alpha / size * sum)^beta``."""
+    o = op.options
+    size = 2 * int(o.get("radius", 5)) + 1
+    g.emit(op, "LRN", [g.to_nchw(op, g.value(op.inputs[0]))], tail=("nhwc", None), size=size,
+           alpha=float(o.get("alpha", 1.0)) * size, beta=float(o.get("beta", 0.5)), bias=float(o.get("bias", 1.0)))
+
+
+_WINDOW_FUNCTIONS = {1: "ADD", 3: "MINIMUM", 4: "MAXIMUM"}  # tflite.ReduceWindowFunction values converted
+
+
+def _window(g: Graph, op: Operator) -> tuple[list[int], list[int], list[int]]:
+    window, strides, dilations = ([int(v) for v in g.const(op.inputs[k]).reshape(-1)] for k in (2, 3, 4))
+    return window, strides, dilations
+
+
+def _reduce_window_geometry(g: Graph, op: Operator) -> Result:
+    shape = g.shape(op.inputs[0])
+    function = op.options.get("reduce_function", 0)
+    if function not in _WINDOW_FUNCTIONS or g.tensor(op.inputs[0]).dtype != "FLOAT32":
+        return fail(f"reduce_function {function} on {g.tensor(op.inputs[0]).dtype}, expected ADD, MINIMUM or "
+                    "MAXIMUM on float32")
+    window, strides, dilations = _window(g, op)
+    if not len(window) == len(strides) == len(dilations) == len(shape) or min(window + strides + dilations) < 1:
+        return fail(f"window {window}, strides {strides}, dilations {dilations} for rank {len(shape)}")
+    moving = [a for a in range(len(shape)) if (window[a], strides[a]) != (1, 1)]
+    if len(moving) > 3 or len(shape) > 4 or (len(shape) == 4 and 0 in moving):
+        return fail(f"windows over axes {moving} of a rank-{len(shape)} input (at most 3 axes after the first)")
+    want = tuple((d - (w - 1) * r - 1) // s + 1 for d, w, s, r in zip(shape, window, strides, dilations))
+    if g.shape(op.inputs[1]) not in ((), (1,)) or g.shape(op.outputs[0]) != want:
+        return fail(f"output shape {list(g.shape(op.outputs[0]))} should be {list(want)} (and a scalar init value)")
+    return OK
+
+
+@register("REDUCE_WINDOW", "MaxPool (MAXIMUM, MINIMUM on the negation) or a Conv with ones (ADD) on [batch, 1, "
+                           "window axes], then the init value", input_count(5),
+          const_inputs(2, 3, 4, what="window dimensions, strides and dilations"),
+          Check("ADD, MINIMUM or MAXIMUM on float32; windows over at most 3 axes (after the first of a 4-D "
+                "input); output shape matches", _reduce_window_geometry))
+def reduce_window(g: Graph, op: Operator) -> None:
+    name, shape = g.name(op), list(g.shape(op.inputs[0]))
+    window, strides, dilations = _window(g, op)
+    batched = len(shape) == 4
+    spatial = list(range(1, 4)) if batched else list(range(len(shape)))
+    lead = [shape[0], 1] if batched else [1, 1]
+    function = _WINDOW_FUNCTIONS[op.options["reduce_function"]]
+    grid = g.fresh(f"{name}/grid")
+    g.node("Reshape", [g.value(op.inputs[0]), g.ints(f"{grid}/shape", lead + [shape[a] for a in spatial])], [grid],
+           grid)
+    attrs = {"kernel_shape": [window[a] for a in spatial], "strides": [strides[a] for a in spatial],
+             "dilations": [dilations[a] for a in spatial]}
+    pooled = g.fresh(f"{name}/pooled")
+    if function == "ADD":
+        ones = g.add_const(f"{name}/ones", np.ones([1, 1, *attrs["kernel_shape"]], np.float32))
+        g.node("Conv", [grid, ones], [pooled], pooled, **attrs)
+    elif function == "MAXIMUM":
+        g.node("MaxPool", [grid], [pooled], pooled, **attrs)
+    else:
+        negated, maxed = g.fresh(f"{name}/negated"), g.fresh(f"{name}/maxed")
+        g.node("Neg", [grid], [negated], negated)
+        g.node("MaxPool", [negated], [maxed], maxed, **attrs)
+        g.node("Neg", [maxed], [pooled], pooled)
+    result = g.fresh(f"{name}/windows")
+    g.node("Reshape", [pooled, g.ints(f"{result}/shape", g.shape(op.outputs[0]))], [result], result)
+    init = g.fresh(f"{name}/init")
+    g.node("Reshape", [g.value(op.inputs[1]), g.ints(f"{init}/shape", [])], [init], init)
+    g.emit(op, {"ADD": "Add", "MAXIMUM": "Max", "MINIMUM": "Min"}[function], [result, init])
