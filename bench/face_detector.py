@@ -13,7 +13,12 @@ input quantized and outputs dequantized with the file's own parameters) against 
 original ``.tflite`` on each held-out frame. Printed: per frame, each output's cosine; per output, worst and
 mean; the overall worst and mean.
 
-    python bench/face_detector.py --wheels /work/cache/wheels [--work DIR] [--json]
+``--tflite-route`` adds TensorFlow's own converter (TFLiteConverter full-int8 on the same calibration frames,
+``bench/peers/face_tflite_route.py``: the float network accelbuild imported, run as a tf.function, since the
+original .tflite is no SavedModel), measured by the same code against the same reference; its float
+conversion must agree with the original (cosine > 0.9999 on every held-out frame).
+
+    python bench/face_detector.py --wheels /work/cache/wheels [--work DIR] [--tflite-route] [--json]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 from PIL import Image
 
 from accelbuild.config.load import load_pipelines
@@ -145,10 +151,32 @@ def evaluate(original: bytes, int8: bytes, frames: list[Path]) -> dict:
             "worst": min(every), "mean": round(float(np.mean(every)), 5)}
 
 
+def tflite_route(work: Path, model: Path, calibration: list[Path], held_out: list[Path]) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+    import face_tflite_route  # TensorFlow only when asked
+
+    ai = onnx.load(next((work / "out").rglob("ai.onnx")))
+    frames = [(np.asarray(Image.open(p).convert("RGB"), dtype=np.float32)[None] - 127.5) / 127.5 for p in calibration]
+    float_route = evaluate(model.read_bytes(), face_tflite_route.convert(ai, [1, SIZE, SIZE, 3], None), held_out)
+    if float_route["worst"] < 0.9999:
+        raise SystemExit(f"the route's float model disagrees with the original (worst cosine {float_route['worst']})")
+    return evaluate(model.read_bytes(), face_tflite_route.convert(ai, [1, SIZE, SIZE, 3], frames), held_out)
+
+
+def show(title: str, result: dict) -> None:
+    print(f"{title:<35} cosine per output (smallest output first)")
+    for row in result["frames"]:
+        print(f"{row['file']:<35} {'  '.join(f'{c:.4f}' for c in row['cosine'])}")
+    print(f"{'worst per output':<35} {'  '.join(f'{c:.4f}' for c in result['worst_per_output'])}")
+    print(f"{'mean per output':<35} {'  '.join(f'{c:.4f}' for c in result['mean_per_output'])}")
+    print(f"worst {result['worst']:.4f}  mean {result['mean']:.4f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheels", type=Path, default=Path(tempfile.gettempdir()) / "accelbuild-bench-wheels")
     parser.add_argument("--work", type=Path, default=None, help="build folder (default: a temporary one)")
+    parser.add_argument("--tflite-route", action="store_true", help="also TensorFlow's TFLiteConverter int8")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
@@ -159,16 +187,14 @@ def main() -> int:
         calibration = write_frames(args.wheels, CALIBRATION, work / "calibration")
         held_out = write_frames(args.wheels, HELD_OUT, work / "held_out")
         int8 = build(work, model, calibration[0].parent)
-        result = evaluate(model.read_bytes(), int8.read_bytes(), held_out)
+        results = {"accelbuild": evaluate(model.read_bytes(), int8.read_bytes(), held_out)}
+        if args.tflite_route:
+            results["tflite_route"] = tflite_route(work, model, calibration, held_out)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps(results, indent=1))
         return 0
-    print("held-out frame                      cosine per output (smallest output first)")
-    for row in result["frames"]:
-        print(f"{row['file']:<35} {'  '.join(f'{c:.4f}' for c in row['cosine'])}")
-    print(f"{'worst per output':<35} {'  '.join(f'{c:.4f}' for c in result['worst_per_output'])}")
-    print(f"{'mean per output':<35} {'  '.join(f'{c:.4f}' for c in result['mean_per_output'])}")
-    print(f"worst {result['worst']:.4f}  mean {result['mean']:.4f}")
+    for name, result in results.items():
+        show(f"{name}: held-out frame", result)
     return 0
 
 
