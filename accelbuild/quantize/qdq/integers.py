@@ -97,10 +97,11 @@ def keep_kernel_sums(codes: np.ndarray, weight: np.ndarray, scales: np.ndarray, 
     kept = codes.astype(np.int64).reshape(-1, taps)
     top = qmax(bits)
     missing = np.rint(np.clip(exact, -top, top).sum(axis=1)).astype(np.int64) - kept.sum(axis=1)
-    for row in np.flatnonzero(missing):
-        step = int(np.sign(missing[row]))
-        residual = (exact[row] - kept[row]) * step  # how far each weight's exact value lies toward the step
-        order = [i for i in np.argsort(-residual, kind="stable") if abs(kept[row, i] + step) <= top]
-        for i in order[:abs(int(missing[row]))]:
-            kept[row, i] += step
+    step = np.sign(missing)[:, None]
+    allowed = np.abs(kept + step) <= top
+    toward = np.where(allowed, (exact - kept) * step, -np.inf)  # how far each exact value lies toward the step
+    order = np.argsort(-toward, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(taps), order.shape), axis=1)
+    kept += ((rank < np.abs(missing)[:, None]) & allowed) * step
     return kept.reshape(codes.shape).astype(codes.dtype)
