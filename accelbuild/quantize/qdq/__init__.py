@@ -37,9 +37,9 @@ from accelbuild.quantize.calibration import (
     choose_range,
     quant_params,
 )
-from accelbuild.quantize.qdq import saturation
+from accelbuild.quantize.qdq import equalization, saturation
 from accelbuild.quantize.qdq.bias_correction import input_axis, output_shift
-from accelbuild.quantize.qdq.collect import collect
+from accelbuild.quantize.qdq.collect import channel_peaks, collect
 from accelbuild.quantize.qdq.graph import Numbers, write_qdq
 from accelbuild.quantize.qdq.integers import IntegerWeights, integer_weights
 from accelbuild.quantize.qdq.plan import Plan, make_plan
@@ -95,6 +95,8 @@ class QdqConfig:
     percentile method. ``bias_correction`` takes the mean output shift that weight quantization causes
     off each layer's bias. ``saturation_ranges`` ends a tensor's range where every reader is flat
     (``saturation.py``: HardSwish below -3, SiLU and Sigmoid within half an output step of their limits).
+    ``equalize_depthwise`` brings the output channels of a depthwise Conv that only a 1x1 Conv reads to one
+    range first (``equalization.py``; the float function is unchanged, the calibration frames run once more).
     ``bins``: histogram bins per sign (calibration memory per tensor).
     ``conventions="tflite"`` follows TFLite's integer kernels (``rules.py``): signed activations (int16
     symmetric), fixed output parameters of Logistic/Softmax/Tanh, average pooling and resizing keep
@@ -112,6 +114,7 @@ class QdqConfig:
     float_nodes: frozenset[str] = frozenset()
     bias_correction: bool = True
     saturation_ranges: bool = True
+    equalize_depthwise: bool = True
     bins: int = DEFAULT_BINS
     conventions: str = "onnx"
 
@@ -138,6 +141,7 @@ class Calibrated:
     frames: int
     config: QdqConfig
     means: dict[str, np.ndarray] = field(default_factory=dict)  # per-channel means of weighted layers' inputs
+    equalized: frozenset[str] = frozenset()  # layers whose weights equalization rescaled (float function kept)
     weight_cache: dict[tuple[str, int, float], IntegerWeights] = field(default_factory=dict, repr=False)
 
 
@@ -178,13 +182,19 @@ def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig 
     """Plan the model and measure the planned tensors over ``feeds`` (streamed, one frame at a time)."""
     prepared = prepare(model)
     _check_names(prepared, config)
+    found = equalization.pairs(prepared, config.float_nodes) if config.equalize_depthwise else []
+    equalized: list[str] = []
+    if found:  # the frames run twice: the ranges to equalize, then the statistics of the equalized model
+        feeds = list(feeds)
+        peaks = channel_peaks(prepared, [pair.output for pair in found], feeds)
+        equalized = equalization.equalize(prepared, found, peaks)
     plan = make_plan(prepared, config.float_nodes, config.share_concat_scales, config.conventions)
     counted = _Counted(feeds)
     nodes = {n.name: n for n in prepared.graph.node}
     axes = {wp.activation: input_axis(nodes[wp.layer.name]) for wp in plan.weights} if config.bias_correction else {}
     stats, means = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax", bins=config.bins,
                            mean_axes={t: axis for t, axis in axes.items() if axis is not None})
-    return Calibrated(prepared, plan, stats, counted.count, config, means)
+    return Calibrated(prepared, plan, stats, counted.count, config, means, frozenset(equalized))
 
 
 def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> QdqResult:
@@ -227,7 +237,8 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
                               "weight_bytes": weight_bytes(layer.count, layer_bits), "channels": int(ints.scales.size),
                               "axis": layer.axis, "sqnr_db": round(ints.sqnr_db, 3),
                               "int32_bias": ints.bias_codes is not None, "bias_corrected": shift is not None,
-                              "raised_for_bias": ints.raised_for_bias})
+                              "raised_for_bias": ints.raised_for_bias,
+                              "equalized": layer.name in calibrated.equalized})
     constants = {}
     for const in plan.constants:
         value = g.constant(graph, const.tensor)

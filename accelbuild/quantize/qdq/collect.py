@@ -47,6 +47,24 @@ def collect(model: onnx.ModelProto, tensors: list[str], feeds: Iterable[dict[str
     return stats, {t: m.mean for t, m in means.items()}
 
 
+def channel_peaks(model: onnx.ModelProto, tensors: list[str],
+                  feeds: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per tensor of ``tensors`` (node outputs, channels on axis 1): each channel's largest |value| over
+    every frame of ``feeds``."""
+    sess = measure.session(_with_outputs(model, tensors))
+    input_names = [i.name for i in sess.get_inputs()]
+    peaks: dict[str, np.ndarray] = {}
+    for feed in feeds:
+        run = _run(sess, tensors, {k: v for k, v in feed.items() if k in input_names})
+        for name, value in zip(tensors, run):
+            moved = np.moveaxis(np.abs(np.asarray(value, dtype=np.float64)), 1, -1)
+            peak = moved.reshape(-1, moved.shape[-1]).max(axis=0)
+            peaks[name] = peak if name not in peaks else np.maximum(peaks[name], peak)
+    if not peaks and tensors:
+        raise ValueError("calibration needs at least one input frame")
+    return peaks
+
+
 def _with_outputs(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
