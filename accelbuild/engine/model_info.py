@@ -168,7 +168,12 @@ def pipeline_name(stem: str, family: str, platform: str | None) -> str:
 
 def image_color(info: ModelInfo) -> str:
     """The ``preprocess.color`` an image folder needs for the model's (first) input: gray for 1 channel,
-    rgb for 3; anything else cannot come from images (``UserError``: give .npy arrays)."""
+    rgb for 3; anything else cannot come from images (``UserError``: give .npy arrays), nor several inputs."""
+    if len(info.inputs) != 1:
+        names = ", ".join(i["name"] for i in info.inputs)
+        raise UserError(f"init: --data is a folder of images, but the model has {len(info.inputs)} inputs ({names}); "
+                        "images feed a model with one image input: give one subfolder of .npy arrays per input "
+                        "(docs/data.md)")
     entry = info.inputs[0]
     channels = channel_last(entry)[-1] if len(entry["shape"]) == 4 else None
     if channels == 1:

@@ -123,6 +123,16 @@ def test_init_data_needs_images_or_arrays(project: Path) -> None:
         result = run_cli("init", "models/tinycls.onnx", "--data", folder, "-o", f"{folder}.yaml", cwd=project)
         assert result.code == 2 and result.stderr.startswith(f"{folder}: "), result.stderr
         assert not (project / f"{folder}.yaml").exists()
+    # images cannot feed a model with two inputs: the pipeline would not build as written
+    import numpy as np
+    from PIL import Image
+
+    (project / "imgs").mkdir()
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(project / "imgs/0.png")
+    result = run_cli("init", "models/multi_input.onnx", "--data", "imgs", "-o", "mi.yaml", cwd=project)
+    assert result.code == 2 and result.stderr.startswith(
+        "init: --data is a folder of images, but the model has 2 inputs (image, meta)")
+    assert not (project / "mi.yaml").exists()
 
 
 def test_channel_first_input_shapes_say_what_was_meant(project: Path) -> None:
