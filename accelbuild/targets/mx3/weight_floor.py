@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import onnx
@@ -76,15 +77,25 @@ def mac_weight_sizes(path: Path, hw: HardwareProfile) -> list[int]:
     """Element counts of the initializer weights of the model's MAC layers that feed an output; [] for a
     file that does not parse (the import stage reports it)."""
     try:
+        stat = Path(path).stat()
+    except OSError:
+        return []
+    return [n for op, n in _weighted_nodes(str(path), stat.st_mtime_ns, stat.st_size) if hw.ops.kind(op) == "mac"]
+
+
+@lru_cache(maxsize=32)
+def _weighted_nodes(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, int], ...]:
+    """(op type, elements of its input-1 initializer) of every live node that has one; parsed once per file
+    version (the variants of a matrix load one model many times)."""
+    try:
         model = onnx.ModelProto()
         model.ParseFromString(Path(path).read_bytes())
     except (OSError, DecodeError, ValueError, RuntimeError):  # the import stage reports an unreadable model
-        return []
+        return ()
     graph = model.graph
     dims = {t.name: list(t.dims) for t in graph.initializer}
-    live = _live_nodes(graph)
-    return [math.prod(dims[node.input[1]]) for node in live
-            if hw.ops.kind(node.op_type) == "mac" and len(node.input) > 1 and node.input[1] in dims]
+    return tuple((node.op_type, math.prod(dims[node.input[1]])) for node in _live_nodes(graph)
+                 if len(node.input) > 1 and node.input[1] in dims)
 
 
 def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
