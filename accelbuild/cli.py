@@ -383,14 +383,24 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise InputFileError(out, "already exists; give another name with -o (init never overwrites)")
     _init_target(args)
     data = Path(args.data) if args.data else None
-    if data is not None and not data.is_dir():
-        raise InputFileError(args.data, "no such folder (--data takes a folder of images or .npy arrays)")
+    data_kind = _init_data_kind(args.data) if args.data else "images"
     info = model_info.read_model(model, dict(args.input_shape))
-    text = model_info.starter_pipeline(info, out, args.family, args.platform, data)
+    text = model_info.starter_pipeline(info, out, args.family, args.platform, data, data_kind)
     _checked_pipeline(text, out)
     write_bytes_atomic(out, text.encode("utf-8"))
     print(f"wrote {out}: family {args.family}, {len(info.inputs)} input(s); suggested crop points are commented in it")
     return 0
+
+
+def _init_data_kind(folder: str) -> str:
+    """``images`` or ``npy``: what --data holds, listed as a build will list it (exit 2 for a missing
+    folder, or one with no images or .npy arrays: the pipeline would not build as written)."""
+    from accelbuild.data.files import scan
+    from accelbuild.data.spec import DataSpec
+
+    if not Path(folder).is_dir():
+        raise InputFileError(folder, "no such folder (--data takes a folder of images or .npy arrays)")
+    return scan(DataSpec(Path(folder).absolute(), folder)).kind
 
 
 def _init_target(args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ default threads) and TVM ``precision: float`` (needs the tvm extra; ``--no-tvm``
 measured on seeded random
 inputs (speed does not depend on the values; the int8 accuracy on random inputs is a lower bound of what
 photographs give, see bench/ptq.py for real-image PTQ accuracy). The table gives, from benchmark.json:
-median and p90 latency of model.ort, FPS over ``--frames``, the end-to-end latency with the host
+median and p90 latency of model.ort over ``--frames``, FPS = 1000 / median, the end-to-end latency with the host
 sections, the integer operators in the program (model.ort or model.so), and cosine/SQNR against the float
 model; then, per model, TVM's median latency over onnxruntime's (float), measured in the same run.
 

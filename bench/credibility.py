@@ -1060,8 +1060,20 @@ def band_entry(result: dict[str, Any], digest: str) -> dict[str, Any]:
              "networks": len({r["network"] for r in measured}),
              "band_pct": round(100 * chosen["worst_abs_error"], 1),
              "median_pct": round(100 * chosen["median_abs_error"], 1),
-             "cross_validated": loo is not None}
+             "cross_validated": loo is not None, **direction(measured, "left_out_ratio" if loo else "simulated_ratio")}
     return {**entry, "held_out": True} if held_out else entry
+
+
+def direction(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Which side of the published figures the model is on, when every point says the same: ``model_faster``
+    (every predicted time shorter than the published one: read FPS as an upper bound) or ``model_slower``,
+    with the nearest point's distance; {} when the points lie on both sides."""
+    ratios = [r[key] for r in rows if r.get(key) is not None]
+    if ratios and all(x < 1 for x in ratios):
+        return {"direction": "model_faster", "nearest_pct": round(100 * (1 - max(ratios)), 1)}
+    if ratios and all(x > 1 for x in ratios):
+        return {"direction": "model_slower", "nearest_pct": round(100 * (min(ratios) - 1), 1)}
+    return {}
 
 LIMITS = """\
 - **Weights only through their size.** A layer's time comes from its MACs, its shape (channel alignment,

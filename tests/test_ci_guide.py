@@ -108,8 +108,9 @@ def _two_layer_model(path: Path, width: int) -> None:
 
 def test_the_recipe_builds_every_other_variant_when_one_fails_and_names_it(tmp_path: Path) -> None:
     """docs/ci.md's run step, as written, in a fresh clone: a matrix variant whose checks fail does not stop
-    the others; one whose build fails (too few chips) does not either; the run exits non-zero and its last
-    lines name every failure."""
+    the others; too few chips for a variant's weights is refused by the validate step, before anything builds;
+    a variant whose build fails (too few chips, found at map) does not stop the others either; the run exits
+    non-zero and its last lines name every failure."""
     run_step = accelbuild_steps(WORKFLOW)[2]
     assert "--keep-going" in run_step and run_step in (REPO / "docs" / "ci.md").read_text()
     origin = tmp_path / "origin"
@@ -135,9 +136,14 @@ def test_the_recipe_builds_every_other_variant_when_one_fails_and_names_it(tmp_p
     assert named.startswith("accelbuild: failed:") and all(name in named for name in failing)
 
     _two_layer_model(clone / "models" / "wide.onnx", 2400)
-    (clone / "pipelines" / "wide.yaml").write_text("accelbuild: 1\nname: wide\nmatrix:\n  target.num_chips: [1, 2]\n"
-                                                   "models:\n  - path: ../models/wide.onnx\n"
-                                                   "checks:\n  max_chips: 2\n")
+    wide = "accelbuild: 1\nname: wide\nmatrix:\n  target.num_chips: [1, 2]\nmodels:\n  - path: ../models/wide.onnx\n"
+    (clone / "pipelines" / "wide.yaml").write_text(wide + "checks:\n  max_chips: 2\n")
+    # too few chips for the weights: the validate step says so before anything builds
+    validate = _run_step(accelbuild_steps(WORKFLOW)[0], clone)
+    assert validate.code == 2 and validate.stderr.startswith("pipelines/wide.yaml:4:22: num_chips is 1, but the "
+                                                             "models' weights need at least 2 mx3 chips")
+    # a crop may cut weights off, so load does not count them: the variant's build fails at map instead
+    (clone / "pipelines" / "wide.yaml").write_text(wide + "    crop: {outputs: [y]}\nchecks:\n  max_chips: 2\n")
     again = _run_step(run_step, clone)
     statuses = {t["name"]: t["status"] for t in json.loads(again.stdout)["tasks"]}
     assert statuses["wide[num_chips=1]:map"] == "failed" and statuses["wide[num_chips=2]:benchmark"] == "ran"

@@ -369,7 +369,7 @@ class _Checker:
             self.error(
                 ("closed_loop", "prioritize_model"),
                 f"prioritize_model {c['prioritize_model']} is not a model index: this pipeline has "
-                f"{num_models} model(s), indices 0..{num_models - 1} (or -1 for total FPS)",
+                f"{num_models} model(s), indices 0..{num_models - 1} (or -1 for the combined FPS)",
             )
         return ClosedLoopSpec(c["enabled"], c["jobs"], c["keep_splits"], c["prioritize_model"])
 

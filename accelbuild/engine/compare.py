@@ -212,7 +212,8 @@ def as_json(sides: list[Side]) -> dict[str, Any]:
         result.append(entry)
     return {"sides": [s.label for s in sides], "simulated": [s.metrics.get("simulated") for s in sides],
             "kinds": [s.metrics.get("kind") for s in sides], "worst_frames": worst_frames(sides),
-            "measured_on": [s.metrics.get("measured_on") for s in sides], "rows": result}
+            "measured_on": [s.metrics.get("measured_on") for s in sides],
+            "fps_bound": [s.metrics.get("fps_bound") for s in sides], "rows": result}
 
 
 def text(sides: list[Side]) -> str:
@@ -241,6 +242,12 @@ def text(sides: list[Side]) -> str:
     if mixed:
         lines.append("")
         lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
+    bounds = [s for s in sides if s.metrics.get("fps_bound")]
+    if bounds:  # a one-sided credibility band: which way its figures are off
+        lines.append("")
+        article = {"upper": "an upper", "lower": "a lower"}
+        lines += [f"{s.label}: its fps is {article.get(s.metrics['fps_bound'], s.metrics['fps_bound'])} bound: "
+                  f"{s.metrics.get('band_text')}" for s in bounds]
     return "\n".join(lines) + "\n"
 
 

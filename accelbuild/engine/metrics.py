@@ -88,6 +88,9 @@ def read_metrics(benchmark: Path, quantize_records: dict[str, Path]) -> dict[str
     trust = bench.get("credibility")
     if isinstance(trust, dict) and trust.get("calibrated"):
         metrics["band_pct"] = trust.get("band_pct")
+        if trust.get("fps_bound"):  # every published point on one side of the model
+            metrics["fps_bound"] = trust["fps_bound"]
+            metrics["band_text"] = trust.get("text")
     return metrics
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.errors import ConfigError, InputFileError, UserError
 
 MAX_CANDIDATES = 40
 
@@ -150,28 +150,67 @@ TARGETS = {  # what init writes under target: for each family (the platform adde
 }
 
 
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text).lstrip("._-")
+
+
+def pipeline_name(stem: str, family: str, platform: str | None) -> str:
+    """``<stem>-<family>[-<platform>]``: pipelines init writes for one model on different targets get
+    different names, so their default ``build/<name>/`` folders never overwrite each other. An ethos-u
+    accelerator's name already says its family (``tinycls-ethos-u55-128``); a profile file is named by its stem."""
+    if platform is not None:
+        label = _safe(Path(platform).stem if platform.endswith((".yaml", ".yml")) else platform)
+        parts = [stem, label] if family == "ethos-u" else [stem, family, label]
+    else:
+        parts = [stem, family]
+    return "-".join(p for p in parts if p)[:128]
+
+
+def image_color(info: ModelInfo) -> str:
+    """The ``preprocess.color`` an image folder needs for the model's (first) input: gray for 1 channel,
+    rgb for 3; anything else cannot come from images (``UserError``: give .npy arrays), nor several inputs."""
+    if len(info.inputs) != 1:
+        names = ", ".join(i["name"] for i in info.inputs)
+        raise UserError(f"init: --data is a folder of images, but the model has {len(info.inputs)} inputs ({names}); "
+                        "images feed a model with one image input: give one subfolder of .npy arrays per input "
+                        "(docs/data.md)")
+    entry = info.inputs[0]
+    channels = channel_last(entry)[-1] if len(entry["shape"]) == 4 else None
+    if channels == 1:
+        return "gray"
+    if channels == 3:
+        return "rgb"
+    raise UserError(f"init: --data is a folder of images, but input {entry['name']!r} {entry['shape']} does not "
+                    "take 1 (gray) or 3 (rgb) channels; give a folder of .npy arrays (docs/data.md)")
+
+
 def starter_pipeline(info: ModelInfo, yaml_path: Path, family: str = "mx3", platform: str | None = None,
-                     data: Path | None = None) -> str:
+                     data: Path | None = None, data_kind: str = "images") -> str:
     """A pipeline YAML for the model that builds as written: its inputs and shapes (channel-last), the
-    family's target, the data folder when given; crop points suggested as comments."""
-    stem = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in info.path.stem).lstrip("._-") or "model"
+    family's target, the data folder when given (for images, the colour the input's channel count needs);
+    crop points suggested as comments. The name carries the family and platform (``pipeline_name``)."""
+    stem = _safe(info.path.stem) or "model"
+    written_platform = platform or ("ethos-u55-128" if family == "ethos-u" else None)
+    name = pipeline_name(stem, family, written_platform)
     relative = os.path.relpath(info.path.absolute(), yaml_path.absolute().parent)
     shapes = "\n".join(f"      {json.dumps(i['name'])}: {json.dumps(channel_last(i))}" for i in info.inputs)
     crop_in = json.dumps(info.auto_inputs)
     crop_out = json.dumps(info.auto_outputs)
     reasons = "".join(f"    #   ({reason})\n" for reason in info.auto_reasons)
-    target = "\n".join(TARGETS[family]).format(platform=platform or "ethos-u55-128")
+    target = "\n".join(TARGETS[family]).format(platform=written_platform)
     stanza = ""
     if data is not None:
         folder = os.path.relpath(data.absolute(), yaml_path.absolute().parent)
         stanza = ("    data:                          # representative inputs (docs/data.md)\n"
-                  f"      path: {json.dumps(folder)}\n"
-                  "      preprocess: {color: rgb, mean: [0], std: [255]}   # check what the model was trained on\n")
+                  f"      path: {json.dumps(folder)}\n")
+        if data_kind == "images":
+            stanza += (f"      preprocess: {{color: {image_color(info)}, mean: [0], std: [255]}}"
+                       "   # check what the model was trained on\n")
     return (
         f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
         "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
         "accelbuild: 1\n"
-        f"name: {stem}\n"
+        f"name: {name}\n"
         "target:\n"
         f"{target}\n"
         "models:\n"

@@ -1,12 +1,14 @@
 """The machine host figures are measured on (family cpu, and every family's host sections), and the
 onnxruntime it runs: described, not assumed.
 
-Read at planning time (cheap: /proc/cpuinfo and package metadata, no onnxruntime import), because both
-are parameters: a new onnxruntime rebuilds, and another machine re-measures.
+Read at planning time (cheap: /proc/cpuinfo, the machine id and package metadata, no onnxruntime import),
+because they are parameters: a new onnxruntime rebuilds, and another machine (``machine_identity``, not only
+another kind of CPU) re-measures.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 from dataclasses import dataclass
@@ -64,6 +66,39 @@ def this_machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> Machine:
     cpu = fields.get("model name") or fields.get("Hardware") or platform.processor() or "unknown CPU"
     present = set(fields.get("flags", "").split())
     return Machine(cpu, os.cpu_count() or 1, tuple(f for f in ISA_FLAGS if f in present), platform.machine())
+
+
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+
+
+MACHINE_ID_ENV = "ACCELBUILD_MACHINE_ID"
+
+
+def machine_identity(files: tuple[Path, ...] = MACHINE_ID_FILES) -> str:
+    """Which machine this is, not which kind: two hosts with the same CPU describe alike, but a figure
+    measured on one is not a fact about the other. ``ACCELBUILD_MACHINE_ID`` when set (containers made from
+    one image share the system's id), else the system's machine id (systemd/dbus), else the host name;
+    digested (16 hex digits), so none of them is written anywhere."""
+    named = os.environ.get(MACHINE_ID_ENV, "").strip()
+    return _digest("env:" + named) if named else _system_identity(files)
+
+
+@lru_cache(maxsize=4)
+def _system_identity(files: tuple[Path, ...]) -> str:
+    for path in files:
+        try:
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            break
+    else:
+        text = "host:" + platform.node()
+    return _digest(text)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

@@ -60,12 +60,79 @@ def test_init_for_each_family_with_data_builds_as_written(project: Path) -> None
         assert '"input": [32, 32, 3]' in text  # the model's [1, 3, 32, 32], channel-last
         built = run_cli("run", out, "--json", cwd=project)
         assert built.code == 0, built.stderr
-    record = (project / "build/tinycls/tinycls/import.json").read_text()
+    record = (project / "build/tinycls-cpu/tinycls/import.json").read_text()
     assert '"layout": "NCHW"' in record
     missing = run_cli("init", "models/tinycls.onnx", "--family", "npu", "-o", "n.yaml", cwd=project)
     assert missing.code == 2 and missing.stderr.startswith("init: --family npu needs --platform P: a built-in platform")
     typo = run_cli("init", "models/tinycls.onnx", "--family", "npu", "--platform", "TDA4VM", cwd=project)
     assert typo.code == 2 and typo.stderr.rstrip().endswith("did you mean 'tda4vm'?")
+
+
+def _gray_model(path: Path) -> None:
+    """A 1-channel image model: Conv 1 -> 4 channels on [1, 1, 16, 16]."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "gray",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_init_of_a_one_channel_model_writes_gray_and_builds(project: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    _gray_model(project / "models/gray.onnx")
+    (project / "imgs").mkdir()
+    for i in range(2):
+        Image.fromarray((np.random.default_rng(i).random((20, 20, 3)) * 255).astype(np.uint8)).save(
+            project / "imgs" / f"{i}.png")
+    result = run_cli("init", "models/gray.onnx", "--family", "cpu", "--data", "imgs", "-o", "g.yaml", cwd=project)
+    assert result.code == 0, result.stderr
+    text = (project / "g.yaml").read_text()
+    assert "color: gray" in text and '"x": [16, 16, 1]' in text
+    built = run_cli("run", "g.yaml", "-q", cwd=project)
+    assert built.code == 0, built.stderr
+
+
+def test_init_names_carry_the_family_and_platform_so_pipelines_do_not_collide(project: Path) -> None:
+    for args, out in ((("--family", "mx3"), "a.yaml"), (("--family", "npu", "--platform", "tda4vm"), "b.yaml"),
+                      (("--family", "ethos-u"), "c.yaml")):
+        assert run_cli("init", "models/tinycls.onnx", *args, "-o", out, cwd=project).code == 0
+    names = [next(line for line in (project / f).read_text().splitlines() if line.startswith("name:"))
+             for f in ("a.yaml", "b.yaml", "c.yaml")]
+    assert names == ["name: tinycls-mx3", "name: tinycls-npu-tda4vm", "name: tinycls-ethos-u55-128"]
+    assert run_cli("validate", "a.yaml", "b.yaml", "c.yaml", cwd=project).code == 0
+    # two pipelines of one run that would write one folder: exit 2 at load, naming both files
+    write(project / "d.yaml", (project / "a.yaml").read_text().replace("name: tinycls-mx3", "name: other\n"
+                                                                       "output: {dir: build/tinycls-mx3}"))
+    clash = run_cli("run", "a.yaml", "d.yaml", cwd=project)
+    assert clash.code == 2 and "Traceback" not in clash.stderr
+    assert clash.stderr.startswith("d.yaml:") and "output folder" in clash.stderr and "a.yaml" in clash.stderr
+    assert not (project / "build").exists()
+
+
+def test_init_data_needs_images_or_arrays(project: Path) -> None:
+    (project / "empty").mkdir()
+    (project / "notes").mkdir()
+    (project / "notes/readme.txt").write_text("no images here")
+    for folder in ("empty", "notes", "missing"):
+        result = run_cli("init", "models/tinycls.onnx", "--data", folder, "-o", f"{folder}.yaml", cwd=project)
+        assert result.code == 2 and result.stderr.startswith(f"{folder}: "), result.stderr
+        assert not (project / f"{folder}.yaml").exists()
+    # images cannot feed a model with two inputs: the pipeline would not build as written
+    import numpy as np
+    from PIL import Image
+
+    (project / "imgs").mkdir()
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(project / "imgs/0.png")
+    result = run_cli("init", "models/multi_input.onnx", "--data", "imgs", "-o", "mi.yaml", cwd=project)
+    assert result.code == 2 and result.stderr.startswith(
+        "init: --data is a folder of images, but the model has 2 inputs (image, meta)")
+    assert not (project / "mi.yaml").exists()
 
 
 def test_channel_first_input_shapes_say_what_was_meant(project: Path) -> None:

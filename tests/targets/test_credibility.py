@@ -90,6 +90,18 @@ def test_a_held_out_band_is_the_worst_held_out_error() -> None:
     assert entry["held_out"] is True and entry["cross_validated"] is False
 
 
+def test_a_band_records_its_direction_only_when_every_point_is_on_one_side() -> None:
+    """mx3's 51 held-out measurements all ran slower than predicted (time ratios 0.047 to 0.629): the band is
+    one-sided, and its nearest point 37.1% away; mixed points (every npu platform) give no direction."""
+    bench = _bench()
+    rows = [{"network": n, "kind": "held_out", "simulated_ratio": r} for n, r in (("a", 0.5), ("b", 0.8))]
+    assert bench.direction(rows, "simulated_ratio") == {"direction": "model_faster", "nearest_pct": 20.0}
+    assert bench.direction([{"r": 1.25}, {"r": 1.5}], "r") == {"direction": "model_slower", "nearest_pct": 25.0}
+    assert bench.direction([{"r": 0.9}, {"r": 1.1}], "r") == {}
+    assert TABLE["mx3"]["mx3"]["direction"] == "model_faster" and TABLE["mx3"]["mx3"]["nearest_pct"] == 37.1
+    assert not any("direction" in entry for entry in TABLE["npu"].values())
+
+
 def _bench() -> ModuleType:
     """bench/credibility.py (the bench folder is not a package; it imports scipy only to fit)."""
     sys.path.insert(0, str(ROOT / "bench"))

@@ -29,12 +29,13 @@ def _summary(bench: dict[str, Any], label: str) -> str:
     for m in bench["models"]:
         acc, e2e = m["accuracy"], m["end_to_end"]
         rows.append([html.esc(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['latency_p90_ms']:.3f}",
-                     html.num(e2e["fps"], 1), f"{e2e['latency_ms']:.3f}", html.esc(e2e["sections"]),
+                     _ms(m.get("latency_mean_ms")), html.num(e2e["fps"], 1), f"{e2e['latency_ms']:.3f}", html.esc(e2e["sections"]),
                      f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}", html.esc(frames.cell(acc))])
-    head = ["model", "FPS", "latency ms (median)", "p90 ms", "end-to-end FPS", "end-to-end ms", "sections",
+    head = ["model", "FPS (1000 / median)", "latency ms (median)", "p90 ms", "mean ms", "end-to-end FPS", "end-to-end ms", "sections",
             "cosine vs float", "SQNR dB", "inputs"]
     note = (f"Every figure is {html.esc(label)}: wall-clock time of one frame at a time over "
-            f"{bench['models'][0]['frames']} frames after {bench['models'][0]['warmup_frames']} warm-up frames. "
+            f"{bench['models'][0]['frames']} frames after {bench['models'][0]['warmup_frames']} warm-up frames; FPS is "
+            "1000 / the median latency of those frames (frames another process delayed move the mean and p90). "
             f"Accuracy compares {'model.so' if bench.get('backend') == 'tvm' else 'model.ort'} with the float "
             "model on the same inputs.")
     machine = bench["machine"]
@@ -68,3 +69,7 @@ def _operators(records: dict[str, dict[str, Any]]) -> str:
         title = "operators compiled by TVM" if r.get("program") == "model.so" else "operators after optimization"
         cards.append(html.card(f"{html.esc(name)}: {title}", html.table(["operator", "count"], rows), note))
     return "".join(cards)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"

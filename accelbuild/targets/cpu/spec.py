@@ -72,5 +72,6 @@ class CpuBenchmarkParams:
     frames: int
     host: bool  # time the cropped pre/post sections too (end-to-end figures)
     machine: str  # where the figures are measured: another machine re-measures rather than reusing them
+    machine_id: str  # which machine (util.machine.machine_identity): one of the same kind re-measures too
     calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it
     backend: str = "onnxruntime"  # what runs each model: onnxruntime (model.ort) or tvm (model.so)

@@ -45,7 +45,7 @@ from accelbuild.targets.cpu.spec import (
     TvmParams,
     program_files,
 )
-from accelbuild.util.machine import onnxruntime_version, this_machine
+from accelbuild.util.machine import machine_identity, onnxruntime_version, this_machine
 
 # quantize keys that choose per-layer or per-model precisions: the cpu family has one precision per build
 PRECISION_KEYS = ("bits", "bits_file", "auto_precision")
@@ -107,6 +107,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
     return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
                               pipeline.benchmark.host, this_machine().describe(onnxruntime_version()),
+                              machine_identity(),
                               tuple(calibration_frames(m) if pipeline.target.precision == "int8" else None
                                     for m in pipeline.models), pipeline.target.backend)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from accelbuild import __version__
 from accelbuild.stages.context import FanOut, SplitCache
+from accelbuild.targets import end_to_end
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp
 from accelbuild.targets.mx3.dfp import dfp_bytes
 from accelbuild.targets.mx3.hardware import HardwareProfile
@@ -76,7 +77,10 @@ def compile_and_simulate(job: SplitJob) -> tuple[int, bytes, dict[str, Any]]:
     data = dfp_bytes(dfp)
     program = program_of(parse_dfp(data, f"split {job.index}"), f"split {job.index}", graphs=False)  # as shipped
     result = timing.simulate(program, job.frames, seed=job.seed)
-    figures = {"fps": round(result.fps, 2), "model_fps": {k: round(v, 2) for k, v in result.model_fps.items()},
+    fps, fps_is = end_to_end.combined_fps(list(result.model_fps.values()),
+                                          "shared_input" if job.share_input else "concurrent")
+    figures = {"fps": round(fps, 2), "fps_is": fps_is,
+               "model_fps": {k: round(v, 2) for k, v in result.model_fps.items()},
                "latency_ms": round(max(result.steady_latency_ms.values()), 4),
                "model_latency_ms": {k: round(v, 4) for k, v in result.steady_latency_ms.items()},
                "binding": result.binding}
@@ -140,12 +144,14 @@ def split_key(input_digest: str, record: dict[str, Any], job_settings: dict[str,
 
 
 def choose(figures: list[dict[str, Any]], prioritize: int, model_names: list[str]) -> int:
-    """Index of the best split: highest total FPS, or highest FPS of model ``prioritize``; ties go to
-    the cost model's higher-ranked split."""
-    def score(i: int) -> float:
+    """Index of the best split: highest combined FPS (the slowest model's rate, as benchmark.json's fps), or
+    highest FPS of model ``prioritize``; then the models' rates together; remaining ties go to the cost
+    model's higher-ranked split."""
+    def score(i: int) -> tuple[float, float]:
         f = figures[i]
-        return f["fps"] if prioritize < 0 else f["model_fps"][model_names[prioritize]]
-    return max(range(len(figures)), key=lambda i: (score(i), -i))
+        total = sum(f["model_fps"].values())
+        return (f["fps"] if prioritize < 0 else f["model_fps"][model_names[prioritize]]), total
+    return max(range(len(figures)), key=lambda i: (*score(i), -i))
 
 
 @dataclass(frozen=True)

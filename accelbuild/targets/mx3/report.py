@@ -123,8 +123,10 @@ def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> st
     """One model: its throughput, latency and end-to-end rate. Several: a card per model, then the one
     combined figure that means something (named by ``fps_is``), never a sum of different models' frames."""
     models = bench.get("models", [])
+    reason = (data.get("mapping") or {}).get("num_chips_reason")  # fewer chips than num_chips asked for
     chips = _figure("Chips", esc(bench.get("num_chips", data.get("num_chips", "?"))), "",
-                    f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz", "")
+                    f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz"
+                    + (f" · {esc(reason)}" if reason else ""), "")
     if len(models) > 1:
         cards = [_model_figure(m, simulated) for m in models]
         cards.append(_figure(f"Together · {len(models)} models", _num(bench.get("fps")), "/s",

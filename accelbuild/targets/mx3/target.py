@@ -131,6 +131,20 @@ def _credibility(pipeline: PipelineSpec) -> dict[str, Any]:
     return credibility.band("mx3", raw["name"], json_digest(raw))
 
 
+def _check_weights(spec: PipelineSpec, checker: Any) -> None:
+    """A num_chips too small for the models' weights, said at load (the map stage would say it after import
+    and quantize): a lower bound from the model files (``weight_floor``)."""
+    from accelbuild.targets.mx3 import weight_floor
+    from accelbuild.targets.mx3.hardware import hardware_from_dict
+
+    if getattr(checker, "errors", None):  # a profile or model already refused: nothing to count against
+        return
+    hw = hardware_from_dict(_profile(spec))
+    problem = weight_floor.problem(weight_floor.chips_floor(spec, hw), hw, spec.target.num_chips)
+    if problem:
+        checker.error(("target", "num_chips"), problem)
+
+
 _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
          "accelbuild.report")
 
@@ -163,6 +177,7 @@ class Mx3Target:
                     checker.error(("models", model.index, "quantize", key),
                                   f"{key} applies to families that quantize activations (npu, ethos-u); mx3 "
                                   "computes activations in bfloat16, so only weights are quantized", key=True)
+        _check_weights(spec, checker)
         if spec.closed_loop.enabled and spec.target.effort != "hard":
             checker.error(
                 ("closed_loop", "enabled"),

@@ -118,6 +118,24 @@ def test_bad_keys_are_positioned_errors(project: Path) -> None:
         "bits.yaml:5:29: family cpu runs int8 weights or the float model, not 4-bit weights")
 
 
+def test_measured_figures_are_restored_on_the_same_machine_only(project: Path) -> None:
+    """After clean, the same machine restores its own benchmark from the cache; another machine (here named by
+    ACCELBUILD_MACHINE_ID, as a container would be) measures again: the machine is in the cache key."""
+    write(project / "m.yaml", "accelbuild: 1\nname: m\ntarget: {family: cpu}\nmodels:\n"
+                              "  - path: models/tinycls.onnx\nbenchmark: {frames: 5, accuracy: {samples: 1}}\n")
+
+    def benchmark(env: dict[str, str] | None = None) -> str:
+        assert run_cli("clean", "m.yaml", cwd=project).code == 0
+        result = run_cli("run", "m.yaml", "--json", cwd=project, env=env)
+        assert result.code == 0, result.stderr
+        return next(t["status"] for t in result.json()["tasks"] if t["stage"] == "benchmark")
+
+    assert benchmark() == "ran"
+    measured = (project / "build/m/benchmark.json").read_bytes()
+    assert benchmark() == "cached" and (project / "build/m/benchmark.json").read_bytes() == measured
+    assert benchmark({"ACCELBUILD_MACHINE_ID": "another-runner"}) == "ran"
+
+
 def test_compare_labels_measured_and_simulated_sides(project: Path) -> None:
     out = _build(project, "cpu_float", "float")
     write(project / "npu.yaml", PIPELINE.format(name="npu", precision="int8", level="all").replace(

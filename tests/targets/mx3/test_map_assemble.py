@@ -90,15 +90,31 @@ def test_too_few_chips_is_a_positioned_error(project: Path) -> None:
     text = ("accelbuild: 1\nname: p\ntarget: {num_chips: 1}\nmodels:\n  - path: models/chain.onnx\n"
             "    quantize: {weight_bits: 16}\nbenchmark: {accuracy: {samples: 1}}\n")
     result = _build(project, text, "--until", "map", expect=2)
-    assert "p.yaml:3:21: the models need at least 2 chips" in result.stderr
-    # which resource is short, and by how much: 12 x 589,824 weight bytes against one chip's 10.5 MB
-    assert "weight memory: 14,155,776 bytes needed, 10,500,000 on 1 chip(s) (3,655,776 short)" in result.stderr
+    # said at load, before import and quantize: 12 x 589,824 weights at 16 bits, 29 of 42,000-byte cores each
+    assert result.stderr.startswith(
+        "p.yaml:3:21: num_chips is 1, but the models' weights need at least 2 mx3 chips: chain 14,155,776 bytes "
+        "at 16-bit (348 MAC cores of 42,000 bytes; one chip has 250)")
+    assert not (project / "build/p").exists()
 
 
 def test_share_input_needs_equal_input_shapes(project: Path) -> None:
     text = PIPELINE.replace("{num_chips: 2, effort: hard}", "{num_chips: 2, share_input: true}")
     result = _build(project, text, expect=2)
     assert "p.yaml:3:37: share_input feeds one stream to every model, but their inputs differ" in result.stderr
+
+
+def test_mapping_fps_is_the_combined_figure_and_fewer_chips_say_why(project: Path) -> None:
+    """mapping.json's fps means what benchmark.json's does (the slowest model's rate, named by fps_is), never the
+    models' rates added; a mapping on fewer chips than num_chips says why, in the log and in mapping.json."""
+    result = _build(project, PIPELINE.replace("num_chips: 2, effort: hard", "num_chips: 4"), "--until", "map")
+    mapping = json.loads((project / "build/p/mapping.json").read_text())
+    rates = [m["fps"] for m in mapping["models"]]
+    assert mapping["fps"] == min(rates) < sum(rates)
+    assert mapping["fps_is"] == "sets per second, one frame of each of the 2 models (the slowest model's rate)"
+    assert mapping["num_chips_requested"] == 4 and mapping["num_chips"] < 4
+    reason = mapping["num_chips_reason"]
+    assert reason.startswith(f"mapped on {mapping['num_chips']} of the 4 chips requested: ") and " binds, and " in reason
+    assert f"accelbuild: warning: p: {reason}" in result.stderr
 
 
 def test_min_chips(project: Path) -> None:

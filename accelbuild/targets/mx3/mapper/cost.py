@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from accelbuild.targets import end_to_end
 from accelbuild.targets.mx3 import sharing
 from accelbuild.targets.mx3.hardware import HardwareProfile
 from accelbuild.targets.mx3.mapper import latency
@@ -74,7 +75,7 @@ class Placement:
 
 @dataclass
 class Estimate:
-    fps: float
+    fps: float  # the one combined figure benchmark.json's fps is (``fps_is``): the slowest model's rate
     model_fps: dict[str, float]
     latency_ms: dict[str, float]
     period_cycles: dict[str, float]
@@ -87,6 +88,12 @@ class Estimate:
     chip_link_load: list[float]    # bytes per second over each chip boundary
     chips_used: int
     chip_usage: list[dict[str, int]] = field(default_factory=list)
+    fps_is: str = "frames per second of the model"
+
+    @property
+    def total_fps(self) -> float:
+        """The models' rates added: a tie-break of the search only (frames of different models)."""
+        return sum(self.model_fps.values())
 
     @property
     def latency_max_ms(self) -> float:
@@ -153,8 +160,11 @@ def evaluate(layers: list[Layer], placements: list[Placement], hw: HardwareProfi
     latency = {m: _latency_ms(m, models, layers, placements, layer_cycles, model_fps[m], named[m], traffic, shares,
                               link_bytes, hw) for m in models}
     host = {m: traffic.input_bytes.get(m, 0) + traffic.output_bytes.get(m, 0) for m in models}
+    fps, fps_is = end_to_end.combined_fps([model_fps[m] for m in models],
+                                          "shared_input" if traffic.share_input else "concurrent")
     return Estimate(
-        fps=sum(model_fps.values()),
+        fps=fps,
+        fps_is=fps_is,
         model_fps=model_fps,
         latency_ms=latency,
         period_cycles=period,

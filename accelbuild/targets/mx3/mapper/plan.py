@@ -11,7 +11,7 @@ from typing import Any
 import onnx
 
 from accelbuild.targets.mx3.hardware import HardwareProfile
-from accelbuild.targets.mx3.mapper import cost, search
+from accelbuild.targets.mx3.mapper import cost, search, view
 from accelbuild.targets.mx3.mapper.layers import Layer, extract_layers
 from accelbuild.util.onnx_graph import real_inputs
 
@@ -90,8 +90,10 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
         "clock_mhz": hw.chip.clock_mhz,
         "num_chips": estimate.chips_used,
         "num_chips_requested": mapping.num_chips,
+        **({"num_chips_reason": reason} if (reason := fewer_chips_reason(mapping)) else {}),
         "effort": effort,
         "fps": round(estimate.fps, 2),
+        "fps_is": estimate.fps_is,
         "latency_ms": round(estimate.latency_max_ms, 4),
         "bottleneck": estimate.bottleneck,
         "models": [{"name": m, "fps": round(estimate.model_fps[m], 2), "latency_ms": round(estimate.latency_ms[m], 4),
@@ -109,6 +111,28 @@ def record(mapping: Mapping, hw: HardwareProfile, effort: str) -> dict[str, Any]
             for i, c in enumerate(mapping.candidates)
         ] if effort == "hard" else [],
     }
+
+
+def fewer_chips_reason(mapping: Mapping) -> str | None:
+    """Why the chosen mapping uses fewer chips than ``num_chips`` (None when it uses them all). The search
+    takes any split over at most num_chips chips; one over more chips was not predicted faster, because what
+    binds the slowest model is something more chips do not relieve."""
+    estimate, request = mapping.best.estimate, mapping.request
+    used, asked = estimate.chips_used, mapping.num_chips
+    if used >= asked:
+        return None
+    head = f"mapped on {used} of the {asked} chips requested: "
+    if request.target_fps is not None and estimate.fps >= request.target_fps:
+        return head + f"target_fps {request.target_fps:g} is reached on {used} (the search stops there)"
+    bound = estimate.bottleneck
+    kind = bound.get("kind")
+    why = {"layer": "a layer runs on the cores of one chip, so more chips cannot make it faster",
+           "host_link": "more chips do not widen the host link",
+           "host_buffers": "more chips do not add host transfers in flight",
+           "chip_link": "another chip boundary would put more activations on the chip links"}.get(
+        str(kind), "no split over more chips was predicted faster")
+    lazy = " (effort lazy: one greedy fill; effort normal searches the split)" if request.effort == "lazy" else ""
+    return head + f"{view.describe(bound)} binds, and {why}{lazy}"
 
 
 def assign_core_ids(layers: list[Layer], placements: list[cost.Placement]) -> list[int]:

@@ -25,6 +25,8 @@ def render(mapping: dict[str, Any]) -> str:
         f"bottleneck: {_bottleneck(mapping['bottleneck'])}",
         f"shades: '{SHADES}' = idle .. busy every cycle",
     ]
+    if mapping.get("num_chips_reason"):
+        lines.insert(1, mapping["num_chips_reason"])
     for chip in mapping["chips"]:
         if not chip["mac_cores"] and not chip["alu_cores"]:
             continue
