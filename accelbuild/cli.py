@@ -106,9 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=H,W,C",
                       help="shape of a dynamic input, channel-last without batch (repeatable)")
     init.add_argument("--family", default="mx3", metavar="F",
-                      help="target family: mx3 (default), npu, ethos-u or cpu")
+                      help="target family: mx3 (default), npu, ethos-u, cpu, rknn or qnn")
     init.add_argument("--platform", metavar="P", help="npu: the platform (required; e.g. tda4vm, x5); ethos-u: "
-                                                      "the Vela accelerator config (default ethos-u55-128)")
+                                                      "the Vela accelerator config (default ethos-u55-128); rknn: "
+                                                      "the SoC (default rk3588); qnn: the SoC (default sm8650)")
     init.add_argument("--data", metavar="DIR", help="a folder of representative inputs (images or .npy)")
     return parser
 
@@ -414,8 +415,9 @@ def _init_target(args: argparse.Namespace) -> None:
     if args.family == "npu" and not args.platform:
         raise UserError("init: --family npu needs --platform P: a built-in platform (am62a, am68a, mlsoc, "
                         "tda4vm, x3, x5; docs/npu.md) or a profile .yaml")
-    if args.platform and args.family not in ("npu", "ethos-u"):
-        raise UserError(f"init: --platform applies to --family npu or ethos-u, not {args.family}")
+    if args.platform and args.family not in ("npu", *model_info.DEFAULT_PLATFORMS):
+        raise UserError(f"init: --platform applies to --family npu, {', '.join(model_info.DEFAULT_PLATFORMS)}, not "
+                        f"{args.family}")
 
 
 def _checked_pipeline(text: str, out: Path) -> None:

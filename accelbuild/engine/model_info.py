@@ -147,7 +147,10 @@ TARGETS = {  # what init writes under target: for each family (the platform adde
     "npu": ["  family: npu", "  platform: {platform}"],
     "ethos-u": ["  family: ethos-u", "  accelerator: {platform}"],
     "cpu": ["  family: cpu", "  precision: float"],
+    "rknn": ["  family: rknn", "  platform: {platform}            # rknn-toolkit2's target_platform (docs/rknn.md)"],
+    "qnn": ["  family: qnn", "  soc: {platform}               # the Snapdragon SoC (docs/qnn.md)"],
 }
+DEFAULT_PLATFORMS = {"ethos-u": "ethos-u55-128", "rknn": "rk3588", "qnn": "sm8650"}  # --platform left out
 
 
 def _safe(text: str) -> str:
@@ -190,7 +193,7 @@ def starter_pipeline(info: ModelInfo, yaml_path: Path, family: str = "mx3", plat
     family's target, the data folder when given (for images, the colour the input's channel count needs);
     crop points suggested as comments. The name carries the family and platform (``pipeline_name``)."""
     stem = _safe(info.path.stem) or "model"
-    written_platform = platform or ("ethos-u55-128" if family == "ethos-u" else None)
+    written_platform = platform or DEFAULT_PLATFORMS.get(family)
     name = pipeline_name(stem, family, written_platform)
     relative = os.path.relpath(info.path.absolute(), yaml_path.absolute().parent)
     shapes = "\n".join(f"      {json.dumps(i['name'])}: {json.dumps(channel_last(i))}" for i in info.inputs)

@@ -115,6 +115,19 @@ def test_init_names_carry_the_family_and_platform_so_pipelines_do_not_collide(pr
     assert not (project / "build").exists()
 
 
+def test_init_writes_the_vendor_families_with_their_default_platforms(project: Path) -> None:
+    """rknn and qnn pipelines load as written without their toolchains (loading needs none)."""
+    for args, out, name, line in ((("--family", "rknn"), "r.yaml", "tinycls-rknn-rk3588", "  platform: rk3588"),
+                                  (("--family", "qnn", "--platform", "sm8550"), "q.yaml", "tinycls-qnn-sm8550",
+                                   "  soc: sm8550")):
+        assert run_cli("init", "models/tinycls.onnx", *args, "-o", out, cwd=project).code == 0
+        text = (project / out).read_text()
+        assert f"name: {name}\n" in text and line in text
+    assert run_cli("validate", "r.yaml", "q.yaml", cwd=project).code == 0
+    wrong = run_cli("init", "models/tinycls.onnx", "--family", "cpu", "--platform", "x", cwd=project)
+    assert wrong.code == 2 and "--platform applies to --family npu, ethos-u, rknn, qnn, not cpu" in wrong.stderr
+
+
 def test_init_data_needs_images_or_arrays(project: Path) -> None:
     (project / "empty").mkdir()
     (project / "notes").mkdir()
