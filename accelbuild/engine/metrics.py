@@ -108,11 +108,15 @@ def _at(record: dict[str, Any], dotted: str) -> tuple[bool, Any]:
 
 def kind(bench: dict[str, Any]) -> str:
     """How a build's figures were obtained: "measured" (on a real machine), "estimated by <tool>" (a vendor
-    compiler's estimate), or "simulated" (a modelled accelerator)."""
+    compiler's estimate), "simulated" (a modelled accelerator), or "no timing: <why>" (a build whose speed needs
+    a device: its accuracy is emulated by the vendor's tool, ``emulated_by``)."""
     if bench.get("measured"):
         return "measured"
     if bench.get("estimated_by"):
         return f"estimated by {bench['estimated_by']}"
+    if bench.get("fps") is None and bench.get("timing"):
+        return f"no timing: {bench['timing']}" + (f"; accuracy emulated by {bench['emulated_by']}"
+                                                   if bench.get("emulated_by") else "")
     return "simulated"
 
 

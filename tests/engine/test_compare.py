@@ -102,3 +102,13 @@ def test_a_one_sided_band_makes_fps_a_bound_in_compare(tmp_path: Path) -> None:
     shown = text(sides)
     assert f"a: its fps is an upper bound: {mx3['text']}" in shown and "b: its fps is" not in shown
     assert as_json(sides)["fps_bound"] == ["upper", None]
+
+
+def test_each_kind_of_figure_is_named_for_what_it_is() -> None:
+    from accelbuild.engine.metrics import kind
+
+    assert kind({"measured": True, "fps": 1.0}) == "measured"
+    assert kind({"estimated_by": "rknn-toolkit2 2.5.0", "fps": 1.0}) == "estimated by rknn-toolkit2 2.5.0"
+    assert kind({"fps": None, "timing": "needs a device", "emulated_by": "onnxruntime-qnn 2.7.0"}) == \
+        "no timing: needs a device; accuracy emulated by onnxruntime-qnn 2.7.0"
+    assert kind({"simulated": True, "fps": 1.0}) == "simulated"
