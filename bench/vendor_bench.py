@@ -82,7 +82,10 @@ def held_out(bench: dict) -> list[float]:
 
 def timed_pair(work: Path, yaml_path: Path, toolchains: Path, repeat: int,
                reference: Callable[[int], dict]) -> tuple[float, float, dict]:
-    """accelbuild and the tool alone, alternating ``repeat`` times: their medians and the tool's last answer."""
+    """accelbuild and the tool alone, alternating ``repeat`` times after one untimed pair (the first run of each
+    reads its libraries from disk): their medians and the tool's last answer."""
+    accelbuild_run(work, yaml_path, toolchains)
+    reference(-1)
     ours, theirs, last = [], [], {}
     for i in range(repeat):
         ours.append(accelbuild_run(work, yaml_path, toolchains))
