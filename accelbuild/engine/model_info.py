@@ -50,6 +50,8 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
     as in a pipeline) fixes dynamic dimensions; other inputs take the model's own shapes."""
     from accelbuild.config.load import MODEL_FORMATS, load_pipeline
     from accelbuild.engine.plan import plan
+    from accelbuild.engine.state import conversions_dir
+    from accelbuild.frontends.tensorflow import conversion_cache
     from accelbuild.passes import auto_crop
     from accelbuild.stages import import_
     from accelbuild.stages.context import StageContext
@@ -66,7 +68,8 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
         try:
             job = plan([load_pipeline(str(yaml_path))], until="import")[0]
             outputs = {name: Path(tmp) / name for name in job.outputs}
-            import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
+            with conversion_cache(conversions_dir()):  # a Keras model is converted once, not per command
+                import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
         except ConfigError as exc:  # said about the temporary pipeline: say it about the model
             message = exc.message.replace("give its shape in input_shapes", "give --input-shape NAME=H,W,C")
             for prefix in (f"{path.absolute()}: ", f"{path}: "):  # the file is named once, by the error

@@ -1,8 +1,9 @@
 """``validate`` opens the models: the import and crop stages run into a temporary folder, exactly as
 ``run`` would run them (same code, same messages), and the ``bits`` layer names are checked against the
 AI section's weighted layers. So input names, crop tensors and per-layer bits that do not exist in the
-model are reported by ``validate``, not found later by ``run``. Nothing is written to the build folders,
-the state or the cache.
+model are reported by ``validate``, not found later by ``run``. Nothing is written to the build folders
+or the cache; the state dir keeps TensorFlow's conversions of Keras and SavedModel models
+(``state.conversions_dir``), so validating such a model again does not convert it again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import onnx
 from accelbuild.config.spec import PipelineSpec
 from accelbuild.engine import read_guard
 from accelbuild.engine.plan import Job, plan
+from accelbuild.engine.state import conversions_dir
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, StageError, UserError
+from accelbuild.frontends.tensorflow import conversion_cache
 from accelbuild.stages.context import StageContext
 
 
@@ -39,7 +42,7 @@ def check_models(pipelines: list[PipelineSpec]) -> None:
 
 
 def _check(pipelines: list[PipelineSpec], errors: list[UserError], failed: set[tuple[str, str | None]]) -> None:
-    with tempfile.TemporaryDirectory(prefix="accelbuild-validate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="accelbuild-validate-") as tmp, conversion_cache(conversions_dir()):
         moved: dict[Path, Path] = {}
         for index, job in enumerate(plan(pipelines, until="crop")):
             if (job.pipeline_name, job.model_name) in failed:
@@ -65,18 +68,19 @@ def _run(job: Job, inputs: dict[str, Path], outputs: dict[str, Path]) -> None:
     for path in outputs.values():
         path.parent.mkdir(parents=True, exist_ok=True)
     module = importlib.import_module(job.module)
-    with read_guard.guarding(job, inputs, {p.parent for p in outputs.values()}):
+    own = {*(p.parent for p in outputs.values()), conversions_dir()}  # the conversion cache is validate's own
+    with read_guard.guarding(job, inputs, own):
         module.run(StageContext(job.params, inputs, outputs, job.locate))
 
 
 def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:
     """The model's ``bits`` / ``bits_file`` name weighted layers of its AI section."""
-    from accelbuild.stages import quantize
-
     pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
     model = next(m for m in pipeline.models if m.name == crop_job.model_name)
     if not model.quantize.bits and model.quantize.bits_file is None:
         return
+    from accelbuild.stages import quantize
+
     quantize_job = next(j for j in plan([pipeline], until="quantize")
                         if j.stage == "quantize" and j.model_name == model.name)
     ctx = StageContext(quantize_job.params, quantize_job.inputs, {}, quantize_job.locate)
@@ -91,16 +95,16 @@ def _check_data(crop_job: Job, pipelines: list[PipelineSpec], outputs: dict[str,
     """``models[].data`` against the folder and the model, every problem at once: a ``count`` larger than
     the folder, a ``resize`` that does not fit the model's input, inputs and subfolders that do not match,
     and every image that cannot be read."""
-    from accelbuild.data.files import scan, shown_path
-    from accelbuild.data.images import read_image, target_size
-    from accelbuild.data.load import check_inputs
-    from accelbuild.data.spec import data_spec, input_infos
-    from accelbuild.passes.sections import read_section
-
     pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
     model = next(m for m in pipeline.models if m.name == crop_job.model_name)
     if model.data is None:
         return
+    from accelbuild.data.files import scan, shown_path
+    from accelbuild.data.images import read_image, target_size  # Pillow: only for a model with data
+    from accelbuild.data.load import check_inputs
+    from accelbuild.data.spec import data_spec, input_infos
+    from accelbuild.passes.sections import read_section
+
     spec = data_spec(model.data.params, model.data.path)
     locate = crop_job.locate
 

@@ -8,15 +8,24 @@ A file that cannot be read or has unsupported operators raises ``InputFileError`
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
 
-from accelbuild.frontends.tflite.convert import QUANT_METADATA_KEY, convert
-from accelbuild.frontends.tflite.dynamic_shapes import Shapes, requested_shapes, with_shapes_at
-from accelbuild.frontends.tflite.reader import read_model
+    from accelbuild.frontends.tflite.dynamic_shapes import Shapes
 
 __all__ = ["QUANT_METADATA_KEY", "load_tflite"]
+
+
+def __getattr__(name: str) -> Any:
+    """``QUANT_METADATA_KEY`` from .convert, imported on first use: code that only needs a submodule such
+    as .layout (the crop stage) does not pay for the converter and the tflite package."""
+    if name == "QUANT_METADATA_KEY":
+        return importlib.import_module("accelbuild.frontends.tflite.convert").QUANT_METADATA_KEY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
@@ -25,5 +34,9 @@ def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
     ``shapes`` are the pipeline's ``input_shapes`` (without batch, by name or in order): a dynamic input
     given another shape is converted at it, with every tensor's shape recomputed (:mod:`.dynamic_shapes`).
     """
+    from accelbuild.frontends.tflite.convert import convert
+    from accelbuild.frontends.tflite.dynamic_shapes import requested_shapes, with_shapes_at
+    from accelbuild.frontends.tflite.reader import read_model
+
     model = read_model(Path(path))
     return convert(with_shapes_at(model, requested_shapes(model, shapes)))
