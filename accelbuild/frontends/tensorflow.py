@@ -37,9 +37,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from accelbuild.errors import InputFileError
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
@@ -48,6 +46,9 @@ log = logging.getLogger(__name__)
 
 EXTRA = "pip install 'accelbuild[tensorflow]'  (TensorFlow's converter)"
 SIGNATURE = "serving_default"
+
+if TYPE_CHECKING:
+    import onnx
 
 _CACHE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tensorflow_conversions", default=None)
 
