@@ -9,7 +9,6 @@ import numpy as np
 
 from accelbuild.data.arrays import array_sample
 from accelbuild.data.files import DataFolder, scan, shown_path
-from accelbuild.data.images import image_sample
 from accelbuild.data.spec import DataSpec, InputInfo
 from accelbuild.errors import InputFileError
 
@@ -43,6 +42,8 @@ def _iter_folder(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) ->
     by_name = {info.name: info for info in inputs}
     for sample in folder.samples:
         if folder.kind == "images":
+            from accelbuild.data.images import image_sample  # Pillow, only where images are read
+
             path = sample.files[None]
             yield {inputs[0].name: image_sample(path, shown_path(spec, path.name), spec, inputs[0])}
         elif not folder.per_input:
@@ -71,3 +72,4 @@ def check_inputs(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) ->
     for name in sorted(n for n in given if n not in names):
         raise InputFileError(shown_path(spec, str(name)), f"no model input is named {name!r} "
                                                           f"(the model's inputs: {', '.join(names)})")
+

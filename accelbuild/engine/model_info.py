@@ -13,11 +13,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
-
+from accelbuild.engine import info_cache
 from accelbuild.errors import ConfigError, InputFileError, UserError
+
+if TYPE_CHECKING:
+    import onnx
 
 MAX_CANDIDATES = 40
 
@@ -50,8 +52,8 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
     as in a pipeline) fixes dynamic dimensions; other inputs take the model's own shapes."""
     from accelbuild.config.load import MODEL_FORMATS, load_pipeline
     from accelbuild.engine.plan import plan
-    from accelbuild.passes import auto_crop
-    from accelbuild.stages import import_
+    from accelbuild.engine.state import conversions_dir
+    from accelbuild.frontends.tensorflow import conversion_cache
     from accelbuild.stages.context import StageContext
 
     if path.suffix.lower() not in MODEL_FORMATS:
@@ -65,20 +67,33 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
                              f"    path: {json.dumps(str(path.absolute()))}\n    input_shapes: {shapes}\n")
         try:
             job = plan([load_pipeline(str(yaml_path))], until="import")[0]
+            key = info_cache.key(job)
+            known = info_cache.read(key, path)  # the same bytes and shapes described before
+            if known is not None:
+                return known
+            from accelbuild.stages import import_  # onnx, onnxruntime and the passes: only to read the model
+
             outputs = {name: Path(tmp) / name for name in job.outputs}
-            import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
+            with conversion_cache(conversions_dir()):  # a Keras model is converted once, not per command
+                import_.run(StageContext(job.params, job.inputs, outputs, job.locate))
         except ConfigError as exc:  # said about the temporary pipeline: say it about the model
             message = exc.message.replace("give its shape in input_shapes", "give --input-shape NAME=H,W,C")
             for prefix in (f"{path.absolute()}: ", f"{path}: "):  # the file is named once, by the error
                 message = message.removeprefix(prefix)
             raise InputFileError(path, message.replace(" of model 'model'", "")) from None
+        import onnx
+
         model = onnx.load(str(outputs["imported.onnx"]))
         record = json.loads(outputs["import.json"].read_text())
+    from accelbuild.passes import auto_crop
+
     shapes = _shapes(model)
     prediction = auto_crop.predict(model)
-    return ModelInfo(path, record["inputs"], [TensorInfo(o.name, shapes.get(o.name, [])) for o in model.graph.output],
+    info = ModelInfo(path, record["inputs"], [TensorInfo(o.name, shapes.get(o.name, [])) for o in model.graph.output],
                      [TensorInfo(t, shapes.get(t, [])) for t in cut_points(model)][:MAX_CANDIDATES],
                      prediction.inputs, prediction.outputs, prediction.reasons)
+    info_cache.add(key, info)
+    return info
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:

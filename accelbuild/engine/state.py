@@ -48,6 +48,12 @@ def working_folder(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
+def conversions_dir(state_dir: Path | None = None) -> Path:
+    """Where ``tensors``, ``init`` and ``validate`` keep TensorFlow's conversions of Keras and SavedModel
+    models, by content (``frontends/tensorflow.py``), so the next command on the same model skips them."""
+    return (state_dir or default_state_dir()) / "tensorflow_conversions"
+
+
 def default_cache_dir(state_dir: Path) -> Path:
     env = os.environ.get("ACCELBUILD_CACHE_DIR")
     return Path(env) if env else state_dir / "cache"

@@ -14,14 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import onnx
-
 from accelbuild.config.schema_check import did_you_mean
 from accelbuild.config.spec import InputShapes
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
-from accelbuild.util.onnx_graph import readers, real_inputs
 
 if TYPE_CHECKING:
+    import onnx
+
     from accelbuild.errors import Locator
 
 Dim = int | str | None
@@ -47,6 +46,8 @@ class ResolvedInput:
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """Real inputs (old IR versions also list initializers as inputs)."""
+    from accelbuild.util.onnx_graph import real_inputs  # onnx: not for looks_channel_first (init)
+
     return real_inputs(model.graph)
 
 
@@ -199,6 +200,8 @@ def _empty_input_message(model: onnx.ModelProto, name: str, model_name: str, dim
     """Why an input with a static zero-size dimension is refused (no input_shapes value can fix it)."""
     message = (f"input {name!r} of model {model_name!r} is an empty tensor: the model fixes its shape to "
                f"{show_dims(dims)}, so it holds no values; accelbuild imports inputs that carry data")
+    from accelbuild.util.onnx_graph import readers
+
     users = readers(model.graph, name)
     if not users:
         return message + " (and no node reads it: remove it from the model)"

@@ -15,29 +15,52 @@ These converters are an optional extra (``pip install 'accelbuild[tensorflow]'``
 dependency most users of ONNX and TFLite models never need. Without it, the import stage stops with an
 exit-2 error that names the extra. TensorFlow's start-up chatter (C++ logs, absl, Keras's prints) is kept
 out of accelbuild's output unless ``-v``.
+
+Conversions are slow (a minute and most of a gigabyte for a large Keras model), so within
+``conversion_cache(folder)`` (``tensors``, ``init`` and ``validate`` use the state dir's) each result is kept
+by content: the key digests the model file(s), the converter settings (format, input shapes), the installed
+TensorFlow and Keras versions and this module's source. A second command on the same model reads the
+TFLite bytes back and never starts TensorFlow. A build's import stage is cached by the artifact cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import hashlib
 import importlib.metadata
 import io
+import json
 import logging
 import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from accelbuild.errors import InputFileError
+from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 
 EXTRA = "pip install 'accelbuild[tensorflow]'  (TensorFlow's converter)"
 SIGNATURE = "serving_default"
+
+if TYPE_CHECKING:
+    import onnx
+
+_CACHE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tensorflow_conversions", default=None)
+
+
+@contextlib.contextmanager
+def conversion_cache(folder: Path) -> Iterator[None]:
+    """Conversions in this block are kept in (and read back from) ``folder``, by content."""
+    token = _CACHE_DIR.set(folder)
+    try:
+        yield
+    finally:
+        _CACHE_DIR.reset(token)
 
 
 def converter_version() -> str | None:
@@ -57,6 +80,32 @@ def load_tensorflow(path: Path, fmt: str, shapes: dict[str, Sequence[int]] | Seq
     ``fmt`` is ``keras``, ``savedmodel`` (``path`` is the folder) or ``tensorflow`` (a frozen ``.pb``);
     ``shapes`` are the pipeline's channel-last ``input_shapes`` without batch (by name or in order),
     used where the model leaves dimensions open."""
+    data, versions = _cached_conversion(path, fmt, shapes)
+    from accelbuild.frontends.tflite.convert import convert
+    from accelbuild.frontends.tflite.reader import parse_model
+
+    names = signature_names(data)
+    model = convert(parse_model(path, data))
+    _rename_boundary(model, names)
+    record = {"converter": "tf.lite.TFLiteConverter", "tensorflow": versions["tensorflow"],
+              **({"keras": versions["keras"]} if fmt == "keras" and versions.get("keras") else {}),
+              "signature": names}
+    return model, record
+
+
+def _cached_conversion(path: Path, fmt: str, shapes: Any) -> tuple[bytes, dict[str, str | None]]:
+    """TensorFlow's TFLite bytes for the model and the versions that made them: from the conversion
+    cache when one is in use and holds them, else converted now (and kept there)."""
+    folder = _CACHE_DIR.get()
+    key = conversion_key(path, fmt, shapes) if folder is not None and converter_version() else None
+    if folder is not None and key is not None:
+        data_file, versions_file = folder / f"{key}.tflite", folder / f"{key}.json"
+        with contextlib.suppress(OSError, ValueError):
+            versions = json.loads(versions_file.read_text(encoding="utf-8"))
+            data = data_file.read_bytes()
+            if hashlib.sha256(data).hexdigest() == versions.get("sha256"):
+                log.debug("%s: TensorFlow's conversion read from %s", path, data_file)
+                return data, versions
     tf = _import_tensorflow(path)
     with _quiet():
         if fmt == "keras":
@@ -65,17 +114,30 @@ def load_tensorflow(path: Path, fmt: str, shapes: dict[str, Sequence[int]] | Seq
             data = _from_saved_model(tf, path)
         else:
             data = _from_frozen_graph(tf, path, shapes)
-    from accelbuild.frontends.tflite import convert
-    from accelbuild.frontends.tflite.reader import parse_model
+    versions = {"tensorflow": tf.__version__, "keras": _version("keras")}
+    if folder is not None and key is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(data_file, data)
+        write_json_atomic(versions_file, {**versions, "sha256": hashlib.sha256(data).hexdigest()})
+    return data, versions
 
-    names = signature_names(data)
-    model = convert(parse_model(path, data))
-    _rename_boundary(model, names)
-    keras_version = _version("keras")
-    record = {"converter": "tf.lite.TFLiteConverter", "tensorflow": tf.__version__,
-              **({"keras": keras_version} if fmt == "keras" and keras_version else {}),
-              "signature": names}
-    return model, record
+
+def conversion_key(path: Path, fmt: str, shapes: Any) -> str:
+    """Digest of what a conversion depends on: the model's bytes (every file of a SavedModel folder, by
+    relative name), the format and input shapes, TensorFlow's and Keras's versions, this module's code."""
+    digest = hashlib.sha256()
+    settings = {"format": fmt, "shapes": shapes if isinstance(shapes, dict) else list(shapes),
+                "tensorflow": converter_version(), "keras": _version("keras")}
+    digest.update(json.dumps(settings, sort_keys=True, default=list).encode())
+    digest.update(Path(__file__).read_bytes())
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        name = file.relative_to(path).as_posix() if path.is_dir() else ""
+        digest.update(f"\0{name}\0{file.stat().st_size}\0".encode())
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _import_tensorflow(path: Path) -> Any:

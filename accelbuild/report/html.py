@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 SIMULATED = "simulated: modelled accelerator"
 
@@ -64,6 +65,11 @@ def _tag(simulated: bool, host: bool = False) -> str:
     return '<span class="tag">measured</span>'
 
 
+def _kind(text: str) -> str:
+    """How a figure was obtained, as its tag: ``estimated by Vela 4.2.0``, ``measured on <machine>``."""
+    return f'<span class="tag kind" title="{esc(text)}">{esc(text)}</span>'
+
+
 def _ticks(top: float, count: int = 5) -> list[float]:
     """Round tick values from 0 to at least ``top``."""
     if top <= 0:
@@ -109,6 +115,18 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") ->
     return f'<table class="{css}"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _name(text: object) -> str:
+    """A name from the data (a model, a TFLite layer: often a long path with no space), cut short with an
+    ellipsis where it is too long for its column; the ``title`` holds it whole."""
+    shown = esc(text)
+    return f'<span class="name" title="{shown}">{shown}</span>'
+
+
+def _prose(text: object) -> str:
+    """A sentence in a table cell (which inputs, why): it wraps, where numbers and names do not."""
+    return f'<span class="prose">{esc(text)}</span>' if text else ""
+
+
 def _card(title: str, content: str, note: str = "") -> str:
     extra = f'<p class="note">{note}</p>' if note else ""
     return f'<div class="card"><h2>{title}</h2>{content}{extra}</div>'
@@ -142,15 +160,15 @@ nav a{color:#cbd5e1;text-decoration:none;padding:9px 16px;border-radius:6px 6px 
 nav a:hover{color:#fff;background:#374151}
 nav a.active{background:var(--bg);color:var(--ink)}
 main{max-width:1340px;margin:0 auto;padding:20px 32px 40px}
+main p,.figure,.note,.bottleneck,.card h2{overflow-wrap:anywhere}
 .js section.tab{display:none}
 .js section.tab.active{display:block}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px 20px;margin:0 0 18px;
- overflow-x:auto}
+ overflow-x:auto;min-width:0}
 .card h2{font-size:15px;margin:0 0 12px;font-weight:600}
 .note{color:var(--muted);font-size:12.5px;margin:10px 0 0}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:18px}
-.figures{display:grid;grid-template-columns:repeat(4,1fr);gap:18px;margin-bottom:18px}
-.figure{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:14px 18px}
+.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));gap:18px;margin-bottom:18px}
+.figure{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:14px 18px;min-width:0}
 .figure .top{display:flex;justify-content:space-between;align-items:center;gap:6px;flex-wrap:wrap}
 .figure .label{color:var(--muted);font-size:12.5px;text-transform:uppercase;letter-spacing:.04em}
 .figure .tag{margin:0 0 0 4px}
@@ -161,10 +179,11 @@ main{max-width:1340px;margin:0 auto;padding:20px 32px 40px}
  border:1px solid #d1d5db;color:var(--muted);vertical-align:middle;margin-left:6px;white-space:nowrap}
 .tag.sim{background:#fef3c7;border-color:#f59e0b;color:#92400e}
 .tag.host{background:#e0f2fe;border-color:#38bdf8;color:#075985}
+.tag.kind{white-space:normal;max-width:100%;overflow-wrap:anywhere}
 .badge{background:#fef3c7;color:#92400e;border-radius:12px;padding:2px 10px;font-size:12px;font-weight:600}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{padding:5px 9px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}
-th{font-size:12px;color:var(--muted);font-weight:600;background:#f9fafb}
+th{font-size:12px;color:var(--muted);font-weight:600;background:#f9fafb;white-space:normal;min-width:4.5em}
 th:first-child,td:first-child,td.name,th.name{text-align:left}
 tbody tr:hover{background:#f8fafc}
 .sortable th{cursor:pointer;user-select:none;position:sticky;top:0;z-index:1}
@@ -174,6 +193,10 @@ tbody tr:hover{background:#f8fafc}
 .scroll{max-height:720px;overflow:auto;border:1px solid var(--line);border-radius:6px}
 .scroll table{border:0}
 td.name{max-width:220px;overflow:hidden;text-overflow:ellipsis}
+span.prose{display:inline-block;white-space:normal;min-width:12em;max-width:26em;text-align:left;
+ overflow-wrap:anywhere}
+span.name{display:inline-block;max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
+ vertical-align:bottom}
 table.layers{font-size:12.5px}
 table.layers th,table.layers td{padding:4px 6px}
 .bar{display:flex;align-items:center;gap:6px;justify-content:flex-end}
@@ -201,7 +224,8 @@ svg .frame{stroke:#9ca3af;stroke-dasharray:4 3}
 .chip dt{color:var(--muted)}
 .chip dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 .bottleneck{background:#fff7ed;border-left:3px solid #f28e2b;padding:8px 12px;margin:0 0 12px;border-radius:4px}
-span.bound{white-space:normal;display:inline-block;min-width:220px;text-align:left}
+span.bound{white-space:normal;display:inline-block;min-width:220px;max-width:420px;text-align:left;
+ overflow-wrap:anywhere}
 """
 
 SCRIPT = """
@@ -257,6 +281,38 @@ def _figure(label: str, value: str, unit: str, detail: str, tag: str) -> str:
             f'<div class="value">{value}{small}</div><div class="detail">{detail}</div></div>')
 
 
+def _accuracy_figure(models: Sequence[dict[str, Any]], how: str, tag: str = "") -> str:
+    """The headline accuracy: the lowest cosine similarity to the float model over ``models`` (benchmark.json
+    entries), whose it is, its SQNR and ``how`` it was measured."""
+    scored = [m for m in models if isinstance((m.get("accuracy") or {}).get("cosine"), (int, float))]
+    if not scored:
+        return _figure("Accuracy", "—", "", "not measured", tag)
+    worst = min(scored, key=lambda m: m["accuracy"]["cosine"])
+    accuracy = worst["accuracy"]
+    whose = f"model {esc(worst.get('name', '?'))}" + (f", the lowest of {len(scored)}" if len(scored) > 1 else "")
+    detail = f"cosine vs float · {whose} · SQNR {_num(accuracy.get('sqnr_db'), 1)} dB · {how}"
+    return _figure("Accuracy", f"{accuracy['cosine']:.5f}", "", detail, tag)
+
+
+def _speed_figures(models: Sequence[dict[str, Any]], tag: str, latency_note: str = "") -> list[str]:
+    """Headline throughput and latency: for one model its two figures; for several, one card per model
+    (never a sum of different models' frames)."""
+    if len(models) == 1:
+        model = models[0]
+        name = esc(model.get("name", "?"))
+        return [_figure("Throughput", _num(model.get("fps")), "FPS", f"model {name}", tag),
+                _figure("Latency", _num(model.get("latency_ms"), 3), "ms",
+                        f"model {name}, one frame" + (f" · {latency_note}" if latency_note else ""), tag)]
+    return [_figure(f"Throughput · {esc(m.get('name', '?'))}", _num(m.get("fps")), "FPS",
+                    f"latency {_num(m.get('latency_ms'), 3)} ms", tag) for m in models]
+
+
+def _figures(cards: Sequence[str]) -> str:
+    return f'<div class="figures">{"".join(cards)}</div>'
+
+
 # Building blocks for other families' reports (the npu and ethos-u reports draw with these).
-section, card, table, figure, tag, svg, rect, text, line, legend, swatch, num, si, pct, ticks = (
-    _section, _card, _table, _figure, _tag, _svg, _rect, _text, _line, _legend, _swatch, _num, _si, _pct, _ticks)
+section, card, table, figure, tag, svg, rect, text, line, legend, swatch, num, si, pct, ticks, name = (
+    _section, _card, _table, _figure, _tag, _svg, _rect, _text, _line, _legend, _swatch, _num, _si, _pct, _ticks,
+    _name)
+prose, kind, accuracy_figure, speed_figures, figures = _prose, _kind, _accuracy_figure, _speed_figures, _figures

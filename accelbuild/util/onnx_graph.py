@@ -177,18 +177,31 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     defined = defined_names(graph)
     available = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
     available |= {name for names in reads for name in names if name not in defined}
-    pending = list(zip(graph.node, reads))
+    # in waves: wave k+1 is every node (in graph order) whose reads the waves up to k provide
+    missing = [{name for name in names if name not in available} for names in reads]
+    waiting: dict[str, list[int]] = defaultdict(list)
+    for index, names in enumerate(missing):
+        for name in names:
+            waiting[name].append(index)
+    wave = [index for index, names in enumerate(missing) if not names]
     ordered: list[onnx.NodeProto] = []
-    while pending:
-        ready = [(n, r) for n, r in pending if all(i in available for i in r)]
-        if not ready:
-            names = ", ".join(n.name or n.op_type for n, _ in pending[:5])
-            raise ValueError(f"graph has a cycle near: {names}")
-        ready_ids = {id(n) for n, _ in ready}
-        pending = [(n, r) for n, r in pending if id(n) not in ready_ids]
-        for node, _ in ready:
-            ordered.append(node)
-            available.update(node.output)
+    while wave:
+        ready: list[int] = []
+        for index in wave:
+            ordered.append(graph.node[index])
+            for name in graph.node[index].output:
+                if name in available:
+                    continue
+                available.add(name)
+                for reader in waiting.pop(name, ()):
+                    missing[reader].discard(name)
+                    if not missing[reader]:
+                        ready.append(reader)
+        wave = sorted(ready)
+    if len(ordered) < len(graph.node):
+        placed = {id(n) for n in ordered}
+        names = ", ".join([n.name or n.op_type for n in graph.node if id(n) not in placed][:5])
+        raise ValueError(f"graph has a cycle near: {names}")
     return ordered
 
 

@@ -5,6 +5,7 @@ errors, and none of TensorFlow's chatter in accelbuild's output."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -170,3 +171,39 @@ def test_the_converter_version_is_a_parameter_of_import(tmp_path: Path) -> None:
     assert job.params_json["converter"] == f"tensorflow {tf.__version__}"
     assert run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300).code == 0
     assert json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]["keras"] == keras.__version__
+
+
+def test_a_conversion_is_kept_by_content_and_tensorflow_not_started_again(tmp_path: Path, monkeypatch) -> None:
+    from accelbuild.frontends import tensorflow as frontend
+
+    _sequential().save(tmp_path / "m.h5")
+    cache = tmp_path / "conversions"
+    with frontend.conversion_cache(cache):
+        first, record = frontend.load_tensorflow(tmp_path / "m.h5", "keras")
+    assert len(list(cache.glob("*.tflite"))) == 1
+    monkeypatch.setattr(frontend, "_import_tensorflow", lambda path: pytest.fail("TensorFlow started again"))
+    with frontend.conversion_cache(cache):
+        again, record_again = frontend.load_tensorflow(tmp_path / "m.h5", "keras")
+    assert again.SerializeToString() == first.SerializeToString() and record_again == record
+    assert record["tensorflow"] == tf.__version__ and record["keras"] == keras.__version__
+    monkeypatch.undo()
+    _sequential().save(tmp_path / "m.h5")  # other weights: another key, converted anew
+    with frontend.conversion_cache(cache):
+        frontend.load_tensorflow(tmp_path / "m.h5", "keras")
+    assert len(list(cache.glob("*.tflite"))) == 2
+    assert frontend.conversion_key(tmp_path / "m.h5", "keras", ()) != frontend.conversion_key(
+        tmp_path / "m.h5", "keras", {"x": [8, 8, 3]})  # the converter settings are part of the key
+
+
+def test_tensors_twice_on_an_h5_converts_once(tmp_path: Path) -> None:
+    _sequential().save(tmp_path / "m.h5")
+    env = {"ACCELBUILD_STATE_DIR": str(tmp_path / "state")}
+    first = run_cli("tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    assert first.code == 0, first.stderr
+    assert len(list((tmp_path / "state/tensorflow_conversions").glob("*.tflite"))) == 1
+    second = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    assert second.code == 0 and second.stdout == first.stdout and "TensorFlow" not in second.stderr  # described
+    shutil.rmtree(tmp_path / "state/model_info")  # imported again: from the kept conversion
+    third = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    assert third.code == 0 and third.stdout == first.stdout
+    assert "TensorFlow's conversion read from" in third.stderr and "TensorFlow said" not in third.stderr

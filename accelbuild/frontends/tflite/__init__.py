@@ -8,22 +8,24 @@ A file that cannot be read or has unsupported operators raises ``InputFileError`
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
 
-from accelbuild.errors import InputFileError
-from accelbuild.frontends.tflite.convert import QUANT_METADATA_KEY, convert
-from accelbuild.frontends.tflite.dynamic_shapes import (
-    Shapes,
-    at_stored_inputs,
-    placeholder_hint,
-    requested_shapes,
-    with_shapes_at,
-)
-from accelbuild.frontends.tflite.reader import read_model
+    from accelbuild.frontends.tflite.dynamic_shapes import Shapes
 
 __all__ = ["QUANT_METADATA_KEY", "load_tflite"]
+
+
+def __getattr__(name: str) -> Any:
+    """``QUANT_METADATA_KEY`` from .convert, imported on first use: code that only needs a submodule such
+    as .layout (the crop stage) does not pay for the converter and the tflite package."""
+    if name == "QUANT_METADATA_KEY":
+        return importlib.import_module("accelbuild.frontends.tflite.convert").QUANT_METADATA_KEY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
@@ -33,6 +35,16 @@ def load_tflite(path: Path, shapes: Shapes | None = None) -> onnx.ModelProto:
     given another shape is converted at it, with every tensor's shape recomputed (:mod:`.dynamic_shapes`);
     otherwise a model with placeholder shapes is converted at LiteRT's shapes for its stored inputs.
     """
+    from accelbuild.errors import InputFileError
+    from accelbuild.frontends.tflite.convert import convert
+    from accelbuild.frontends.tflite.dynamic_shapes import (
+        at_stored_inputs,
+        placeholder_hint,
+        requested_shapes,
+        with_shapes_at,
+    )
+    from accelbuild.frontends.tflite.reader import read_model
+
     model = read_model(Path(path))
     wanted = requested_shapes(model, shapes)
     model = with_shapes_at(model, wanted) if wanted else at_stored_inputs(model)

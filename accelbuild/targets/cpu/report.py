@@ -28,9 +28,10 @@ def _summary(bench: dict[str, Any], label: str) -> str:
     rows = []
     for m in bench["models"]:
         acc, e2e = m["accuracy"], m["end_to_end"]
-        rows.append([html.esc(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['latency_p90_ms']:.3f}",
-                     _ms(m.get("latency_mean_ms")), html.num(e2e["fps"], 1), f"{e2e['latency_ms']:.3f}", html.esc(e2e["sections"]),
-                     f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}", html.esc(frames.cell(acc))])
+        rows.append([html.name(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['latency_p90_ms']:.3f}",
+                     _ms(m.get("latency_mean_ms")), html.num(e2e["fps"], 1), f"{e2e['latency_ms']:.3f}",
+                     html.prose(e2e["sections"]), f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}",
+                     html.prose(frames.cell(acc))])
     head = ["model", "FPS (1000 / median)", "latency ms (median)", "p90 ms", "mean ms", "end-to-end FPS", "end-to-end ms", "sections",
             "cosine vs float", "SQNR dB", "inputs"]
     note = (f"Every figure is {html.esc(label)}: wall-clock time of one frame at a time over "
@@ -42,13 +43,22 @@ def _summary(bench: dict[str, Any], label: str) -> str:
     facts = [["CPU", html.esc(machine["cpu"])], ["logical cores", str(machine["logical_cores"])],
              ["instruction sets", html.esc(", ".join(machine["isa"]) or "—")],
              ["int8 dot product", html.esc(machine["int8_dot_product"])]]
-    return (html.card(f"Models {html.tag(False)}", html.table(head, rows), note)
+    models = bench["models"]
+    tag = html.kind(label)
+    cards = html.speed_figures(models, tag, "median")
+    if len(models) == 1:
+        e2e = models[0]["end_to_end"]
+        cards.append(html.figure("End-to-end", html.num(e2e["fps"], 1), "FPS",
+                                 f"{html.num(e2e['latency_ms'], 3)} ms · {html.esc(e2e['sections'])}", tag))
+    program = "model.so" if bench.get("backend") == "tvm" else "model.ort"
+    cards.append(html.accuracy_figure(models, f"{program} on this machine", tag))
+    return (html.figures(cards) + html.card(f"Models {tag}", html.table(head, rows), note)
             + html.card("Machine", html.table(["", ""], facts)))
 
 
 def _session(configs: dict[str, dict[str, Any]]) -> str:
     keys = ("precision", "graph_optimization_level", "execution_mode", "intra_op_num_threads", "inter_op_num_threads")
-    rows = [[html.esc(name), *(html.esc(c[k]) for k in keys), html.esc("; ".join(c["notes"]))]
+    rows = [[html.name(name), *(html.esc(c[k]) for k in keys), html.prose("; ".join(c["notes"]))]
             for name, c in configs.items()]
     return html.card("Session options (session.json)", html.table(["model", *keys, "why"], rows))
 
@@ -56,7 +66,7 @@ def _session(configs: dict[str, dict[str, Any]]) -> str:
 def _operators(records: dict[str, dict[str, Any]]) -> str:
     cards = []
     for name, r in records.items():
-        rows = [[html.esc(op), str(n)] for op, n in r["operators"].items()]
+        rows = [[html.name(op), str(n)] for op, n in r["operators"].items()]
         check = r["check"]
         program = r.get("program", "model.ort")
         note = (f"{program}: {r['bytes']:,} bytes, {r['integer_operators']} integer operators; against "

@@ -23,15 +23,19 @@ def _summary(bench: dict[str, Any], label: str) -> str:
     rows = []
     for m in bench["models"]:
         acc = m["accuracy"]
-        rows.append([html.esc(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['cycles']:,}",
+        rows.append([html.name(m["name"]), html.num(m["fps"], 1), f"{m['latency_ms']:.3f}", f"{m['cycles']:,}",
                      f"{m['npu_ops']}", f"{len(m['cpu_ops'])}", html.si(m["sram_bytes"], "B"),
                      html.si(m["flash_bytes"], "B"), f"{acc['cosine']:.5f}", f"{acc['sqnr_db']:.1f}",
-                     html.esc(frames.cell(acc))])
+                     html.prose(frames.cell(acc))])
     head = ["model", "FPS", "latency ms", "cycles", "NPU ops", "CPU ops", "SRAM", "flash", "cosine vs float",
             "SQNR dB", "inputs"]
     note = (f"Speed and memory are {label} for {html.esc(bench['accelerator'])} at the system config's clock; "
             "accuracy compares int8.tflite run in LiteRT with the float model on the same inputs.")
-    return html.card(f"Models ({html.esc(label)})", html.table(head, rows), note)
+    tag = html.kind(label)
+    models = bench["models"]
+    cards = [*html.speed_figures(models, tag, "at the system config's clock"),
+             html.accuracy_figure(models, "int8.tflite in LiteRT")]
+    return html.figures(cards) + html.card(f"Models {tag}", html.table(head, rows), note)
 
 
 def _layers(stats: dict[str, list[dict[str, Any]]], label: str) -> str:
@@ -42,7 +46,7 @@ def _layers(stats: dict[str, list[dict[str, Any]]], label: str) -> str:
         for layer in layers:
             cycles = layer["cycles"] or 0
             bar = f'<div style="background:#4c78a8;height:10px;width:{100.0 * cycles / top:.1f}%"></div>'
-            rows.append([html.esc(layer["name"]), html.esc(layer["op"]), html.esc(layer["npu_op"]),
+            rows.append([html.name(layer["name"]), html.esc(layer["op"]), html.esc(layer["npu_op"]),
                          html.esc(layer["unit"]), f"{cycles:,}", bar, f"{layer['macs'] or 0:,}"])
         cards.append(html.card(f"{html.esc(model)}: cycles per layer ({html.esc(label)})",
                                html.table(["layer", "TFLite op", "NPU op", "unit", "cycles", "", "MACs"], rows,
@@ -51,7 +55,7 @@ def _layers(stats: dict[str, list[dict[str, Any]]], label: str) -> str:
 
 
 def _cpu(bench: dict[str, Any]) -> str:
-    rows = [[html.esc(m["name"]), html.esc(op["op"]), html.esc(op["name"]), html.esc(op.get("reason", ""))]
+    rows = [[html.name(m["name"]), html.esc(op["op"]), html.name(op["name"]), html.prose(op.get("reason", ""))]
             for m in bench["models"] for op in m["cpu_ops"]]
     content = html.table(["model", "operator", "output", "why Vela left it on the CPU"], rows) if rows else \
         "<p>Every operator runs on the NPU.</p>"

@@ -201,4 +201,25 @@ def steady_bandwidth(sim: timing.TimingResult, period: float, periods: int = 4) 
                 series[span.track][i] += rate
     return {"t_us": [round((t - start) * 1e6, 3) for t in grid], "series": series,
             "bytes_per_frame": {track: round(per_frame.get(track, 0.0)) for track in series},
-            "window_us": round((end - start) * 1e6, 3), "window_bytes": {t: round(b) for t, b in moved.items()}}
+            "window_us": round((end - start) * 1e6, 3), "window_bytes": {t: round(b) for t, b in moved.items()},
+            "running": running_models(sim, transfers, start, end)}
+
+
+def running_models(sim: timing.TimingResult, transfers: list[timing.Span], start: float, end: float
+                   ) -> dict[str, dict[str, float | None]]:
+    """Per model, when it moves data in the window ``start``..``end`` (seconds): ``from_us`` / ``until_us``
+    (from the window's start) where its host transfers begin late or stop early by more than one of its
+    frame periods, None where they reach the window's edge. A model with a higher frame rate finishes its
+    frames before the slowest one does, so near the run's end not every model is running."""
+    running: dict[str, dict[str, float | None]] = {}
+    for model in sorted(sim.model_fps):
+        spans = [s for s in transfers if s.kind in ("host_in", "host_out") and s.track.endswith(f" · {model}")
+                 and s.end > start and s.start < end]
+        if not spans:
+            running[model] = {"from_us": None, "until_us": 0.0}  # done before the window
+            continue
+        period = 1.0 / sim.model_fps[model] if sim.model_fps[model] else end - start
+        first, last = min(max(s.start, start) for s in spans), max(min(s.end, end) for s in spans)
+        running[model] = {"from_us": round((first - start) * 1e6, 3) if first - start > period else None,
+                          "until_us": round((last - start) * 1e6, 3) if end - last > period else None}
+    return running

@@ -36,12 +36,15 @@ from accelbuild.report.html import (
     LINK_COLOURS,
     MAC,
     NEUTRAL,
+    _accuracy_figure,
     _card,
     _figure,
     _legend,
     _line,
+    _name,
     _num,
     _pct,
+    _prose,
     _rect,
     _section,
     _si,
@@ -93,7 +96,7 @@ def _summary_tab(data: dict[str, Any]) -> str:
     trust = bench.get("credibility") or {}
     parts = [_figures(data, bench, simulated),
              _card("How far to trust these figures", f"<p>{esc(trust.get('text', 'not recorded'))}</p>"),
-             '<div class="grid2">' + _stages_card(bench, simulated) + _cost_card(data, bench, simulated) + "</div>",
+             _stages_card(bench, simulated), _cost_card(data, bench, simulated),
              _card(f"Models {_tag(simulated)}", _models_table(bench),
                    "Accuracy compares the accelerator's output with the float model on the same inputs."),
              _unsupported_card(bench)]
@@ -127,18 +130,19 @@ def _figures(data: dict[str, Any], bench: dict[str, Any], simulated: bool) -> st
     chips = _figure("Chips", esc(bench.get("num_chips", data.get("num_chips", "?"))), "",
                     f"{esc(data.get('chip_gen', '?'))} at {_num(data.get('clock_mhz'), 0)} MHz"
                     + (f" · {esc(reason)}" if reason else ""), "")
+    accuracy = _accuracy_figure(models, "the accelerator's simulated output", _tag(simulated))
     if len(models) > 1:
         cards = [_model_figure(m, simulated) for m in models]
         cards.append(_figure(f"Together · {len(models)} models", _num(bench.get("fps")), "/s",
                              esc(bench.get("fps_is", "")), _tag(simulated)))
-        return f'<div class="figures">{"".join(cards + [chips])}</div>'
+        return f'<div class="figures">{"".join(cards + [chips, accuracy])}</div>'
     e2e = bench.get("end_to_end_fps")
     cards = [_throughput_figure(bench, models, simulated), _latency_figure(bench, models, simulated), chips]
     if e2e is not None:
         bound = _bound_text(bench)
         tag = _tag(simulated) + (_tag(simulated, host=True) if bench.get("host") else "")
         cards.append(_figure("End-to-end", _num(e2e), "FPS", f"bounded by {bound}", tag))
-    return f'<div class="figures">{"".join(cards)}</div>'
+    return f'<div class="figures">{"".join(cards + [accuracy])}</div>'
 
 
 def _model_figure(model: dict[str, Any], simulated: bool) -> str:
@@ -291,7 +295,7 @@ def _agreement_card(entries: list[dict[str, Any]], bench: dict[str, Any], mappin
         cost, sim = entry.get("cost_model") or {}, entry.get("simulated") or {}
         fps = _comparison_row("", cost.get("fps"), sim.get("fps"), 1)[1:]
         latency = _comparison_row("", cost.get("latency_ms"), sim.get("latency_ms"), 3)[1:]
-        rows.append([f"<b>{esc(entry.get('model', '?'))}</b>", *fps, *latency])
+        rows.append([f"<b>{_name(entry.get('model', '?'))}</b>", *fps, *latency])
     head = ["Model", "FPS, cost model", f"FPS, simulation {_tag(simulated)}", "difference", "Latency (ms), cost model",
             f"Latency (ms), simulation {_tag(simulated)}", "difference"]
     lines = []
@@ -323,11 +327,11 @@ def _models_table(bench: dict[str, Any]) -> str:
     for model in bench.get("models", []):
         accuracy = model.get("accuracy") or {}
         binding = model.get("binding")
-        rows.append([f"<b>{esc(model.get('name', '?'))}</b>", _num(model.get("fps")),
+        rows.append([f"<b>{_name(model.get('name', '?'))}</b>", _num(model.get("fps")),
                      _num(model.get("latency_ms"), 3), _num(model.get("first_frame_latency_ms"), 3),
                      f'<span class="bound">{_mapping_bottleneck(binding)}</span>' if isinstance(binding, dict) else "—",
                      _num(accuracy.get("cosine"), 6), _num(accuracy.get("sqnr_db"), 1),
-                     _num(accuracy.get("max_abs_err"), 4), esc(frames.cell(accuracy)) or "—"])
+                     _num(accuracy.get("max_abs_err"), 4), _prose(frames.cell(accuracy)) or "—"])
     head = ["Model", "FPS", "Latency (ms)", "First-frame latency (ms)", "Bound by (simulator)", "Cosine similarity",
             "SQNR (dB)", "Max abs error", "Inputs (real or random) and frames (the cosine is the worst with signal)"]
     return _table(head, rows)
@@ -346,11 +350,29 @@ def _temporal_tab(data: dict[str, Any]) -> str:
     chart = _line_legend(styles) + _line_chart(t_us, series, styles)
     window = bandwidth.get("window_us")
     note = (f"Link traffic in the steady state: the last {_num(window, 1)} µs before the run's last input (frame "
-            f"period {_num(timing.get('frame_period_us'), 1)} µs), all models running; each transfer at its own "
-            "rate while it is on the link; bytes per second, decimal units." if window else
+            f"period {_num(timing.get('frame_period_us'), 1)} µs), {_running_text(bandwidth.get('running'))}; each "
+            "transfer at its own rate while it is on the link; bytes per second, decimal units." if window else
             f"Link traffic over one frame period ({_num(timing.get('frame_period_us'), 1)} µs); bytes per second.")
     return (_card(f"Bandwidth in the steady state {tag}", chart, note)
             + _card(f"Per link {tag}", _bandwidth_table(t_us, series, styles, bandwidth.get("bytes_per_frame"))))
+
+
+def _running_text(running: dict[str, dict[str, Any]] | None) -> str:
+    """Which models move data in the bandwidth window: a faster model's frames end before the slowest's."""
+    if not running:
+        return "every model's transfers shown"
+    if all(r.get("from_us") is None and r.get("until_us") is None for r in running.values()):
+        return "all models running" if len(running) > 1 else "the model running"
+    parts = []
+    for name, r in running.items():
+        start, until = r.get("from_us"), r.get("until_us")
+        if until is not None and until <= (start or 0.0):
+            parts.append(f"{esc(name)} not running (its frames are done)")
+            continue
+        when = [f"from {_num(start, 1)} µs"] if start is not None else []
+        when += [f"until {_num(until, 1)} µs (its frames are done)"] if until is not None else []
+        parts.append(f"{esc(name)} {' '.join(when) or 'throughout'}")
+    return "; ".join(parts)
 
 
 def _series_styles(names: list[str]) -> dict[str, tuple[str, str]]:
@@ -518,7 +540,7 @@ def _layer_row(index: int, layer: dict[str, Any], scales: dict[str, float]) -> s
     name = esc(layer.get("name", ""))
     cells = [
         _cell(str(index), index), f'<td class="name" title="{name}">{name}</td>',
-        f'<td class="name">{esc(layer.get("model", ""))}</td>', _cell(esc(layer.get("chip", "")), layer.get("chip")),
+        f'<td class="name" title="{esc(layer.get("model", ""))}">{esc(layer.get("model", ""))}</td>', _cell(esc(layer.get("chip", "")), layer.get("chip")),
         f'<td class="name">{esc(kind.upper())}</td>', _cell(esc(layer.get("cores", "")), layer.get("cores")),
         _bar_cell(_si(macs), macs, macs / scales["macs"], MAC),
         _bar_cell(_num(compute, 1), compute, compute / scales["compute"], colour),

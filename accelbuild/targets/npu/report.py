@@ -49,12 +49,13 @@ def _summary(data: dict[str, Any]) -> str:
         h.figure("Offload", h.esc(offload.get("host_layers", 0)), "host layers",
                  f"{h.esc(offload.get('npu_layers', 0))} on the NPU, {h.esc(offload.get('subgraphs', 0))} subgraphs",
                  ""),
+        h.accuracy_figure(bench.get("models", []), "subgraphs in sequence in onnxruntime"),
     ]
     rows = []
     for m in bench.get("models", []):
         acc = m.get("accuracy", {})
-        rows.append([h.esc(m.get("name")), h.num(m.get("fps")), h.num(m.get("latency_ms"), 3),
-                     h.num(acc.get("cosine"), 5), h.num(acc.get("sqnr_db"), 2), h.esc(frames.cell(acc))])
+        rows.append([h.name(m.get("name")), h.num(m.get("fps")), h.num(m.get("latency_ms"), 3),
+                     h.num(acc.get("cosine"), 5), h.num(acc.get("sqnr_db"), 2), h.prose(frames.cell(acc))])
     models = h.card(f"Models {sim}", h.table(["model", "FPS", "latency ms", "cosine", "SQNR dB", "inputs"], rows),
                     "Accuracy: the package's subgraphs run in sequence (NPU programs as their integer QDQ "
                     "arithmetic in onnxruntime, host subgraphs as compiled, below) against the float model on the "
@@ -124,7 +125,7 @@ def _layers(data: dict[str, Any]) -> str:
     rows = []
     for layer in data.get("layers", []):
         cycles = layer["end_cycle"] - layer["start_cycle"]
-        rows.append([h.esc(layer["subgraph"]), h.esc(layer["name"]), h.esc(layer["unit"]),
+        rows.append([h.esc(layer["subgraph"]), h.name(layer["name"]), h.esc(layer["unit"]),
                      f'<span data-v="{layer["start_cycle"]}">{layer["start_cycle"]:,}</span>',
                      f"{cycles:,}", f"{layer.get('compute_cycles', 0):,}", f"{layer.get('load_cycles', 0):,}",
                      f"{layer.get('store_cycles', 0):,}", h.si(layer.get("ddr_bytes"), "B")])

@@ -202,3 +202,20 @@ def test_the_bandwidth_tab_measures_bytes_per_frame_in_the_steady_state(project:
     assert moved == pytest.approx(expected, rel=0.1)  # the steady state: one output per frame period
     host_in = next(t for t in report["timeline"] if t["track"] == "host in · det")
     assert len(host_in["spans"]) == 12  # the timeline shows the first frames only
+
+
+def test_the_bandwidth_window_says_which_models_are_running() -> None:
+    """Ten frames each: det (1 kFPS) moves data to the window's end; cls (1.6 kFPS) finishes its frames early."""
+    from accelbuild.targets.mx3 import benchmarking
+    from accelbuild.targets.mx3.sim.timing import Span, TimingResult
+
+    spans = [Span("host in · det", "host_in", f * 1e-3, f * 1e-3 + 2e-4, 1000, f) for f in range(10)]
+    spans += [Span("host in · cls", "host_in", f * 6.25e-4, f * 6.25e-4 + 1e-4, 100, f) for f in range(10)]
+    sim = TimingResult(frames=10, fps=2600.0, model_fps={"det": 1000.0, "cls": 1600.0}, first_latency_ms={},
+                       steady_latency_ms={}, layers=[], core_utilization={}, spans=spans)
+    bandwidth = benchmarking.steady_bandwidth(sim, 1e-3)
+    assert bandwidth["window_us"] == pytest.approx(4000.0)  # four periods before det's last input, at 9 ms
+    assert bandwidth["running"]["det"] == {"from_us": None, "until_us": None}
+    assert bandwidth["running"]["cls"] == {"from_us": None, "until_us": pytest.approx(725.0)}  # 5.725 ms - 5 ms
+    late = benchmarking.running_models(sim, [s for s in spans], 7.5e-3, 9e-3)
+    assert late["cls"] == {"from_us": None, "until_us": 0.0} and late["det"] == {"from_us": None, "until_us": None}

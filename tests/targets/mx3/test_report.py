@@ -73,7 +73,7 @@ def test_simulated_figures_say_so(page: str) -> None:
     assert f'<span class="badge">{SIMULATED}</span>' in page
     figures = re.findall(r'<div class="figure">.*?</div></div>', _sections(page)["summary"])
     simulated = [f for f in figures if "Chips" not in f]
-    assert len(simulated) == 3 and all('class="tag sim"' in f for f in simulated)
+    assert len(simulated) == 4 and all('class="tag sim"' in f for f in simulated)  # 2 models, together, accuracy
     measured = copy.deepcopy(sample_data())
     measured["simulated"] = measured["benchmark"]["simulated"] = False
     assert SIMULATED not in render_report(measured).replace(f'title="{SIMULATED}"', "")
@@ -398,3 +398,17 @@ def _paeth(line: bytearray, previous: bytearray, bpp: int) -> None:
         pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
         predictor = a if pa <= pb and pa <= pc else b if pb <= pc else c
         line[i] = (line[i] + predictor) & 0xFF
+
+
+def test_the_temporal_caption_says_which_models_are_running() -> None:
+    data = sample_data()
+    bandwidth = data["timing"]["bandwidth"]
+    bandwidth["window_us"] = 400.0
+    bandwidth["running"] = {"cls": {"from_us": None, "until_us": 120.5}, "det": {"from_us": None, "until_us": None}}
+    temporal = _sections(render_report(data))["temporal"]
+    assert "cls until 120.5 µs (its frames are done); det throughout" in temporal
+    assert "all models running" not in temporal
+    bandwidth["running"] = {"cls": {"from_us": None, "until_us": 0.0}, "det": {"from_us": None, "until_us": None}}
+    assert "cls not running (its frames are done); det throughout" in _sections(render_report(data))["temporal"]
+    bandwidth["running"] = {name: {"from_us": None, "until_us": None} for name in ("cls", "det")}
+    assert "all models running" in _sections(render_report(data))["temporal"]
