@@ -173,3 +173,24 @@ def test_toolchain_list_and_install_through_the_cli(project: Path) -> None:
     assert again.code == 0 and "toolchain rknn: ready" in again.stdout
     unknown = run_cli("toolchain", "install", "rknnn", cwd=project, env=env)
     assert unknown.code == 2 and "no registered family has a toolchain named 'rknnn'" in unknown.stderr
+
+
+def test_a_restore_in_a_fresh_checkout_needs_no_toolchain(project: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task key holds the toolchain's pinned package set, not its folder: a checkout elsewhere with the
+    cache restores every task and never looks for (or makes) the toolchain."""
+    summary, _ = _build(project, "rk3588")
+    assert summary.ok
+    fresh = tmp_path_factory.mktemp("fresh")
+    for name in ("net.onnx", "rk.yaml"):
+        (fresh / name).write_bytes((project / name).read_bytes())
+    empty = tmp_path_factory.mktemp("no-toolchains")
+    monkeypatch.setenv(ROOT_ENV, str(empty))
+    monkeypatch.chdir(fresh)
+    cache = project / ".accelbuild" / "cache"
+    restored = api.run(load_pipelines(["rk.yaml"]), RunOptions(root=fresh, state_dir=fresh / ".accelbuild",
+                                                                 cache_dir=cache))
+    assert restored.ok and {r.status for r in restored.results} == {"cached"}
+    assert list(empty.iterdir()) == []
+    assert (fresh / "build" / "rk" / "net" / "net.rknn").read_bytes() == \
+        (project / "build" / "rk" / "net" / "net.rknn").read_bytes()
