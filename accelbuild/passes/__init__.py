@@ -76,7 +76,7 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
     skipped for changing the outputs), and ``ModelShapeError`` when ``shapes_given`` (the user chose the
     input shapes) and the model fails at them for a shape reason: onnxruntime says so while running it, or
     refuses to load it at them while it loads the model with its inputs typed as ``own_inputs`` (the model
-    file's own input shapes).
+    file's own input shapes), and the passes did not mend it (``if_branches`` keeps the branch that runs).
     """
     reference = onnx.ModelProto()
     reference.CopyFrom(model)
@@ -91,7 +91,8 @@ def run_passes(model: onnx.ModelProto, passes: tuple[Pass, ...] = PASSES, verify
         return record
     check = verify_mod.Reference(reference, inputs=inputs)
     if shapes_given and (check.shape_problem or (check.load_failed and own_inputs is not None and
-                                                 verify_mod.loads(verify_mod.with_input_types(reference, own_inputs)))):
+                                                 verify_mod.loads(verify_mod.with_input_types(reference, own_inputs)))) \
+            and not verify_mod.Reference(model, inputs=inputs).usable:  # a pass (if_branches) may have mended it
         raise verify_mod.ModelShapeError(check.problem, reference)
     if not check.usable:
         log.warning("graph passes not verified: %s%s", check.problem,

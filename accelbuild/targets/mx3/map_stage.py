@@ -35,7 +35,7 @@ def run(ctx: StageContext) -> None:
         log.warning("%s: operators not in the %s profile, modelled as ALU work: %s", target.pipeline, hw.name,
                     ", ".join(record["unsupported_ops"]))
     if record.get("num_chips_reason"):
-        log.warning("%s: %s", target.pipeline, record["num_chips_reason"])
+        log.info("%s: %s", target.pipeline, record["num_chips_reason"])  # a note: fewer chips is the mapper's choice
     for entry in record["models"]:
         log.info("%s: %s: %.1f FPS predicted on %d chip(s), latency %.3f ms, bottleneck %s", target.pipeline,
                  entry["name"], entry["fps"], record["num_chips"], entry["latency_ms"], describe(entry["bottleneck"]))
