@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from conftest import run_cli, write
 
 BASE = """\
@@ -84,3 +88,28 @@ def test_accuracy_data_folder(project: Path) -> None:
     result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "quantize", cwd=project)
     assert result.code == 0, result.stderr
     assert _record(project)["output"]["samples"] == 3
+
+
+def _nan_model(path: Path) -> None:
+    """y = log(x * scale - 2): NaN on every input x in [0, 1) with the scalar scale at 1.0."""
+    nodes = [helper.make_node("Mul", ["x", "scale"], ["xs"]), helper.make_node("Sub", ["xs", "two"], ["d"]),
+             helper.make_node("Log", ["d"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+                                           helper.make_tensor_value_info("scale", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+                              [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_float_model_giving_nan_on_its_inputs_is_a_positioned_user_error(tmp_path: Path) -> None:
+    """No record can hold its figures: exit 2 at the model's entry, naming output, sample and inputs."""
+    _nan_model(tmp_path / "m.onnx")
+    for target in ("{family: mx3}", "{family: cpu}"):
+        write(tmp_path / "p.yaml", f"accelbuild: 1\nname: p\ntarget: {target}\nmodels:\n  - name: m\n"
+                                   "    path: m.onnx\n")
+        result = run_cli("run", "p.yaml", cwd=tmp_path)
+        assert result.code == 2, result.stderr
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+        assert ("p.yaml:5:5: model 'm': the float model, before any quantization, gives NaN at output 'y' on "
+                "random #0: its seeded random inputs (x: uniform in [0, 1); scale: 1.0, docs/data.md) are not "
+                "values it computes on; give representative inputs with `data:` (models[].data)") in result.stderr
