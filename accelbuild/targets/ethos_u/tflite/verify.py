@@ -61,16 +61,17 @@ def run_tflite(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[st
             value = value.transpose(TO_NHWC)
         scale, zero = detail["quantization"]
         info = np.iinfo(detail["dtype"])
-        codes = np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max).astype(detail["dtype"])
+        # np.asarray: arithmetic on a rank-0 array gives a numpy scalar, which LiteRT and onnxruntime refuse
+        codes = np.asarray(np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max), detail["dtype"])
         interp.set_tensor(detail["index"], codes)  # type: ignore[attr-defined]
-        back = ((codes.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        back = np.asarray((codes.astype(np.int32) - zero) * np.float32(scale), np.float32)
         seen[name] = back.transpose(TO_NCHW) if nhwc.get(name) else back
     interp.invoke()  # type: ignore[attr-defined]
     outputs = {}
     for name, detail in zip(onnx_outputs, interp.get_output_details()):  # type: ignore[attr-defined]
         codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
         scale, zero = detail["quantization"]
-        value = ((codes.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        value = np.asarray((codes.astype(np.int32) - zero) * np.float32(scale), np.float32)
         outputs[name] = value.transpose(TO_NCHW) if nhwc.get(name) else value
     return seen, outputs
 
