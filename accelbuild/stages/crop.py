@@ -44,6 +44,7 @@ def run(ctx: StageContext) -> None:
         log.warning("%s: cannot crop cleanly; building the requested ai section alone, without pre/post "
                     "sections (crop.allow_partial): %s", params.model, exc)
         cut = sections.ai_only(model, crop_inputs, crop_outputs)
+    _refuse_empty_outputs(ctx, cut["ai"].model)
     for name, section in cut.items():
         onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
     ai = cut["ai"].model
@@ -61,6 +62,19 @@ def run(ctx: StageContext) -> None:
         {"samples": 0, "error": "not checked: the ai section alone does not compose to the whole model"},
     }
     write_json_atomic(ctx.outputs["crop.json"], record)
+
+
+def _refuse_empty_outputs(ctx: StageContext, ai: onnx.ModelProto) -> None:
+    """An output of the accelerated section with a zero-size dimension holds no values: nothing for a chip to
+    stream back (the empty inputs are refused by import). Cropping it off builds the rest."""
+    for value in ai.graph.output:
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+        if 0 in dims:
+            params: CropParams = ctx.params
+            raise ConfigError(ctx.locate("crop", "outputs") if params.outputs else ctx.locate("path"),
+                              f"model {params.model!r}: output {value.name!r} is an empty tensor "
+                              f"{['?' if d is None else d for d in dims]}, so it holds no values; accelbuild "
+                              "builds outputs that carry data: name the others in crop.outputs")
 
 
 def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:
