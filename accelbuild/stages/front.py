@@ -131,7 +131,7 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
     )
 
 
-_FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy")
+_FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy", "accelbuild.data")
 
 FRONT_STAGES: tuple[Stage, ...] = (
     Stage(

@@ -130,7 +130,7 @@ def _credibility(pipeline: PipelineSpec) -> dict[str, Any]:
     return credibility.band("mx3", raw["name"], json_digest(raw))
 
 
-_CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
+_CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data",
          "accelbuild.report")
 
 
