@@ -18,9 +18,10 @@ import numpy as np
 import onnx
 
 from accelbuild.config.spec import AccuracyInputs, DataParams
-from accelbuild.data.random import input_specs, random_inputs  # noqa: F401  (accuracy.random_inputs)
+from accelbuild.data.random import describe_rule, input_specs, random_inputs  # noqa: F401  (accuracy.random_inputs)
 from accelbuild.errors import InputFileError
 from accelbuild.passes.sections import read_section
+from accelbuild.util import onnx_graph as g
 
 Feeds = dict[str, np.ndarray]
 MAX_SAMPLES = 10_000
@@ -150,3 +151,44 @@ def ai_inputs_named(model_name: str, inputs: dict[str, Path], ai_path: Path, pre
     files = own if data is not None and own else inputs
     feeds, names = stage_inputs_named(pre or ai, source, files, data)
     return through(pre, feeds), names
+
+
+def non_finite_float(model_name: str, fed: onnx.ModelProto, ai: onnx.ModelProto, reference: list[list[np.ndarray]],
+                     names: list[str], random: bool) -> str | None:
+    """The message refusing a float model whose outputs hold NaN or infinity on its accuracy inputs (no
+    figure can compare with them, and a record cannot hold them), or None when every output is finite.
+    ``fed``: the model the inputs were made for (the pre section, or ``ai``); ``reference``: ``ai``'s outputs
+    per sample, named ``names``. It names the first such output and sample, and the inputs behind it."""
+    for sample, values in zip(names, reference):
+        for output, value in zip(ai.graph.output, values):
+            array = np.asarray(value)
+            if array.dtype.kind not in "fc" or np.isfinite(array).all():
+                continue
+            what = "NaN" if np.isnan(array).any() else "infinity"
+            behind = _inputs_behind(ai, output.name) if fed is ai else [i.name for i in g.real_inputs(fed.graph)]
+            if random:
+                given = "; ".join(f"{name}: {describe_rule(fed, name)}" for name in behind)
+                cause = (f"its seeded random inputs ({given}, docs/data.md) are not values it computes on; give "
+                         "representative inputs with `data:` (models[].data)")
+            else:
+                cause = (f"check input(s) {', '.join(behind)} in that sample, or give other representative inputs "
+                         "with `data:` (models[].data)")
+            return (f"model {model_name!r}: the float model, before any quantization, gives {what} at output "
+                    f"{output.name!r} on {sample}: {cause}")
+    return None
+
+
+def _inputs_behind(model: onnx.ModelProto, output: str) -> list[str]:
+    """The graph inputs ``output`` is computed from, in input order."""
+    producers = g.producers(model.graph)
+    seen: set[str] = set()
+    pending = [output]
+    while pending:
+        tensor = pending.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        node = producers.get(tensor)
+        if node is not None:
+            pending.extend(name for name in g.node_reads(node) if name)
+    return [value.name for value in g.real_inputs(model.graph) if value.name in seen]

@@ -114,14 +114,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The largest dimension: frontends.input_shapes.MAX_TENSOR_ELEMENTS (not imported here, to keep parsing light),
+# the most elements one tensor may hold, as the schema's input_shapes says.
+MAX_DIMENSION = 1 << 28
+
+
 def _input_shape(text: str) -> tuple[str, list[int]]:
     name, sep, dims = text.partition("=")
     try:
         shape = [int(d) for d in dims.split(",")]
     except ValueError:
         shape = []
-    if not sep or not name or not shape or any(d < 1 or d > 65536 for d in shape):
-        raise argparse.ArgumentTypeError(f"expected NAME=H,W,C (whole numbers 1..65536), got {text!r}")
+    if not sep or not name or not shape or any(d < 1 or d > MAX_DIMENSION for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=H,W,C (whole numbers 1..{MAX_DIMENSION}), got {text!r}")
     return name, shape
 
 

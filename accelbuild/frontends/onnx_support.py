@@ -65,7 +65,8 @@ CHECKS = (
           "must succeed, else the model is refused); newer opsets are kept as they are", _opset_problems),
     Check("(model inputs and outputs)", "tensors: sequence, optional, map and sparse values are refused at the "
           "model's edges (inside the graph they are fine); an input whose shape the model fixes with a zero-size "
-          "dimension is refused as an empty tensor", _value_problems),
+          "dimension is refused as an empty tensor, and so is an output of the accelerated section that has "
+          "one (crop it off with crop.outputs); rank-0 (scalar) inputs and outputs are built", _value_problems),
     Check("(every operator)", "operators of the default ai.onnx domain (or functions defined in the model); "
           "ai.onnx.ml and vendor domains such as com.microsoft are not accelerator operators (com.microsoft."
           "DynamicQuantizeLSTM is turned into an LSTM at import)", _domain_problems),

@@ -27,16 +27,26 @@ than ``MIN_FRAME_VALUES`` values pooled over them). The headline is the lowest o
 **Signal.** A frame has no signal when the peak magnitude of its float outputs is 0, or below
 ``SIGNAL_FRACTION`` (1 %) of the median peak of the frames measured; such frames are listed with
 ``"signal": false``, counted in ``no_signal_frames`` and left out of the mean and the worst.
+
+**NaN and infinity.** Records are JSON and never hold them. The float reference must be finite (the quantize
+stage refuses a float model that is not on its inputs; here it is a ``StageError``). A frame whose measured
+outputs hold a NaN or infinity where the float ones do not is rated with the worst finite figures, cosine
+-1.0 and SQNR -200 dB, its row counts them (``non_finite``), ``max_abs_err`` is over the finite differences,
+and the record gains ``non_finite`` (frames, values, why); a warning is logged.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from accelbuild.quantize.weights import cosine_similarity, sqnr_db
+from accelbuild.errors import StageError
+from accelbuild.quantize.weights import cosine_similarity, max_abs_err, sqnr_db
+
+log = logging.getLogger(__name__)
 
 SIGNAL_FRACTION = 0.01
 MIN_FRAME_VALUES = 16
@@ -73,6 +83,7 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     if len(frames) != len(reference) or len(reference) != len(measured):
         raise ValueError(f"{len(frames)} frame labels for {len(reference)} reference and {len(measured)} "
                          "measured frames")
+    _check_reference(reference, frames, outputs)
     flat = [(_flat(want), _flat(got)) for want, got in zip(reference, measured)]
     signal, pooled = _signal(flat)
     split = _split(reference, measured, outputs)
@@ -82,11 +93,20 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
     if split is not None:
         for i, row in enumerate(rows):
             row.update(split.frame_row(i))
-    errors = [float(np.max(np.abs(want - got))) if want.size else 0.0 for want, got in flat]
+    errors = [max_abs_err(want, got) for want, got in flat]
+    extra: dict[str, object] = {}
+    bad = [int(np.count_nonzero(~np.isfinite(got) & np.isfinite(want))) for want, got in flat]
+    if any(bad):
+        for row, count in zip(rows, bad):
+            if count:
+                row["non_finite"] = count
+        extra["non_finite"] = {"frames": sum(1 for count in bad if count), "values": sum(bad), "why": NON_FINITE_WHY}
+        log.warning("%d frame(s) of the measured outputs hold NaN or infinity where the float model's do not "
+                    "(%d values; first: %s): rated cosine -1.0", extra["non_finite"]["frames"], sum(bad),
+                    next(row["file"] for row, count in zip(rows, bad) if count))
     held_out = [i for i, row in enumerate(rows) if row["role"] == "held-out"]
     pool = held_out or list(range(len(rows)))
     chosen = [i for i in pool if rows[i]["signal"]] or pool
-    extra: dict[str, object] = {}
     # the frame with the lowest figure of its own: worst_cosine / worst_file, whatever the headline is
     worst = min(chosen, key=lambda i: (rows[i]["cosine"], rows[i]["sqnr_db"])) if chosen else None
     if pooled:
@@ -114,6 +134,23 @@ def record(reference: list[list[np.ndarray]], measured: list[list[np.ndarray]],
         "frames": rows,
         **extra,
     }
+
+
+NON_FINITE_WHY = ("outputs hold NaN or infinity where the float model's do not: such a frame is rated "
+                  "cosine -1.0 and SQNR -200 dB, and max_abs_err is over the finite differences")
+
+
+def _check_reference(reference: list[list[np.ndarray]], frames: Sequence[Frame],
+                     outputs: Sequence[str] | None) -> None:
+    """A float reference with NaN or infinity has no figure to compare with (the quantize stage says so to
+    the user first, at the model's YAML position)."""
+    for frame, values in zip(frames, reference):
+        for o, value in enumerate(values):
+            if not np.all(np.isfinite(np.asarray(value, dtype=np.float64))):
+                name = outputs[o] if outputs is not None and o < len(outputs) else f"output {o}"
+                raise StageError(f"the float model gives NaN or infinity at output {name!r} on input {frame.file}: "
+                                 "no accuracy figure compares with it; give representative inputs with `data:` "
+                                 "(models[].data)")
 
 
 def said(accuracy: dict) -> str:

@@ -106,7 +106,12 @@ def dequantize(codes: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
 
 
 def sqnr_db(reference: np.ndarray, approx: np.ndarray, cap: float = 200.0) -> float:
-    """Signal-to-quantization-noise ratio in dB, capped (an exact copy has no noise)."""
+    """Signal-to-quantization-noise ratio in dB, capped (an exact copy has no noise); ``-cap`` when a NaN or
+    infinity of one is not matched by the other (``comparable``)."""
+    pair = comparable(reference, approx)
+    if pair is None:
+        return -cap
+    reference, approx = pair
     signal = float(np.sum(np.square(reference, dtype=np.float64)))
     noise = float(np.sum(np.square(reference.astype(np.float64) - approx, dtype=np.float64)))
     if noise == 0.0:
@@ -116,10 +121,38 @@ def sqnr_db(reference: np.ndarray, approx: np.ndarray, cap: float = 200.0) -> fl
     return float(min(cap, 10.0 * np.log10(signal / noise)))
 
 
+def comparable(reference: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two flat vectors with the positions where both hold the same NaN or infinity left out (they agree
+    there), or None when a NaN or infinity remains in either: no finite figure compares them. All finite:
+    the vectors as they are."""
+    reference, approx = np.asarray(reference), np.asarray(approx)
+    finite_ref, finite_approx = np.isfinite(reference), np.isfinite(approx)
+    if finite_ref.all() and finite_approx.all():
+        return reference, approx
+    same = ~finite_ref & ~finite_approx & ((np.isnan(reference) & np.isnan(approx)) | (reference == approx))
+    reference, approx = reference[~same], approx[~same]
+    if not (np.isfinite(reference).all() and np.isfinite(approx).all()):
+        return None
+    return reference, approx
+
+
 def cosine_similarity(reference: np.ndarray, approx: np.ndarray) -> float:
-    """Cosine of two flat vectors; two zero vectors agree (1.0), a zero against a non-zero does not (0.0)."""
+    """Cosine of two flat vectors; two zero vectors agree (1.0), a zero against a non-zero does not (0.0);
+    -1.0, the worst a cosine can be, when a NaN or infinity of one is not matched by the other (``comparable``)."""
+    pair = comparable(reference, approx)
+    if pair is None:
+        return -1.0
+    reference, approx = pair
     norm = float(np.linalg.norm(reference) * np.linalg.norm(approx))
     return float(np.dot(reference, approx) / norm) if norm else (1.0 if np.array_equal(reference, approx) else 0.0)
+
+
+def max_abs_err(reference: np.ndarray, approx: np.ndarray) -> float:
+    """The largest absolute difference over the positions where it is finite (0.0 when there are none)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, left out below
+        diff = np.abs(np.asarray(reference, dtype=np.float64) - approx)
+    finite = diff[np.isfinite(diff)]
+    return float(np.max(finite)) if finite.size else 0.0
 
 
 def weight_bytes(count: int, bits: int) -> int:

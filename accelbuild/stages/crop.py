@@ -47,6 +47,7 @@ def run(ctx: StageContext) -> None:
         log.warning("%s: cannot crop cleanly; building the requested ai section alone, without pre/post "
                     "sections (crop.allow_partial): %s", params.model, exc)
         cut = sections.ai_only(model, crop_inputs, crop_outputs)
+    _refuse_empty_outputs(ctx, cut["ai"].model)
     for name, section in cut.items():
         onnx_model.save_onnx(section.model, ctx.outputs[f"{name}.onnx"])
     ai = cut["ai"].model
@@ -100,6 +101,19 @@ def _host_fallback(params: CropParams, model: onnx.ModelProto, inputs: list[str]
                     "run %s on the host", params.model, host_fallback.listed(found.kept), params.chip, params.chip,
                     them, they, them, them)
     return (found if found.moved or found.kept else None), cut
+
+
+def _refuse_empty_outputs(ctx: StageContext, ai: onnx.ModelProto) -> None:
+    """An output of the accelerated section with a zero-size dimension holds no values: nothing for a chip to
+    stream back (the empty inputs are refused by import). Cropping it off builds the rest."""
+    for value in ai.graph.output:
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+        if 0 in dims:
+            params: CropParams = ctx.params
+            raise ConfigError(ctx.locate("crop", "outputs") if params.outputs else ctx.locate("path"),
+                              f"model {params.model!r}: output {value.name!r} is an empty tensor "
+                              f"{['?' if d is None else d for d in dims]}, so it holds no values; accelbuild "
+                              "builds outputs that carry data: name the others in crop.outputs")
 
 
 def _crop_points(ctx: StageContext, model: onnx.ModelProto) -> tuple[str, list[str], list[str], list[str]]:

@@ -139,7 +139,7 @@ def _default_activation_bits(allowed: tuple[int, ...]) -> int:
     return allowed[0] if len(allowed) == 1 else DEFAULT_ACTIVATION_BITS
 
 
-_FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy")
+_FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy", "accelbuild.data")
 
 FRONT_STAGES: tuple[Stage, ...] = (
     Stage(

@@ -32,18 +32,23 @@ def run(ctx: StageContext) -> None:
     ai = onnx.load(str(ctx.inputs["ai"]))
     pre = sections.read_section(ctx.inputs["pre"])
     q: QuantizeParams = ctx.params
-    if not q.precision.quantizes:
-        _unchanged(ctx, ai, q)
-        return
-    _check_precision(ctx, q)
+    if q.precision.quantizes:
+        _check_precision(ctx, q)
     samples, names = accuracy.stage_inputs_named(pre or ai, q.accuracy, ctx.inputs, q.data)
     samples = accuracy.through(pre, samples)
     random = accuracy.is_random(q.accuracy, q.data)
+    reference = measure.run_all(measure.session(ai), samples)
+    refused = accuracy.non_finite_float(q.model, pre or ai, ai, reference, names, random)
+    if refused:
+        raise ConfigError(ctx.locate("data"), refused)
+    if not q.precision.quantizes:
+        _unchanged(ctx, ai, q)
+        return
     if q.precision.integer:
         from accelbuild.stages import quantize_integer
 
         bits = _overrides(ctx, quantize_integer.layer_names(ai), "layer")
-        quantize_integer.quantize(ctx, ai, samples, bits, names, random)
+        quantize_integer.quantize(ctx, ai, samples, bits, names, random, reference)
         return
     layers = weighted_layers(ai)
     bits = {layer.name: q.weight_bits for layer in layers}
@@ -62,7 +67,6 @@ def run(ctx: StageContext) -> None:
     quantized = quantize_layers(ai, layers, bits)
     model = quantized_model(ai, quantized)
     save_onnx(model, ctx.outputs["quantized.onnx"])
-    reference = measure.run_all(measure.session(ai), samples)
     measured = measure.bf16_outputs(model, samples)
     records = [layer.record() for layer in quantized]
     write_json_atomic(ctx.outputs["quantize.json"], {

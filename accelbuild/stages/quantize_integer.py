@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import numpy as np
 import onnx
 
 from accelbuild import accuracy
@@ -36,9 +37,10 @@ def split_frames(samples: list[measure.Feeds], calibration_frames: int) -> tuple
 
 
 def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds], bits: dict[str, qdq.Bits | dict],
-             names: list[str], random: bool) -> None:
+             names: list[str], random: bool, reference: list[list[np.ndarray]]) -> None:
     """Calibrate, choose per-layer precisions (``bits`` given, or auto_precision), write the outputs.
-    ``names``: each sample's file (``random #i`` when ``random``)."""
+    ``names``: each sample's file (``random #i`` when ``random``); ``reference``: the float model's outputs
+    on every sample."""
     q: QuantizeParams = ctx.params
     assert q.activations is not None  # the quantize stage sends only integer families here
     target = get_target(q.family)
@@ -75,7 +77,6 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
             log.warning("%s: %s: raised the weight scale of %d channel(s) so the int32 bias fits", q.model,
                         layer["name"], layer["raised_for_bias"])
     save_onnx(result.model, ctx.outputs["quantized.onnx"])
-    reference = measure.run_all(measure.session(ai), samples)  # every frame, each labelled with its role
     measured = measure.run_all(measure.session(result.model), samples)
     labels = frames.labelled(names, len(calibration), random)
     settings = {"method": q.activations.calibration, "activation_bits": config.activation_bits,

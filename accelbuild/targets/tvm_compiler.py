@@ -174,7 +174,9 @@ class TvmSession:
         return self.outputs
 
     def run(self, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        result = self._main(*(self._tensor(np.ascontiguousarray(feeds[i.name])) for i in self.inputs))
+        # np.ascontiguousarray makes a scalar (rank 0) an array of rank 1, which the VM refuses: keep its shape
+        result = self._main(*(self._tensor(np.ascontiguousarray(feeds[i.name]).reshape(np.shape(feeds[i.name])))
+                              for i in self.inputs))
         values = [result] if hasattr(result, "numpy") else list(result)
         outputs = dict(zip((o.name for o in self.outputs), (v.numpy() for v in values)))
         return [outputs[n] for n in (names or [o.name for o in self.outputs])]

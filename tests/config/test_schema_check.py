@@ -1,7 +1,9 @@
 
+from accelbuild.cli import MAX_DIMENSION
 from accelbuild.config import schema_doc
 from accelbuild.config.schema_check import apply_defaults, load_schema, resolve_ref, validate
 from accelbuild.config.yaml_source import parse_yaml
+from accelbuild.frontends.input_shapes import MAX_TENSOR_ELEMENTS
 
 from conftest import REPO
 
@@ -66,7 +68,7 @@ def test_messages_point_at_the_node() -> None:
 
 def test_one_of_reports_the_branch_of_the_values_kind() -> None:
     text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: [[3, 0]]\n"
-    assert _messages(text) == ["p.yaml:4:24: 0 is out of range: expected an integer >= 1 and <= 65536"]
+    assert _messages(text) == ["p.yaml:4:24: 0 is out of range: expected an integer >= 1 and <= 268435456"]
     text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: 5\n"
     assert _messages(text) == [
         "p.yaml:4:19: expected 'auto' or a mapping or a list, got 5",
@@ -108,3 +110,12 @@ def test_defaults_come_from_the_family_branch() -> None:
     data = apply_defaults({"accelbuild": 1, "models": [{"path": "m.onnx"}]}, root, root)
     assert data["target"]["family"] == "mx3"
     assert data["target"]["chip_gen"] == "mx3" and data["target"]["num_chips"] == 4
+
+
+def test_an_input_dimension_may_be_as_large_as_a_tensor_may_hold() -> None:
+    """Seconds of 16 kHz audio are more than 65,536 samples: the cap is the per-tensor element limit, in the
+    schema and in the CLI's --input-shape alike."""
+    assert MAX_DIMENSION == MAX_TENSOR_ELEMENTS == load_schema(SCHEMA)["$defs"]["shape"]["oneOf"][0]["items"]["maximum"]
+    assert _messages("accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: {audio: [960000]}\n") == []
+    assert _messages(f"accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: [[{MAX_TENSOR_ELEMENTS + 1}]]\n") \
+        == [f"p.yaml:4:21: {MAX_TENSOR_ELEMENTS + 1} is out of range: expected an integer >= 1 and <= {MAX_TENSOR_ELEMENTS}"]

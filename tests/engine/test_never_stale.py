@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from accelbuild import families
 from accelbuild.config.load import load_pipelines
 from accelbuild.engine import api, code_identity, plan
 from accelbuild.engine.doit_backend import RunOptions
+from accelbuild.stages.front import FRONT_STAGES
 
 from conftest import run_cli, tree_bytes, write
 
@@ -114,6 +116,15 @@ def test_code_digest_follows_the_source(tmp_path: Path) -> None:
     assert digest != code_identity.code_digest(("accelbuild.stages.import_",))
     with pytest.raises(ValueError):
         code_identity.code_digest(("accelbuild.no_such_module",))
+
+
+def test_the_code_that_draws_random_inputs_is_part_of_every_stage_that_uses_them() -> None:
+    """accelbuild.accuracy draws seeded random inputs through accelbuild.data: a change of their rules must
+    rebuild what was measured on them (each stage's code digest covers both)."""
+    codes = [stage.code for stage in FRONT_STAGES] + [families.get_target(name).code for name in families.builtin()]
+    users = [code for code in codes if "accelbuild.accuracy" in code]
+    assert len(users) == len(FRONT_STAGES) + len(families.builtin())
+    assert all("accelbuild.data" in code for code in users)
 
 
 def test_a_cache_hit_restores_the_closed_loop_splits_folder(demo: Path) -> None:

@@ -3,11 +3,16 @@ that the frames with large outputs dominate, nor noise compared with noise."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from accelbuild.errors import StageError
 from accelbuild.quantize import frames, measure
 from accelbuild.quantize.frames import Frame
+from accelbuild.quantize.weights import cosine_similarity, sqnr_db
+from accelbuild.util.files import json_bytes
 
 
 def _frames(scales: list[float], errors: list[float], seed: int = 0) -> tuple[list, list]:
@@ -155,3 +160,26 @@ def test_one_output_keeps_the_record_it_had() -> None:
     record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False), ["y"])
     assert "outputs" not in record and "worst_output" not in record
     assert all("outputs" not in f for f in record["frames"])
+
+
+def test_a_measured_nan_or_infinity_is_a_finite_worst_figure_in_valid_json() -> None:
+    """A quantized model's NaN or infinity (where float is finite) is recorded, never carried into JSON."""
+    reference, measured = _frames([1.0, 1.0, 1.0], [0.01, 0.01, 0.01])
+    measured[1][0][3] = np.nan
+    measured[2][0][:2] = np.inf
+    record = frames.record(reference, measured, frames.labelled(["a", "b", "c"], None, random=False))
+    assert record["cosine"] == -1.0 and record["worst_file"] == "b"
+    assert [row.get("non_finite") for row in record["frames"]] == [None, 1, 2]
+    assert record["non_finite"]["frames"] == 2 and record["non_finite"]["values"] == 3
+    assert record["frames"][1]["sqnr_db"] == -200.0
+    assert 0 < record["max_abs_err"] < 1  # over the finite differences
+    assert json.loads(json_bytes(record)) == record
+
+
+def test_the_same_nan_on_both_sides_agrees_and_a_nan_float_reference_is_refused() -> None:
+    reference, measured = _frames([1.0], [0.0])
+    reference[0][0][0] = measured[0][0][0] = np.nan
+    assert cosine_similarity(reference[0][0], measured[0][0]) == pytest.approx(1.0)
+    assert sqnr_db(reference[0][0], measured[0][0]) == 200.0
+    with pytest.raises(StageError, match="float model gives NaN or infinity at output 'y' on input a"):
+        frames.record(reference, measured, frames.labelled(["a"], None, random=False), ["y"])

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.passes.sections import read_section
 
@@ -154,3 +156,23 @@ def test_integer_inputs_are_cut_into_the_pre_section_and_the_rest_is_quantized(t
     assert quantize["weight_bytes"] > 0
     accuracy = json.loads((tmp_path / "build/p/benchmark.json").read_text())["models"][0]["accuracy"]
     assert 0 < accuracy["max_abs_err"] and accuracy["cosine"] > 0.98
+
+
+def test_an_empty_output_is_refused_at_its_position_and_cropping_it_off_builds(tmp_path: Path) -> None:
+    """An output sliced to zero length held no values and crashed mx3's assemble; now a positioned error."""
+    inits = [numpy_helper.from_array(np.ones((8, 4, 1, 1), np.float32), "w"),
+             *(numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("zero", 0), ("axis", 3)))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["r"]), helper.make_node("Slice", ["r", "zero", "zero", "axis"],
+                                                                          ["none"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 16])],
+                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 8, 1, 16]),
+                               helper.make_tensor_value_info("none", TensorProto.FLOAT, [1, 8, 1, 0])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    text = "accelbuild: 1\nname: p\nmodels:\n  - name: m\n    path: m.onnx\n"
+    write(tmp_path / "p.yaml", text)
+    refused = run_cli("run", "p.yaml", "--until", "crop", cwd=tmp_path)
+    assert refused.code == 2 and "Traceback" not in refused.stderr
+    assert ("p.yaml:5:11: model 'm': output 'none' is an empty tensor [1, 8, 1, 0], so it holds no values; "
+            "accelbuild builds outputs that carry data: name the others in crop.outputs") in refused.stderr
+    write(tmp_path / "p.yaml", text + "    crop: {outputs: [r]}\n")
+    assert run_cli("run", "p.yaml", cwd=tmp_path).code == 0

@@ -291,3 +291,21 @@ def test_a_broken_model_file_does_not_crash_planning(project: Path) -> None:
     (project / "models/broken.onnx").write_bytes(b"\x0a\x08location" + bytes(range(200)))
     result = _import(project, "models/broken.onnx", expect=2)
     assert "p.yaml:5:11: models/broken.onnx: not an ONNX model" in result.stderr
+
+
+def test_ten_seconds_of_16_khz_audio_is_an_input_shape(project: Path) -> None:
+    """160,000 samples in one dimension, past the 65,536 the schema once capped: imported and built."""
+    rng = np.random.default_rng(0)
+    nodes = [onnx.helper.make_node("Reshape", ["audio", "frames"], ["r"]),
+             onnx.helper.make_node("Conv", ["r", "w"], ["c"], strides=[1, 400], kernel_shape=[1, 400]),
+             onnx.helper.make_node("Relu", ["c"], ["y"])]
+    graph = onnx.helper.make_graph(
+        nodes, "g", [onnx.helper.make_tensor_value_info("audio", onnx.TensorProto.FLOAT, [1, "samples"])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8, 1, "frames"])],
+        [numpy_helper.from_array(np.array([1, 1, 1, -1], np.int64), "frames"),
+         numpy_helper.from_array((rng.standard_normal((8, 1, 1, 400)) * 0.05).astype(np.float32), "w")])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]),
+              project / "models" / "audio.onnx")
+    _import(project, "models/audio.onnx", "{audio: [160000]}")
+    assert _record(project)["inputs"] == [{"name": "audio", "shape": [1, 160000], "layout": "as-is"}]
+    assert _record(project)["outputs"] == [{"name": "y", "shape": [1, 8, 1, 400]}]

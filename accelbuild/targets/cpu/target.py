@@ -114,7 +114,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
 
 class CpuTarget:
     family = "cpu"
-    code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
+    code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report")
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
     toolchain = None  # runs in accelbuild's own environment
     stages = (

@@ -109,7 +109,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
                            pipeline.benchmark.host)
 
 
-_CODE = ("accelbuild.targets.ethos_u", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report",
+_CODE = ("accelbuild.targets.ethos_u", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report",
          "accelbuild.util.tflite_builder")
 
 

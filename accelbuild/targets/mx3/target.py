@@ -145,7 +145,7 @@ def _check_weights(spec: PipelineSpec, checker: Any) -> None:
         checker.error(("target", "num_chips"), problem)
 
 
-_CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy",
+_CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data",
          "accelbuild.report")
 
 

@@ -129,7 +129,7 @@ def host_compiler_said(pipeline: PipelineSpec) -> str:
 
 
 _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbuild.targets.tvm_compiler",
-         "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.report")
+         "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report")
 
 
 class NpuTarget:

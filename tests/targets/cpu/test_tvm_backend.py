@@ -96,3 +96,20 @@ def test_without_the_extra_backend_tvm_is_a_positioned_error(project: Path, monk
     with pytest.raises(ConfigErrors) as raised:
         load_pipelines([str(path)])
     assert "p.yaml:3:" in str(raised.value) and "pip install 'accelbuild[tvm]'" in str(raised.value)
+
+
+def test_a_scalar_input_reaches_tvms_vm_as_a_scalar(tmp_path: Path) -> None:
+    """A rank-0 input (a gain) ran as rank 1 and the VM refused it; now it runs and matches onnxruntime."""
+    from onnx import TensorProto, helper
+
+    from accelbuild.targets import tvm_compiler
+
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "gain"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                               helper.make_tensor_value_info("gain", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    tvm_compiler.compile_model(model, tvm_compiler.host_target(), tmp_path / "model.so")
+    session = tvm_compiler.load((tmp_path / "model.so").read_bytes(), model)
+    feeds = {"x": np.arange(4, dtype=np.float32).reshape(1, 4), "gain": np.array(2.5, np.float32)}
+    assert np.array_equal(session.run(None, feeds)[0], feeds["x"] * 2.5)

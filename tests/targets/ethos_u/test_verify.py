@@ -59,3 +59,20 @@ def test_check_measures_each_operator_and_the_outputs_in_one_pass() -> None:
         assert float_out[0].shape == lite_out[0].shape == (1, 8, 1, 1)
         np.testing.assert_allclose(lite_out[0], float_out[0], atol=0.1)  # int8 means of a small range
     assert verify.check(data, qdq, inputs[:2]).reference == []  # without the float model: no outputs kept
+
+
+def test_a_scalar_input_is_fed_and_compared_as_an_array() -> None:
+    """y = x * gain with gain of rank 0: its codes were a numpy scalar, which onnxruntime refused."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "gain"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8]),
+                               helper.make_tensor_value_info("gain", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(0)
+    inputs = [{"x": rng.random((1, 8), dtype=np.float32), "gain": np.array(1.0, np.float32)} for _ in range(4)]
+    q = quantize_qdq(model, inputs, QdqConfig(conventions="tflite", activation_bits=8))
+    checked = verify.check(write_int8_tflite(q.model), q.model, inputs, verify.reference_session(model))
+    assert checked.outputs.frames == 4 and checked.lite[0][0].shape == (1, 8)
+    np.testing.assert_allclose(checked.lite[0][0], checked.reference[0][0], atol=0.02)

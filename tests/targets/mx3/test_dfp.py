@@ -13,6 +13,7 @@ from accelbuild.errors import InputFileError
 from accelbuild.quantize.precision import packed_size
 from accelbuild.targets.mx3.dfp import Dfp, Header, Port, describe, dfp_bytes, parse_dfp, read_dfp, write_dfp
 from accelbuild.targets.mx3.dfp.format import MAGIC, PREAMBLE, TABLE_ENTRY, canonical_json, plan_layout
+from accelbuild.targets.mx3.dfp.model import ModelEntry
 from accelbuild.targets.mx3.dfp.reader import CHECKSUM_MESSAGE
 from accelbuild.targets.mx3.dfp.weights import WeightsSection, pack, read_tensor, unpack, unpack_scales
 
@@ -94,6 +95,20 @@ def test_describe_lists_header_models_ports_chips_and_sections() -> None:
                      "32x32x3", "RGB888", "layer head_cls", "chip 0: cores=12, layers=3, utilization=0.5",
                      "pipeline: demo", "simcfg", "weights", f"{size:,}"):
         assert expected in text, expected
+
+
+def test_a_scalar_port_round_trips_and_is_described(tmp_path: Path) -> None:
+    """A model's rank-0 input or output (a score, a gain) is a port of shape () holding one value."""
+    base = sample_dfp()
+    scalar = ModelEntry("vad", (Port("gain", (), "BF16", "mul"),), (Port("score", [], "FP32", "sum"),))
+    dfp = Dfp(Header(base.header.compiler, base.header.chip_gen, base.header.num_chips,
+                     (*base.header.models, scalar), base.header.extra), base.sections)
+    write_dfp(tmp_path / "s.dfp", dfp)
+    back = read_dfp(tmp_path / "s.dfp")
+    assert back == dfp and back.header.models[-1].outputs[0].shape == ()
+    lines = [line.split() for line in describe(back, 0).splitlines()]
+    assert ["output", "score", "scalar", "FP32", "layer", "sum"] in lines
+    assert ["input", "gain", "scalar", "BF16", "layer", "mul"] in lines
 
 
 # -- weights -------------------------------------------------------------------------------------------
@@ -202,7 +217,7 @@ def test_rejects_bad_headers_and_section_checksums() -> None:
     assert _rejected(_craft(good.replace(b'"num_chips":2', b'"num_chips":0'), sections)) == \
         "header: num_chips must be a positive integer, got 0"
     assert _rejected(_craft(good.replace(b'"shape":[32,32,3]', b'"shape":"big"'), sections)).startswith(
-        "header: models[0].inputs[0]: shape must be a non-empty list of positive integers")
+        "header: models[0].inputs[0]: shape must be a list of positive integers (empty for a scalar)")
     data = bytearray(_craft(good, sections))
     cores = plan_layout(len(good), [(n, len(p)) for n, p in sections]).sections[0]
     data[cores.offset] ^= 1

@@ -59,9 +59,10 @@ def input_codes(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[s
         if nhwc.get(name):
             value = value.transpose(TO_NHWC)
         info = np.iinfo(detail["dtype"])
-        q = np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max).astype(detail["dtype"])
+        # np.asarray: arithmetic on a rank-0 array gives a numpy scalar, which LiteRT and onnxruntime refuse
+        q = np.asarray(np.clip(np.rint(value / np.float32(scale)) + zero, info.min, info.max), detail["dtype"])
         codes[detail["index"]] = q
-        back = ((q.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        back = np.asarray((q.astype(np.int32) - zero) * np.float32(scale), np.float32)
         seen[name] = back.transpose(TO_NCHW) if nhwc.get(name) else back
     return codes, seen
 
@@ -83,7 +84,7 @@ def run_tflite(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[st
         if not scale or name in raw:
             outputs[name] = codes_out.copy()
             continue
-        value = ((codes_out.astype(np.int32) - zero) * np.float32(scale)).astype(np.float32)
+        value = np.asarray((codes_out.astype(np.int32) - zero) * np.float32(scale), np.float32)
         outputs[name] = value.transpose(TO_NCHW) if nhwc.get(name) else value
     return seen, outputs
 

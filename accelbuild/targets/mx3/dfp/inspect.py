@@ -41,7 +41,7 @@ def describe(dfp: Dfp, size: int) -> str:
 
 
 def _port_cells(direction: str, port: Port) -> list[str]:
-    return [direction, _text(port.name), "x".join(str(d) for d in port.shape), _text(port.packet_format),
+    return [direction, _text(port.name), "x".join(str(d) for d in port.shape) or "scalar", _text(port.packet_format),
             f"layer {_text(port.layer)}"]
 
 

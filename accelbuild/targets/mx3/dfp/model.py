@@ -68,7 +68,7 @@ class Port:
     """One model input or output as the host sees it."""
 
     name: str
-    shape: tuple[int, ...]  # channel-last, no batch dimension
+    shape: tuple[int, ...]  # channel-last, no batch dimension; () for a scalar (one value)
     packet_format: str  # host<->chip packing: FP32, BF16, GBFloat80, RGB888
     layer: str  # the layer that consumes (input) or produces (output) it
 
@@ -77,9 +77,8 @@ class Port:
         _text(self.packet_format, "packet_format")
         _text(self.layer, "layer")
         shape = self.shape
-        if (not isinstance(shape, (list, tuple)) or not shape
-                or not all(_is_int(d) and d >= 1 for d in shape)):
-            raise ValueError(f"shape must be a non-empty list of positive integers, got {_short(shape)}")
+        if not isinstance(shape, (list, tuple)) or not all(_is_int(d) and d >= 1 for d in shape):
+            raise ValueError(f"shape must be a list of positive integers (empty for a scalar), got {_short(shape)}")
         object.__setattr__(self, "shape", tuple(int(d) for d in shape))
 
     def to_dict(self) -> dict[str, Any]:
