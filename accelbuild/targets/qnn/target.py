@@ -78,6 +78,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
 class QnnTarget:
     family = "qnn"
     code = ("accelbuild.targets.qnn", "accelbuild.toolchains", "accelbuild.quantize", "accelbuild.accuracy",
+            "accelbuild.data",
             "accelbuild.report")
     files = ()  # the context model is onnxruntime's own format
     toolchain = TOOLCHAIN

@@ -109,6 +109,7 @@ def _version(pipeline: PipelineSpec) -> str:
 class RknnTarget:
     family = "rknn"
     code = ("accelbuild.targets.rknn", "accelbuild.toolchains", "accelbuild.quantize.frames", "accelbuild.accuracy",
+            "accelbuild.data",
             "accelbuild.report")
     files = ()  # the .rknn is the toolkit's own format
     toolchain = TOOLCHAIN
