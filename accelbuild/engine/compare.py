@@ -233,8 +233,11 @@ def _frame_text(entry: dict[str, Any]) -> str:
 
 def _kind_text(side: Side) -> str:
     kind = side.metrics.get("kind", "simulated")
-    if kind == "measured" and side.metrics.get("measured_on"):
-        return f"measured on {side.metrics['measured_on']}"
+    where = side.metrics.get("measured_on")
+    if kind == "measured" and isinstance(where, dict):  # on a device of a farm
+        return f"measured on device {where.get('device')} ({where.get('machine')})"
+    if kind == "measured" and where:
+        return f"measured on {where}"
     return {"simulated": "simulated (modelled accelerator)"}.get(kind, kind)
 
 

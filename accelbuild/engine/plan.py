@@ -37,6 +37,7 @@ class Job:
     # the pipeline's folder and output folder: a stage reads files there only through ``inputs``
     # (what the test suite's read guard, ``engine/read_guard.py``, checks)
     folders: tuple[Path, ...] = ()
+    device: tuple[str, str] | None = None  # (farm, resource): a benchmark measured on a device (engine/devices.py)
 
     @property
     def task_id(self) -> str:
@@ -122,4 +123,10 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         jobs=stage.jobs(pipeline) if stage.jobs else 1,
         fans_out=stage.jobs is not None,
         folders=(pipeline.yaml_path.parent, pipeline.output.dir),
+        device=_device(pipeline) if stage.name == "benchmark" else None,
     )
+
+
+def _device(pipeline: PipelineSpec) -> tuple[str, str] | None:
+    device = pipeline.benchmark.device
+    return (device.farm, device.resource) if device is not None and device.farm else None

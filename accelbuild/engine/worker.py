@@ -117,7 +117,12 @@ def job_key(job: Job) -> str:
 def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
                executor: executors.Executor | None) -> None:
     """Run the stage here, or on the executor; a stage with parallel work of its own (``Job.fans_out``)
-    runs here and sends that work to the executor."""
+    runs here and sends that work to the executor; a benchmark measured on a device runs there."""
+    if job.device is not None:
+        from accelbuild.engine import devices
+
+        devices.run_job(job, staged)
+        return
     if executor is not None and not job.fans_out:
         executor.run_job(job, staged)
         return

@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from accelbuild import accuracy
+from accelbuild.errors import StageError
 from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
@@ -28,6 +29,9 @@ def run(ctx: StageContext) -> None:
     p: CpuBenchmarkParams = ctx.params
     machine = this_machine()
     measured_on = machine.describe(onnxruntime_version())
+    if p.device is not None and measured_on != p.machine:  # the worker with the resource is another machine
+        raise StageError(f"device {p.device}: this worker is {measured_on}, but the build keyed its measurement on "
+                         f"{p.machine}; a device name must stand for one kind of machine")
     models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
     configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
     record = program_files(p.backend)[1]
@@ -36,7 +40,7 @@ def run(ctx: StageContext) -> None:
     combined = end_to_end.combined_fps([m["fps"] for m in models], "in_turn")
     summary = {
         "measured": True,
-        "measured_on": measured_on,
+        "measured_on": {"device": p.device, "machine": measured_on} if p.device is not None else measured_on,
         "machine": machine.record(),
         "backend": p.backend,
         **({"tvm": records[p.models[0]]["tvm"], "tvm_target": records[p.models[0]]["target"]}

@@ -74,3 +74,4 @@ class CpuBenchmarkParams:
     machine: str  # where the figures are measured: another machine re-measures rather than reusing them
     calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it
     backend: str = "onnxruntime"  # what runs each model: onnxruntime (model.ort) or tvm (model.so)
+    device: str | None = None  # benchmark.device's resource: measured on that device (``machine`` is its)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.errors import StageError
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
@@ -104,11 +105,16 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 
 
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBenchmarkParams:
+    device = pipeline.benchmark.device
+    # measured on a device: its identity (resource and machine, read from the worker) keys the task
+    machine = device.machine if device is not None and device.machine else this_machine().describe(
+        onnxruntime_version())
     return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
-                              pipeline.benchmark.host, this_machine().describe(onnxruntime_version()),
+                              pipeline.benchmark.host, machine,
                               tuple(calibration_frames(m) if pipeline.target.precision == "int8" else None
-                                    for m in pipeline.models), pipeline.target.backend)
+                                    for m in pipeline.models), pipeline.target.backend,
+                              device.resource if device is not None else None)
 
 
 class CpuTarget:
@@ -132,6 +138,9 @@ class CpuTarget:
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.closed_loop.enabled:
             checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family cpu has none")
+        if spec.benchmark.device is not None and spec.target.backend == "tvm":
+            checker.error(("benchmark", "device"), "backend tvm compiles model.so for this machine's CPU; a device "
+                                                   "measures model.ort (backend onnxruntime)", key=True)
         precision = spec.target.precision
         for model in spec.models:
             q = model.quantize
@@ -171,6 +180,22 @@ class CpuTarget:
 
     def supported_ops(self) -> list[Any]:
         return []  # onnxruntime runs every operator the ONNX frontend accepts
+
+    def device_runtime(self) -> str:
+        """On a device: this machine with its onnxruntime (what the benchmark's figures are measured with)."""
+        return device_description()
+
+
+def device_description() -> str:
+    """The machine and onnxruntime here, as the benchmark records and keys them; a clear error without
+    onnxruntime (a device must have the family's runtime installed)."""
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        version = onnxruntime_version()
+    except PackageNotFoundError:
+        raise StageError("onnxruntime is not installed on this device (pip install onnxruntime)") from None
+    return this_machine().describe(version)
 
 
 TARGET = CpuTarget()

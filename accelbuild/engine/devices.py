@@ -1,0 +1,152 @@
+"""Measuring on devices: ``benchmark.device: {farm: dask://HOST:PORT, resource: NAME}`` (or ``run --device-farm``).
+
+A device is a Dask worker started with ``--resources "NAME=1"`` and the family's runtime installed
+(docs/devices.md). Before anything is built, ``resolve`` reaches each farm, finds the workers that carry
+each pipeline's resource and asks them what they are (the family's ``device_runtime()``: the machine and its
+runtime); that description goes into the pipeline's spec, so the benchmark task's key holds the device's
+identity: another device re-measures, the same one restores from the cache. ``run_job`` sends the
+benchmark task there with the resource as a hard restriction. A device worker that dies mid-measurement
+is retried by the scheduler on another worker with the resource (or the same one, brought back by its
+nanny); when none is left for ``ACCELBUILD_DEVICE_WAIT`` seconds (60 by default) the task fails naming
+the device. Outputs come back by content and are published as any task's, so nothing half-written is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelbuild.engine import dask_executor, shipping
+from accelbuild.errors import StageError, UserError
+
+if TYPE_CHECKING:
+    from accelbuild.config.spec import PipelineSpec
+    from accelbuild.engine.plan import Job
+
+log = logging.getLogger(__name__)
+
+WAIT_ENV = "ACCELBUILD_DEVICE_WAIT"
+POLL = 1.0  # seconds between looks at the farm while a measurement runs
+
+_FARMS: dict[tuple[int, str], dask_executor.DaskExecutor] = {}  # (process, farm address) -> connection
+
+
+def farm(address: str) -> dask_executor.DaskExecutor:
+    """This process's connection to the farm at ``address`` (opened once per process: ``-j N`` workers each
+    open their own)."""
+    key = (os.getpid(), address)
+    if key not in _FARMS:
+        _FARMS[key] = dask_executor.DaskExecutor.connect(address)
+    return _FARMS[key]
+
+
+@contextlib.contextmanager
+def farms_open() -> Iterator[None]:
+    """Close this process's farm connections when the run ends."""
+    try:
+        yield
+    finally:
+        for key in [k for k in _FARMS if k[0] == os.getpid()]:
+            _FARMS.pop(key).close()
+
+
+def resolve(pipelines: list[PipelineSpec], farm_override: str | None = None) -> list[PipelineSpec]:
+    """The pipelines with each ``benchmark.device`` bound to its farm and the device's description (part of the
+    benchmark task's key). A missing farm, an unreachable one, or no device with the resource is a
+    ``UserError`` (exit 2) before anything is built."""
+    found: dict[tuple[str, str, str], str] = {}
+    resolved = []
+    for pipeline in pipelines:
+        device = pipeline.benchmark.device
+        if device is None:
+            resolved.append(pipeline)
+            continue
+        address = farm_override or device.farm
+        if address is None:
+            raise UserError(f"{pipeline.source.file}: benchmark.device (resource {device.resource}) names no farm: "
+                            "set benchmark.device.farm or run with --device-farm dask://HOST:PORT")
+        family = pipeline.target.family
+        ident = (address, device.resource, family)
+        if ident not in found:
+            found[ident] = describe_device(farm(address), device.resource, family)
+            log.info("device %s on %s: %s", device.resource, address, found[ident])
+        bound = replace(device, farm=address, machine=found[ident])
+        resolved.append(replace(pipeline, benchmark=replace(pipeline.benchmark, device=bound)))
+    return resolved
+
+
+def tagged_workers(ex: dask_executor.DaskExecutor, resource: str) -> list[str]:
+    """The live workers of the farm that advertise ``resource`` and run this build's accelbuild."""
+    info = ex.client.scheduler_info(n_workers=-1)["workers"]
+    accepted = set(ex.workers())
+    return sorted(a for a, w in info.items() if a in accepted and (w.get("resources") or {}).get(resource, 0) > 0)
+
+
+def describe_device(ex: dask_executor.DaskExecutor, resource: str, family: str) -> str:
+    """What the workers with ``resource`` are (the family's ``device_runtime()`` run there); they must agree."""
+    workers = tagged_workers(ex, resource)
+    if not workers:
+        offered = sorted({r for w in ex.client.scheduler_info(n_workers=-1)["workers"].values()
+                          for r in (w.get("resources") or {})})
+        raise UserError(f"{ex.address}: no device with resource {resource} (resources offered: "
+                        f"{', '.join(offered) or 'none'}); start one with: dask worker "
+                        f"tcp://{ex.address[len(dask_executor.SCHEME):]} --resources \"{resource}=1\"")
+    answers = ex.client.run(_device_runtime, family, workers=workers, on_error="return")
+    described = {}
+    for address in workers:
+        answer = answers.get(address, RuntimeError("no answer"))
+        if isinstance(answer, BaseException):
+            raise UserError(f"device {resource} ({address}) cannot run family {family}'s builds: {answer}")
+        described[address] = answer
+    if len(set(described.values())) > 1:
+        listed = "; ".join(f"{a}: {d}" for a, d in sorted(described.items()))
+        raise UserError(f"device {resource}: its workers are different machines ({listed}); give each kind of "
+                        "machine a resource name of its own")
+    return next(iter(described.values()))
+
+
+def _device_runtime(family: str) -> str:
+    """Worker side: the family's description of this machine and its runtime."""
+    from accelbuild.families import get_target
+
+    return str(get_target(family).device_runtime())
+
+
+def run_job(job: Job, staged: dict[str, Path]) -> None:
+    """Run ``job`` (a benchmark task) on its device; its outputs land (verified) in ``staged``."""
+    assert job.device is not None
+    address, resource = job.device
+    ex = farm(address)
+    future = ex.client.submit(shipping.run_parcel, shipping.pack(job), ex.identity, pure=False, retries=1,
+                              key=f"accelbuild-{job.stage}-{resource}-{uuid.uuid4().hex}", resources={resource: 1})
+    try:
+        shipping.unpack(_wait(ex, future, job.name, resource), staged)
+    finally:
+        future.release()
+
+
+def _wait(ex: dask_executor.DaskExecutor, future: Any, what: str, resource: str) -> shipping.Returned:
+    """The task's result; a clear error naming the device when it cannot be measured."""
+    wait = float(os.environ.get(WAIT_ENV) or 60)
+    gone_since: float | None = None
+    on = f"device {resource} on {ex.address}"
+    while True:
+        try:  # a killed worker's task is rescheduled by the scheduler; KilledWorker past its allowed failures
+            return ex._result(future, f"{what} ({on})", POLL)
+        except TimeoutError:
+            pass
+        if tagged_workers(ex, resource):
+            gone_since = None
+            continue
+        gone_since = gone_since or time.monotonic()
+        if time.monotonic() - gone_since > wait:
+            ex.client.cancel([future])
+            raise StageError(f"{what}: {on}: no worker with resource {resource} is left (its worker left "
+                             f"mid-measurement or never started; waited {wait:g} s); nothing was kept")
