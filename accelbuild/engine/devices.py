@@ -14,11 +14,13 @@ the device. Outputs come back by content and are published as any task's, so not
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import pickle
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,7 +134,40 @@ def run_job(job: Job, staged: dict[str, Path]) -> None:
         future.release()
 
 
-def _wait(ex: dask_executor.DaskExecutor, future: Any, what: str, resource: str) -> shipping.Returned:
+class DeviceFanOut:
+    """``ctx.fan_out`` of a stage whose own work measures (cpu's closed loop): each item runs on the device,
+    ``shared`` sent to the device's workers once; results in the order of the items."""
+
+    def __init__(self, address: str, resource: str) -> None:
+        self.address = address
+        self.device = resource
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], shared: Any) -> Iterator[Any]:
+        if not items:
+            return
+        ex = farm(self.address)
+        workers = tagged_workers(ex, self.device)
+        if not workers:
+            raise StageError(f"device {self.device} on {self.address}: no worker with resource {self.device} is left")
+        [shared_future] = ex.client.scatter([shared], workers=workers, broadcast=True, hash=False)
+        futures = [ex.client.submit(dask_executor._verified_call, fn, item, shared_future, ex.identity, pure=False,
+                                    retries=1, resources={self.device: 1},
+                                    key=f"accelbuild-{fn.__name__}-{self.device}-{uuid.uuid4().hex}")
+                   for item in items]
+        try:
+            for future in futures:
+                data, digest = _wait(ex, future, f"{fn.__name__} on the device", self.device)
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise OSError(f"a result of {fn.__name__} arrived altered from device {self.device}")
+                yield pickle.loads(data)
+        finally:
+            ex.client.cancel([f for f in futures if not f.done()])
+            for f in futures:
+                f.release()
+            shared_future.release()
+
+
+def _wait(ex: dask_executor.DaskExecutor, future: Any, what: str, resource: str) -> Any:
     """The task's result; a clear error naming the device when it cannot be measured."""
     wait = float(os.environ.get(WAIT_ENV) or 60)
     gone_since: float | None = None

@@ -105,6 +105,7 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
     params_json = jsonable(params, memo)
     code = code_digest(stage.code)
     prefix: tuple[str | int, ...] = ("models", model.index) if model else ()
+    jobs = stage.jobs(pipeline) if stage.jobs else None  # None: the stage has no parallel work of its own
     return Job(
         name=task_name(pipeline, stage.name, model),
         stage=stage.name,
@@ -120,10 +121,11 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         param_digest=json_digest({"stage": stage.name, "params": params_json, "code": code,
                                   "version": __version__}),
         locate=Locator(pipeline.source, prefix),
-        jobs=stage.jobs(pipeline) if stage.jobs else 1,
-        fans_out=stage.jobs is not None,
+        jobs=jobs or 1,
+        fans_out=jobs is not None,
         folders=(pipeline.yaml_path.parent, pipeline.output.dir),
-        device=_device(pipeline) if stage.name == "benchmark" else None,
+        # a benchmark, or a stage whose own work measures (cpu's closed loop), on the pipeline's device
+        device=_device(pipeline) if stage.name == "benchmark" or jobs is not None else None,
     )
 
 

@@ -174,3 +174,22 @@ def test_a_device_that_dies_for_good_fails_its_task_naming_it(farm: Farm, tmp_pa
     finally:
         lonely.kill()
         lonely.wait(timeout=30)
+
+
+def test_the_closed_loop_measures_every_candidate_on_the_device(farm: Farm, tmp_path: Path) -> None:
+    folder = checkout(tmp_path / "p", f"farm: '{farm.address}', resource: boardA")
+    write(folder / "p.yaml", (folder / "p.yaml").read_text() + "closed_loop: {enabled: true}\n")
+    before = len([r for r in farm.ran() if "-measure-" in r[2]])
+    result = run(folder)
+    assert result.code == 0, result.stderr
+    record = json.loads((folder / "build/p/cls/closed_loop.json").read_text())
+    assert record["measured_on"]["device"] == "boardA" and record["cost"]["measured"] == len(record["candidates"])
+    measured = [r for r in farm.ran() if "-measure-" in r[2]][before:]
+    assert len(measured) == len(record["candidates"]) and {r[1] for r in measured} == {"boardA"}
+
+    write(folder / "p.yaml", (folder / "p.yaml").read_text().replace("boardA", "boardB"))
+    other = run(folder)  # another device: every candidate measured again, there
+    assert other.code == 0, other.stderr
+    again = json.loads((folder / "build/p/cls/closed_loop.json").read_text())
+    assert again["measured_on"]["device"] == "boardB" and again["cost"]["from_cache"] == 0
+    assert {r[1] for r in farm.ran() if "-measure-boardB-" in r[2]} == {"boardB"}

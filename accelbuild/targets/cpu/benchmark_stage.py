@@ -80,7 +80,8 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     return {
         "name": name,
         **figures,
-        "accuracy": {**frames_record(reference, measured, names, p, name, data, [o.name for o in ai.graph.output]),
+        "accuracy": {**frames_record(reference, measured, names, p, name, data, [o.name for o in ai.graph.output],
+                                     calibrated=config["precision"] == "int8"),
                      "runtime": (f"TVM, model.so ({config['precision']})" if p.backend == "tvm" else
                                  f"onnxruntime, model.ort ({config['precision']})"),
                      "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
@@ -89,11 +90,12 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
 
 
 def frames_record(reference: list[list[Any]], measured: list[list[Any]], names: list[str], p: CpuBenchmarkParams,
-                  model: str, data: Any, outputs: list[str] | None = None) -> dict[str, Any]:
-    """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so."""
-    calibrated = p.calibration_frames[p.models.index(model)] if p.calibration_frames else None
-    return frames.record(reference, measured, frames.labelled(names, calibrated, accuracy.is_random(p.accuracy, data)),
-                         outputs)
+                  model: str, data: Any, outputs: list[str] | None = None, calibrated: bool = True) -> dict[str, Any]:
+    """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so (not
+    for a float model the closed loop chose over the int8 one: it was never calibrated)."""
+    calibrated_frames = p.calibration_frames[p.models.index(model)] if p.calibration_frames and calibrated else None
+    return frames.record(reference, measured, frames.labelled(names, calibrated_frames,
+                                                              accuracy.is_random(p.accuracy, data)), outputs)
 
 
 def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, config: dict[str, Any],
