@@ -134,49 +134,92 @@ def run_job(job: Job, staged: dict[str, Path]) -> None:
         future.release()
 
 
+class _Lost(Exception):
+    """A task on the device was cancelled while the scheduler is up: the device's worker died and took the
+    data sent to it (which Dask cannot recompute)."""
+
+
 class DeviceFanOut:
     """``ctx.fan_out`` of a stage whose own work measures (cpu's closed loop): each item runs on the device,
-    ``shared`` sent to the device's workers once; results in the order of the items."""
+    ``shared`` sent to the device's workers once; results in the order of the items. When the device's worker
+    dies, the data goes to the device again (once it is back, or to another worker with its resource) and
+    the items not yet measured are measured there, up to ``RESENDS`` times."""
+
+    RESENDS = 3
 
     def __init__(self, address: str, resource: str) -> None:
         self.address = address
         self.device = resource
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], shared: Any) -> Iterator[Any]:
-        if not items:
-            return
         ex = farm(self.address)
-        workers = tagged_workers(ex, self.device)
-        if not workers:
-            raise StageError(f"device {self.device} on {self.address}: no worker with resource {self.device} is left")
-        [shared_future] = ex.client.scatter([shared], workers=workers, broadcast=True, hash=False)
-        futures = [ex.client.submit(dask_executor._verified_call, fn, item, shared_future, ex.identity, pure=False,
-                                    retries=1, resources={self.device: 1},
-                                    key=f"accelbuild-{fn.__name__}-{self.device}-{uuid.uuid4().hex}")
-                   for item in items]
-        try:
-            for future in futures:
-                data, digest = _wait(ex, future, f"{fn.__name__} on the device", self.device)
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise OSError(f"a result of {fn.__name__} arrived altered from device {self.device}")
-                yield pickle.loads(data)
-        finally:
-            ex.client.cancel([f for f in futures if not f.done()])
-            for f in futures:
-                f.release()
-            shared_future.release()
+        what = f"{fn.__name__} on the device"
+        remaining, resends = list(items), 0
+        while remaining:
+            [shared_future] = ex.client.scatter([shared], workers=_await_device(ex, what, self.device),
+                                                broadcast=True, hash=False)
+            futures = [ex.client.submit(dask_executor._verified_call, fn, item, shared_future, ex.identity,
+                                        pure=False, retries=1, resources={self.device: 1},
+                                        key=f"accelbuild-{fn.__name__}-{self.device}-{uuid.uuid4().hex}")
+                       for item in remaining]
+            done = 0
+            try:
+                for future in futures:
+                    data, digest = _wait(ex, future, what, self.device)
+                    if hashlib.sha256(data).hexdigest() != digest:
+                        raise OSError(f"a result of {fn.__name__} arrived altered from device {self.device}")
+                    done += 1
+                    yield pickle.loads(data)
+            except _Lost:
+                resends += 1
+                if resends > self.RESENDS:
+                    raise StageError(f"{what}: device {self.device} on {self.address}: its workers died "
+                                     f"{resends} times mid-measurement") from None
+                log.warning("device %s: its worker died mid-measurement; measuring the %d remaining item(s) "
+                            "again", self.device, len(remaining) - done)
+            finally:
+                ex.client.cancel([f for f in futures if not f.done()])
+                for f in futures:
+                    f.release()
+                shared_future.release()
+            remaining = remaining[done:]
+
+
+def _device_wait() -> float:
+    return float(os.environ.get(WAIT_ENV) or 60)
+
+
+def _await_device(ex: dask_executor.DaskExecutor, what: str, resource: str) -> list[str]:
+    """The workers with ``resource``, waiting up to ``ACCELBUILD_DEVICE_WAIT`` seconds for one to (re)join."""
+    wait = _device_wait()
+    deadline = time.monotonic() + wait
+    while not (workers := tagged_workers(ex, resource)):
+        if time.monotonic() > deadline:
+            raise StageError(f"{what}: device {resource} on {ex.address}: no worker with resource {resource} is "
+                             f"left (waited {wait:g} s)")
+        time.sleep(POLL)
+    return workers
 
 
 def _wait(ex: dask_executor.DaskExecutor, future: Any, what: str, resource: str) -> Any:
-    """The task's result; a clear error naming the device when it cannot be measured."""
-    wait = float(os.environ.get(WAIT_ENV) or 60)
+    """The task's result; a clear error naming the device when it cannot be measured (``_Lost`` when the task
+    was cancelled by the loss of its worker while the scheduler is up)."""
+    from distributed.client import FutureCancelledError
+
+    wait = _device_wait()
     gone_since: float | None = None
     on = f"device {resource} on {ex.address}"
     while True:
         try:  # a killed worker's task is rescheduled by the scheduler; KilledWorker past its allowed failures
+            if future.status == "cancelled" and ex.client.status == "running":
+                raise _Lost(what)
             return ex._result(future, f"{what} ({on})", POLL)
         except TimeoutError:
             pass
+        except StageError as exc:
+            if isinstance(exc.__context__, FutureCancelledError) and ex.client.status == "running":
+                raise _Lost(what) from None
+            raise
         if tagged_workers(ex, resource):
             gone_since = None
             continue

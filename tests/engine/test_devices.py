@@ -193,3 +193,23 @@ def test_the_closed_loop_measures_every_candidate_on_the_device(farm: Farm, tmp_
     again = json.loads((folder / "build/p/cls/closed_loop.json").read_text())
     assert again["measured_on"]["device"] == "boardB" and again["cost"]["from_cache"] == 0
     assert {r[1] for r in farm.ran() if "-measure-boardB-" in r[2]} == {"boardB"}
+
+
+def test_a_device_killed_during_the_closed_loop_measures_again(farm: Farm, tmp_path: Path) -> None:
+    from accelbuild.testing.dask_faults import KillWorkerOnce
+
+    marker = tmp_path / "killed"
+    farm.client.register_plugin(KillWorkerOnce(str(marker), "accelbuild-measure-boardA-"))
+    try:
+        folder = checkout(tmp_path / "p", f"farm: '{farm.address}', resource: boardA")
+        write(folder / "p.yaml", (folder / "p.yaml").read_text().replace("frames: 20", "frames: 22")
+              + "closed_loop: {enabled: true}\n")
+        result = run(folder)
+    finally:
+        farm.client.unregister_worker_plugin(KillWorkerOnce.name)
+    assert marker.is_file()
+    assert result.code == 0, result.stderr
+    assert "device boardA: its worker died mid-measurement; measuring the" in result.stderr
+    record = json.loads((folder / "build/p/cls/closed_loop.json").read_text())
+    assert record["measured_on"]["device"] == "boardA" and record["cost"]["measured"] == len(record["candidates"])
+    farm.client.wait_for_workers(2, timeout=60)
