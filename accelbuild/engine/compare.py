@@ -205,7 +205,8 @@ def text(sides: list[Side]) -> str:
         for name, per in frames.items():
             shown = "; ".join(f"{side.label}: {_frame_text(entry)}" for side, entry in zip(sides, per))
             lines.append(f"{name} cosine is its worst frame with signal: {shown}")
-    if mixed:
+    elsewhere = len({json.dumps(s.metrics.get("measured_on"), sort_keys=True) for s in sides}) > 1
+    if mixed or elsewhere:  # different kinds, or measured on different machines or devices: say where
         lines.append("")
         lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
     return "\n".join(lines) + "\n"

@@ -110,6 +110,10 @@ def test_benchmark_runs_on_the_tagged_device_and_restores_only_for_it(farm: Farm
     assert other.statuses()["p:benchmark"] == "ran" and other.statuses()["p:cls:assemble"] == "up-to-date"
     assert [r[1] for r in benchmark_tasks(farm, "boardB")] == ["boardB"]
     assert json.loads((folder / "build/p/benchmark.json").read_text())["measured_on"]["device"] == "boardB"
+    status = run_cli("status", "p.yaml", "--device-farm", farm.address, cwd=folder)
+    assert status.code == 0 and "up-to-date  p:benchmark" in status.stdout, status.stdout + status.stderr
+    text = run_cli("compare", "old/p", "build/p", cwd=folder).stdout  # each side labelled with its device
+    assert "old/p: measured on device boardA (" in text and "build/p: measured on device boardB (" in text
 
 
 def test_no_device_with_the_resource_is_a_usage_error_before_any_build(farm: Farm, tmp_path: Path) -> None:
@@ -125,6 +129,12 @@ def test_a_device_without_a_farm_is_a_usage_error(tmp_path: Path) -> None:
     folder = checkout(tmp_path / "p", "resource: boardA")
     result = run(folder)
     assert result.code == 2 and "names no farm" in result.stderr and "--device-farm" in result.stderr
+    write(folder / "p.yaml", PIPELINE.format(family="cpu", device="farm: 'tcp://127.0.0.1:1', resource: boardA"))
+    result = run(folder)
+    assert result.code == 2 and "p.yaml:7:" in result.stderr and "Traceback" not in result.stderr
+    write(folder / "p.yaml", PIPELINE.format(family="cpu", device="resource: boardA"))
+    result = run(folder, "--device-farm", "127.0.0.1:1")
+    assert result.code == 2 and "--device-farm 127.0.0.1:1: unknown executor" in result.stderr
 
 
 def test_a_family_without_a_device_runtime_rejects_the_key(tmp_path: Path) -> None:
