@@ -152,6 +152,8 @@ class DeviceFanOut:
         self.device = resource
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], shared: Any) -> Iterator[Any]:
+        if not items:
+            return
         ex = farm(self.address)
         what = f"{fn.__name__} on the device"
         remaining, resends = list(items), 0

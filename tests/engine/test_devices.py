@@ -198,7 +198,7 @@ def test_the_closed_loop_measures_every_candidate_on_the_device(farm: Farm, tmp_
     assert len(measured) == len(record["candidates"]) and {r[1] for r in measured} == {"boardA"}
 
     write(folder / "p.yaml", (folder / "p.yaml").read_text().replace("boardA", "boardB"))
-    other = run(folder)  # another device: every candidate measured again, there
+    other = run(folder, "-j", "2")  # another device: every candidate measured again, there (from a worker process)
     assert other.code == 0, other.stderr
     again = json.loads((folder / "build/p/cls/closed_loop.json").read_text())
     assert again["measured_on"]["device"] == "boardB" and again["cost"]["from_cache"] == 0
