@@ -95,6 +95,8 @@ def test_benchmark_runs_on_the_tagged_device_and_restores_only_for_it(farm: Farm
     bench = json.loads((folder / "build/p/benchmark.json").read_text())
     assert bench["measured"] is True
     assert bench["measured_on"]["device"] == "boardA" and "onnxruntime" in bench["measured_on"]["machine"]
+    assert bench["models"][0]["end_to_end"]["host_measured_on"].startswith("device boardA (")
+    assert "measured on device boardA (" in (folder / "build/p/report.html").read_text()
     ran = benchmark_tasks(farm, "boardA")
     assert len(ran) == 1 and ran[0][1] == "boardA"  # the boardA worker's own record
     assert all(r[1] == "boardA" for r in farm.ran())  # nothing else went to the farm: it ran here

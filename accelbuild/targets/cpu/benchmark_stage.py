@@ -32,7 +32,8 @@ def run(ctx: StageContext) -> None:
     if p.device is not None and measured_on != p.machine:  # the worker with the resource is another machine
         raise StageError(f"device {p.device}: this worker is {measured_on}, but the build keyed its measurement on "
                          f"{p.machine}; a device name must stand for one kind of machine")
-    models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
+    where = f"device {p.device} ({measured_on})" if p.device is not None else measured_on  # in every figure
+    models = [_model(ctx, p, name, p.data[i], where) for i, name in enumerate(p.models)]
     configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
     record = program_files(p.backend)[1]
     records = {name: json.loads(ctx.inputs[f"{name}/{record}"].read_text()) for name in p.models}
@@ -59,7 +60,7 @@ def run(ctx: StageContext) -> None:
     write_bytes_atomic(ctx.outputs["report.html"], report.render(p.pipeline, summary, configs, records).encode())
     for m in models:
         log.info("%s: %s: %.1f FPS, latency %.3f ms median, %.3f ms p90 (measured on %s); cosine %.5f vs float "
-                 "(%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], measured_on,
+                 "(%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"], m["latency_p90_ms"], where,
                  m["accuracy"]["cosine"], frames.said(m["accuracy"]))
 
 
