@@ -138,6 +138,9 @@ def _remote_options() -> argparse.ArgumentParser:
                              "(or $ACCELBUILD_REMOTE_CACHE)")
     remote.add_argument("--executor", metavar="dask://HOST:PORT",
                         help="run tasks on a Dask cluster (or $ACCELBUILD_EXECUTOR; 'local' for this machine)")
+    remote.add_argument("--device-farm", metavar="dask://HOST:PORT",
+                        help="the Dask scheduler whose workers are the devices of benchmark.device (overrides "
+                             "benchmark.device.farm; docs/devices.md)")
     return remote
 
 
@@ -213,6 +216,21 @@ def _load(paths: list[str], args: argparse.Namespace | None = None):
     return load_pipelines(paths, validated)
 
 
+def _with_devices(pipelines: list, args: argparse.Namespace) -> list:
+    """The pipelines with their ``benchmark.device`` resolved on its farm (exit 2 before any build work when
+    the farm or the device cannot be reached; docs/devices.md)."""
+    farm = getattr(args, "device_farm", None)
+    if farm is not None:
+        from accelbuild.engine.dask_executor import parse
+
+        farm = parse(farm, "--device-farm")
+    if farm is None and not any(p.benchmark.device is not None for p in pipelines):
+        return pipelines
+    from accelbuild.engine import devices
+
+    return devices.resolve(pipelines, farm)
+
+
 def _state_dir(args: argparse.Namespace, root: Path | None = None) -> Path:
     """``--state-dir``, else the project's (``.accelbuild/`` at its root)."""
     from accelbuild.engine.state import default_state_dir, project_root
@@ -225,9 +243,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from accelbuild.engine import api
 
-        return _print_explanations(api.explain(_load(args.pipelines, args), _options(args), args.until),
-                                   args.json, dry_run=True)
-    if args.force or args.show_mapping or args.verbose:
+        return _print_explanations(api.explain(_with_devices(_load(args.pipelines, args), args), _options(args),
+                                               args.until), args.json, dry_run=True)
+    if args.force or args.show_mapping or args.verbose or args.device_farm:  # a device is looked up every run
         return _run(args, None)
     from accelbuild.engine import stamp
 
@@ -249,6 +267,9 @@ def _run(args: argparse.Namespace, watch) -> int:
     with watch or contextlib.nullcontext():
         pipelines = _load(args.pipelines, args)
         options = _options(args)
+        if args.device_farm or any(p.benchmark.device is not None for p in pipelines):
+            watch = None  # which device answers is looked up every run: no no-op replay
+            pipelines = _with_devices(pipelines, args)
         built = plan.build_plan(pipelines, args.until)
         if watch is not None:
             watch.planned(built.jobs)
@@ -308,7 +329,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from accelbuild.engine import api
 
     _refuse_model_files(args.pipelines, "status")
-    pipelines = _load(args.pipelines, args)
+    pipelines = _with_devices(_load(args.pipelines, args), args)
     explanations = api.explain(pipelines, _options(args))
     runs = [e for e in explanations if e.would_run and not e.cached]
     # checks are judged on the figures built now only where no task would change them

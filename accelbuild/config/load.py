@@ -21,6 +21,7 @@ from accelbuild.config.spec import (
     CropSpec,
     DataParams,
     DataSettings,
+    DeviceSpec,
     InputShapes,
     ModelSpec,
     OutputSpec,
@@ -254,7 +255,8 @@ class _Checker:
             target=target,
             models=models,
             benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
-                                    accuracy.get("data"), accuracy["warn_below"]),
+                                    accuracy.get("data"), accuracy["warn_below"],
+                                    self.device(bench.get("device"), family)),
             closed_loop=closed_loop,
             output=OutputSpec(out_dir / variant if variant else out_dir, out.get("dfp_name", f"{base_name}.dfp"),
                               out["sim_dfp"]),
@@ -273,6 +275,16 @@ class _Checker:
                                               f"its builds have no such figure (checks here: "
                                               f"{', '.join(sorted(offered))})", key=True)
         return spec
+
+    def device(self, d: dict[str, Any] | None, family: Any) -> DeviceSpec | None:
+        """``benchmark.device``, for a family that can run its builds on a device (``Target.device_runtime``)."""
+        if d is None:
+            return None
+        if not callable(getattr(family, "device_runtime", None)):
+            why = getattr(family, "no_device_runtime", None) or "its figures are not measured on a board"
+            self.error(("benchmark", "device"), f"family {family.family} has no device runtime ({why}); "
+                                                "remove benchmark.device", key=True)
+        return DeviceSpec(d.get("farm", "").rstrip("/") or None, d["resource"])
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:
         at = ("models", index)

@@ -121,6 +121,17 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class DeviceSpec:
+    """``benchmark.device``: the Dask worker resource that names a device, on which farm. ``machine`` is the
+    device's description (``accelbuild.util.machine`` on that worker, with its runtime), filled in when the
+    build reaches the farm (``engine/devices.py``): it is part of the benchmark task's key."""
+
+    farm: str | None  # dask://HOST:PORT (None until --device-farm gives it)
+    resource: str
+    machine: str | None = None
+
+
+@dataclass(frozen=True)
 class BenchmarkSpec:
     frames: int
     host: bool
@@ -129,6 +140,7 @@ class BenchmarkSpec:
     data: Path | None
     data_text: str | None = None  # as written in the YAML, for messages
     warn_below: float = 0.98  # accuracy floor: a model below it gets a warning
+    device: DeviceSpec | None = None  # measure on a device of a Dask farm (docs/devices.md)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def run(pipelines: list[PipelineSpec], options: RunOptions, until: str | None = 
     """Build the pipelines (planned here unless ``built`` is their plan)."""
     built = built or plan.build_plan(pipelines, until)
     os.environ.setdefault(TOOLCHAINS_ENV, str(options.cache_dir / "toolchains"))  # where stages find them
-    with locked(options.state_dir), _remote(options) as options, _executor(options.executor):
+    with locked(options.state_dir), _remote(options) as options, _executor(options.executor), _farms(pipelines):
         results = doit_backend.run_jobs(built.jobs, options, stream, quiet=quiet)
     benchmarked = {r.pipeline for r in results if r.stage == "benchmark" and r.status in ("ran", "up-to-date", "cached")}
     outcomes = [outcome(p, built.artifacts[p.name], p.name in benchmarked) for p in pipelines]
@@ -145,6 +145,18 @@ def _executor(address: str | None) -> Iterator[Any]:
 
     with dask_executor.session(address) as executor:
         yield executor
+
+
+@contextlib.contextmanager
+def _farms(pipelines: list[PipelineSpec]) -> Iterator[None]:
+    """The device farms' connections of a run, closed at its end (none without ``benchmark.device``)."""
+    if not any(p.benchmark.device is not None for p in pipelines):
+        yield
+        return
+    from accelbuild.engine import devices
+
+    with devices.farms_open():
+        yield
 
 
 def _host_machines(benchmark: Path | None) -> list[str]:
@@ -189,7 +201,7 @@ def explain(pipelines: list[PipelineSpec], options: RunOptions, until: str | Non
     """Which tasks would run and why; with a remote cache, which of them it could restore; with an
     executor, the cluster is checked (reachable, workers running this accelbuild)."""
     jobs = plan.plan(pipelines, until)
-    with _executor(options.executor):
+    with _executor(options.executor), _farms(pipelines):
         explanations = doit_backend.explain(jobs, options)
     if options.remote is not None:
         _note_remote_entries(jobs, explanations, remote_cache.open_store(options.remote))

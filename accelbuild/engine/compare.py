@@ -239,7 +239,8 @@ def text(sides: list[Side]) -> str:
         for name, per in frames.items():
             shown = "; ".join(f"{side.label}: {_frame_text(entry)}" for side, entry in zip(sides, per))
             lines.append(f"{name} cosine: {shown}")
-    if mixed:
+    elsewhere = len({json.dumps(s.metrics.get("measured_on"), sort_keys=True) for s in sides}) > 1
+    if mixed or elsewhere:  # different kinds, or measured on different machines or devices: say where
         lines.append("")
         lines += [f"{s.label}: {_kind_text(s)}" for s in sides]
     bounds = [s for s in sides if s.metrics.get("fps_bound")]
@@ -297,8 +298,11 @@ def _frame_text(entry: dict[str, Any]) -> str:
 
 def _kind_text(side: Side) -> str:
     kind = side.metrics.get("kind", "simulated")
-    if kind == "measured" and side.metrics.get("measured_on"):
-        return f"measured on {side.metrics['measured_on']}"
+    where = side.metrics.get("measured_on")
+    if kind == "measured" and isinstance(where, dict):  # on a device of a farm
+        return f"measured on device {where.get('device')} ({where.get('machine')})"
+    if kind == "measured" and where:
+        return f"measured on {where}"
     return {"simulated": "simulated (modelled accelerator)"}.get(kind, kind)
 
 

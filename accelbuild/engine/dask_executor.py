@@ -150,13 +150,15 @@ class DaskExecutor:
         return self.client.submit(fn, *args, key=f"accelbuild-{name}-{uuid.uuid4().hex}", pure=False, retries=1,
                                   workers=workers or None, allow_other_workers=bool(workers))
 
-    def _result(self, future: Future, what: str) -> Any:
+    def _result(self, future: Future, what: str, timeout: float | None = None) -> Any:
+        """The future's result (``TimeoutError`` after ``timeout`` seconds, if given); the cluster's failures
+        as accelbuild's errors naming ``what``."""
         from distributed.client import CancelledError
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
 
         try:
-            return future.result()
+            return future.result(timeout=timeout)
         except shipping.WorkerMismatch as exc:
             raise ExecutorError(f"{what}: {exc}") from None
         except KilledWorker as exc:

@@ -37,6 +37,7 @@ class Job:
     # the pipeline's folder and output folder: a stage reads files there only through ``inputs``
     # (what the test suite's read guard, ``engine/read_guard.py``, checks)
     folders: tuple[Path, ...] = ()
+    device: tuple[str, str] | None = None  # (farm, resource): a benchmark measured on a device (engine/devices.py)
 
     @property
     def task_id(self) -> str:
@@ -104,6 +105,7 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
     params_json = jsonable(params, memo)
     code = code_digest(stage.code)
     prefix: tuple[str | int, ...] = ("models", model.index) if model else ()
+    jobs = stage.jobs(pipeline) if stage.jobs else None  # None: the stage has no parallel work of its own
     return Job(
         name=task_name(pipeline, stage.name, model),
         stage=stage.name,
@@ -119,7 +121,14 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         param_digest=json_digest({"stage": stage.name, "params": params_json, "code": code,
                                   "version": __version__}),
         locate=Locator(pipeline.source, prefix),
-        jobs=stage.jobs(pipeline) if stage.jobs else 1,
-        fans_out=stage.jobs is not None,
+        jobs=jobs or 1,
+        fans_out=jobs is not None,
         folders=(pipeline.yaml_path.parent, pipeline.output.dir),
+        # a benchmark, or a stage whose own work measures (cpu's closed loop), on the pipeline's device
+        device=_device(pipeline) if stage.name == "benchmark" or jobs is not None else None,
     )
+
+
+def _device(pipeline: PipelineSpec) -> tuple[str, str] | None:
+    device = pipeline.benchmark.device
+    return (device.farm, device.resource) if device is not None and device.farm else None

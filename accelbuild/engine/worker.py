@@ -117,12 +117,20 @@ def job_key(job: Job) -> str:
 def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
                executor: executors.Executor | None) -> None:
     """Run the stage here, or on the executor; a stage with parallel work of its own (``Job.fans_out``)
-    runs here and sends that work to the executor."""
-    if executor is not None and not job.fans_out:
+    runs here and sends that work to the executor; a benchmark measured on a device runs there."""
+    fan_out: Any = executor
+    if job.device is not None:
+        from accelbuild.engine import devices
+
+        if not job.fans_out:
+            devices.run_job(job, staged)
+            return
+        fan_out = devices.DeviceFanOut(*job.device)  # the stage's measurements go to the device
+    elif executor is not None and not job.fans_out:
         executor.run_job(job, staged)
         return
     module = importlib.import_module(job.module)
-    ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs, executor, code_digest)
+    ctx = StageContext(job.params, job.inputs, staged, job.locate, cache, job.jobs, fan_out, code_digest)
     own = {p.parent for p in staged.values()} | ({cache.root} if cache is not None else set())
     with read_guard.guarding(job, job.inputs, own):
         module.run(ctx)

@@ -46,7 +46,8 @@ class Stage:
     outputs: Files
     params: Callable[[PipelineSpec, ModelSpec | None], Any]  # a frozen dataclass
     optional_outputs: frozenset[str] = field(default_factory=frozenset)
-    jobs: Callable[[PipelineSpec], int] | None = None  # processes the stage may use for its own work
+    # processes the stage may use for its own work (None from it: none of its own for this pipeline)
+    jobs: Callable[[PipelineSpec], int | None] | None = None
 
 
 def accuracy_data(pipeline: PipelineSpec) -> dict[str, Path]:

@@ -68,3 +68,9 @@ class Target(Protocol):
     # Optional: ``chip_ops(spec) -> frozenset[str]``, the operator types the family's chip runs. The crop
     # stage then moves others at the ai section's ends to the host's pre/post sections and names those in its
     # middle, which stay (``passes/host_fallback.py``; mx3). Without it the ai section is what the crop points say.
+
+    # Optional: ``device_runtime() -> str``, called on a device (a Dask worker started with the pipeline's
+    # ``benchmark.device`` resource, docs/devices.md): the description of that machine and of the runtime
+    # that runs the family's builds there (part of the benchmark task's key); raises ``StageError`` when the
+    # runtime is missing. A family without it rejects ``benchmark.device`` (exit 2 at the key), saying why
+    # in ``no_device_runtime`` (a string) if it has one.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -52,6 +53,12 @@ class Machine:
         if "avx2" in self.flags:
             return "none: AVX2 VPMADDUBSW (saturating 16-bit pair sums)"
         return "none"
+
+
+def logical_cores_in(description: str) -> int | None:
+    """The logical core count in a ``Machine.describe`` text (a device's, read on that device), if there."""
+    match = re.search(r"\((\d+) logical cores", description)
+    return int(match.group(1)) if match else None
 
 
 @lru_cache(maxsize=1)

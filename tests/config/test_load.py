@@ -109,3 +109,19 @@ def test_a_profile_validated_before_is_not_validated_again_but_an_edited_one_is(
     with pytest.raises(ConfigErrors) as info:
         load_pipelines([str(tmp_path / "p.yaml")], ValidatedConfigs(record))
     assert "chip.yaml:5:19: -5 is out of range: expected an integer >= 1 and <= 10000" in str(info.value)
+
+
+def test_benchmark_device_needs_a_family_with_a_device_runtime(project: Path) -> None:
+    from accelbuild.config.load import _Checker
+    from accelbuild.targets.cpu.target import TARGET as CPU
+    from accelbuild.targets.qnn.target import TARGET as QNN
+
+    write(project / "p.yaml", "accelbuild: 1\ntarget: {family: cpu}\nmodels: [{path: models/tinycls.onnx}]\n"
+                              "benchmark: {device: {farm: 'dask://h:8786/', resource: rpi}}\n")
+    spec = load_pipeline(str(project / "p.yaml"))
+    assert spec.benchmark.device is not None and spec.benchmark.device.farm == "dask://h:8786"
+    checker = _Checker(spec.source, project)
+    device = checker.device({"farm": "dask://h:8786/", "resource": "rpi"}, CPU)
+    assert (device.farm, device.resource, device.machine) == ("dask://h:8786", "rpi", None) and not checker.errors
+    checker.device({"resource": "rpi"}, QNN)
+    assert "family qnn has no device runtime (no device runtime wired yet" in checker.errors[0].message

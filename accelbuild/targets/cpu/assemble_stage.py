@@ -41,14 +41,16 @@ def run(ctx: StageContext) -> None:
     if installed != p.onnxruntime:  # the build digested another onnxruntime than the one that would run
         raise StageError(f"onnxruntime {installed} is installed, but the build was planned with {p.onnxruntime}")
     config = json.loads(ctx.inputs["session.json"].read_text())
-    model = onnx.load(str(ctx.inputs["quantized.onnx"]))
+    # the model session.json names: quantized.onnx, or ai.onnx where the closed loop chose float
+    source = config.get("source", {}).get("file", "quantized.onnx")
+    model = onnx.load(str(ctx.inputs[source]))
     raw = optimize(serialize(model), config)
     data = ort_format.canonical(raw)
     ops = operators(data)
     feeds = accuracy.ai_inputs(p.model, ctx.inputs, ctx.inputs["ai.onnx"], ctx.inputs["pre.onnx"], p.accuracy, p.data)
     check = _check(model, data, config, feeds)
     if config["precision"] == "float" and check["cosine"] < MIN_FLOAT_COSINE:
-        raise StageError(f"{p.model}: model.ort differs from quantized.onnx (cosine {check['cosine']:.6f}, below "
+        raise StageError(f"{p.model}: model.ort differs from {source} (cosine {check['cosine']:.6f}, below "
                          f"{MIN_FLOAT_COSINE}): onnxruntime's optimizations changed what the model computes")
     nchwc = sum(n for op, n in ops.items() if op.startswith("com.microsoft.nchwc:"))
     write_bytes_atomic(ctx.outputs["model.ort"], data)
@@ -62,13 +64,12 @@ def run(ctx: StageContext) -> None:
                               "deterministic": False, "why": NCHWC_ORDER} if nchwc else None,
         "canonical": {"from_bytes": len(raw), "why": "onnxruntime orders the FlatBuffer by hash-map iteration; "
                       "accelbuild rewrites the same content in one fixed order"},
-        "check": {"against": "quantized.onnx in onnxruntime (no graph optimizations, 1 thread)",
+        "check": {"against": f"{source} in onnxruntime (no graph optimizations, 1 thread)",
                   "runtime": "onnxruntime, model.ort (1 thread)", **check,
                   **accuracy.describe_inputs(p.accuracy, p.data, len(feeds))},
     })
-    log.info("%s: model.ort %d bytes, %d operators (%d integer%s); against quantized.onnx: cosine %.6f", p.model,
-             len(data), sum(ops.values()), sum(n for op, n in ops.items() if _integer(op)),
-             f", {nchwc} NCHWc" if nchwc else "", check["cosine"])
+    log.info("%s: model.ort %d bytes, %d operators (%d integer%s); against %s: cosine %.6f", p.model, len(data), sum(ops.values()), sum(n for op, n in ops.items() if _integer(op)),
+             f", {nchwc} NCHWc" if nchwc else "", source, check["cosine"])
 
 
 def optimize(model: bytes, config: dict) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 import onnx
 
 from accelbuild import accuracy
+from accelbuild.errors import StageError
 from accelbuild.passes.sections import read_section
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
@@ -29,7 +30,11 @@ def run(ctx: StageContext) -> None:
     p: CpuBenchmarkParams = ctx.params
     machine = this_machine()
     measured_on = machine.describe(onnxruntime_version())
-    models = [_model(ctx, p, name, p.data[i], measured_on) for i, name in enumerate(p.models)]
+    if p.device is not None and measured_on != p.machine:  # the worker with the resource is another machine
+        raise StageError(f"device {p.device}: this worker is {measured_on}, but the build keyed its measurement on "
+                         f"{p.machine}; a device name must stand for one kind of machine")
+    where = f"device {p.device} ({measured_on})" if p.device is not None else measured_on  # in every figure
+    models = [_model(ctx, p, name, p.data[i], where) for i, name in enumerate(p.models)]
     configs = {name: json.loads(ctx.inputs[f"{name}/session.json"].read_text()) for name in p.models}
     record = program_files(p.backend)[1]
     records = {name: json.loads(ctx.inputs[f"{name}/{record}"].read_text()) for name in p.models}
@@ -37,7 +42,7 @@ def run(ctx: StageContext) -> None:
     combined = end_to_end.combined_fps([m["fps"] for m in models], "in_turn")
     summary = {
         "measured": True,
-        "measured_on": measured_on,
+        "measured_on": {"device": p.device, "machine": measured_on} if p.device is not None else measured_on,
         "machine": machine.record(),
         "backend": p.backend,
         **({"tvm": records[p.models[0]]["tvm"], "tvm_target": records[p.models[0]]["target"]}
@@ -57,7 +62,7 @@ def run(ctx: StageContext) -> None:
     for m in models:
         log.info("%s: %s: %.1f FPS (1000 / median), latency %.3f ms median, %.3f ms p90, %.3f ms mean (measured "
                  "on %s); cosine %.5f vs float (%s)", p.pipeline, m["name"], m["fps"], m["latency_ms"],
-                 m["latency_p90_ms"], m["latency_mean_ms"], measured_on,
+                 m["latency_p90_ms"], m["latency_mean_ms"], where,
                  m["accuracy"]["cosine"], frames.said(m["accuracy"]))
 
 
@@ -78,7 +83,8 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
     return {
         "name": name,
         **figures,
-        "accuracy": {**frames_record(reference, measured, names, p, name, data, [o.name for o in ai.graph.output]),
+        "accuracy": {**frames_record(reference, measured, names, p, name, data, [o.name for o in ai.graph.output],
+                                     calibrated=config["precision"] == "int8"),
                      "runtime": (f"TVM, model.so ({config['precision']})" if p.backend == "tvm" else
                                  f"onnxruntime, model.ort ({config['precision']})"),
                      "against": "ai.onnx (float) in onnxruntime", **accuracy.describe_inputs(p.accuracy, data, len(feeds))},
@@ -87,11 +93,12 @@ def _model(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, measu
 
 
 def frames_record(reference: list[list[Any]], measured: list[list[Any]], names: list[str], p: CpuBenchmarkParams,
-                  model: str, data: Any, outputs: list[str] | None = None) -> dict[str, Any]:
-    """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so."""
-    calibrated = p.calibration_frames[p.models.index(model)] if p.calibration_frames else None
-    return frames.record(reference, measured, frames.labelled(names, calibrated, accuracy.is_random(p.accuracy, data)),
-                         outputs)
+                  model: str, data: Any, outputs: list[str] | None = None, calibrated: bool = True) -> dict[str, Any]:
+    """The per-frame accuracy record: with int8, the model's first calibration frames are labelled so (not
+    for a float model the closed loop chose over the int8 one: it was never calibrated)."""
+    calibrated_frames = p.calibration_frames[p.models.index(model)] if p.calibration_frames and calibrated else None
+    return frames.record(reference, measured, frames.labelled(names, calibrated_frames,
+                                                              accuracy.is_random(p.accuracy, data)), outputs)
 
 
 def _end_to_end(ctx: StageContext, p: CpuBenchmarkParams, name: str, data: Any, config: dict[str, Any],

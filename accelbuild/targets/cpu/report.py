@@ -13,7 +13,9 @@ TABS = (("summary", "Summary"), ("session", "Session"), ("operators", "Operators
 
 def render(pipeline: str, bench: dict[str, Any], configs: dict[str, dict[str, Any]],
            ort_records: dict[str, dict[str, Any]]) -> str:
-    label = f"measured on {bench['measured_on']}"
+    where = bench["measured_on"]
+    label = f"measured on device {where['device']} ({where['machine']})" if isinstance(where, dict) else \
+        f"measured on {where}"
     runtime = [f"TVM {html.esc(bench['tvm'])} ({html.esc(bench['tvm_target'].get('mcpu', ''))})"] \
         if bench.get("backend") == "tvm" else [f"onnxruntime {html.esc(bench['onnxruntime'])}",
                                                f"graph optimization {html.esc(bench['graph_optimization'])}"]

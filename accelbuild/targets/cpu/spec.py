@@ -38,6 +38,22 @@ class SessionParams:
 
 
 @dataclass(frozen=True)
+class ClosedLoopParams:
+    """map with ``closed_loop.enabled``: measure every candidate session configuration (``closed_loop.py``) on
+    the device (or here) and record the fastest measured in session.json, every candidate in closed_loop.json."""
+
+    model: str
+    default: tuple[str, str, int]  # (precision, graph optimization, threads) the target keys give
+    threads: tuple[int, ...]  # the thread counts tried (0: onnxruntime's default)
+    accuracy: AccuracyInputs  # the frames each candidate runs (the benchmark's)
+    data: DataParams | None
+    frames: int
+    onnxruntime: str
+    machine: str  # where the candidates are measured: a device's (or this machine's) description
+    device: str | None = None  # benchmark.device's resource
+
+
+@dataclass(frozen=True)
 class OrtParams:
     """assemble: write ``model.ort`` with the session's optimizations and check it against quantized.onnx."""
 
@@ -75,3 +91,4 @@ class CpuBenchmarkParams:
     machine_id: str  # which machine (util.machine.machine_identity): one of the same kind re-measures too
     calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it
     backend: str = "onnxruntime"  # what runs each model: onnxruntime (model.ort) or tvm (model.so)
+    device: str | None = None  # benchmark.device's resource: measured on that device (``machine`` is its)

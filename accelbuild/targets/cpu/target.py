@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.errors import StageError
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
@@ -37,6 +38,7 @@ from accelbuild.stages.declaration import (
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.cpu.spec import (
+    ClosedLoopParams,
     CpuBenchmarkParams,
     CpuTargetSpec,
     NoQuantizeParams,
@@ -45,7 +47,7 @@ from accelbuild.targets.cpu.spec import (
     TvmParams,
     program_files,
 )
-from accelbuild.util.machine import machine_identity, onnxruntime_version, this_machine
+from accelbuild.util.machine import logical_cores_in, machine_identity, onnxruntime_version, this_machine
 
 # quantize keys that choose per-layer or per-model precisions: the cpu family has one precision per build
 PRECISION_KEYS = ("bits", "bits_file", "auto_precision")
@@ -58,17 +60,44 @@ def _model(model: ModelSpec | None) -> ModelSpec:
 
 
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    folder = model_dir(pipeline, _model(model))
-    return {name: folder / name for name in ("quantized.onnx", "ai.onnx")}
+    m = _model(model)
+    folder = model_dir(pipeline, m)
+    if not pipeline.closed_loop.enabled:
+        return {name: folder / name for name in ("quantized.onnx", "ai.onnx")}
+    inputs = {name: folder / name for name in ("quantized.onnx", "ai.onnx", "pre.onnx")}  # + the frames it runs
+    inputs.update(model_data(m) if m.data is not None else accuracy_data(pipeline))
+    return inputs
 
 
 def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
-    return {"session.json": model_dir(pipeline, _model(model)) / "session.json"}
+    folder = model_dir(pipeline, _model(model))
+    names = ("session.json", "closed_loop.json") if pipeline.closed_loop.enabled else ("session.json",)
+    return {name: folder / name for name in names}
 
 
-def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> SessionParams:
-    t = pipeline.target
-    return SessionParams(_model(model).name, t.precision, t.threads, t.graph_optimization, onnxruntime_version())
+def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> SessionParams | ClosedLoopParams:
+    t, m = pipeline.target, _model(model)
+    if not pipeline.closed_loop.enabled:
+        return SessionParams(m.name, t.precision, t.threads, t.graph_optimization, onnxruntime_version())
+    machine = _measuring_machine(pipeline)
+    cores = logical_cores_in(machine) or this_machine().logical_cores
+    device = pipeline.benchmark.device
+    return ClosedLoopParams(m.name, (t.precision, t.graph_optimization, t.threads or 0),
+                            tuple(sorted({1, cores, t.threads or 0})), accuracy_inputs(pipeline), data_params(m),
+                            pipeline.benchmark.frames, onnxruntime_version(), machine,
+                            device.resource if device is not None else None)
+
+
+def _map_jobs(pipeline: PipelineSpec) -> int | None:
+    """The closed loop runs in the build's process and sends its measurements to the device (one at a time)."""
+    return 1 if pipeline.closed_loop.enabled else None
+
+
+def _measuring_machine(pipeline: PipelineSpec) -> str:
+    """Where the pipeline's figures are measured: its device (its description, read on it), or this machine."""
+    device = pipeline.benchmark.device
+    return device.machine if device is not None and device.machine else this_machine().describe(
+        onnxruntime_version())
 
 
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -90,7 +119,8 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtPara
         machine = this_machine()
         return TvmParams(m.name, accuracy_inputs(pipeline), data_params(m), tvm_compiler.version() or "",
                          f"{machine.cpu} ({machine.arch}: {', '.join(machine.flags)})")
-    isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" else None
+    chosen_later = pipeline.closed_loop.enabled  # the closed loop may choose the level all
+    isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" or chosen_later else None
     return OrtParams(m.name, accuracy_inputs(pipeline), data_params(m), onnxruntime_version(), isa)
 
 
@@ -104,12 +134,16 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 
 
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBenchmarkParams:
+    device = pipeline.benchmark.device
+    # measured on a device: its identity (resource and machine, read from the worker) keys the task
+    integer = pipeline.target.precision == "int8" or pipeline.closed_loop.enabled
     return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
-                              pipeline.benchmark.host, this_machine().describe(onnxruntime_version()),
-                              machine_identity(),
-                              tuple(calibration_frames(m) if pipeline.target.precision == "int8" else None
-                                    for m in pipeline.models), pipeline.target.backend)
+                              pipeline.benchmark.host, _measuring_machine(pipeline),
+                              machine_identity() if device is None else f"device {device.resource}",
+                              tuple(calibration_frames(m) if integer else None
+                                    for m in pipeline.models), pipeline.target.backend,
+                              device.resource if device is not None else None)
 
 
 class CpuTarget:
@@ -118,7 +152,8 @@ class CpuTarget:
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
     toolchain = None  # runs in accelbuild's own environment
     stages = (
-        Stage("map", True, "accelbuild.targets.cpu.map_stage", (), _map_inputs, _map_outputs, _map_params),
+        Stage("map", True, "accelbuild.targets.cpu.map_stage", (), _map_inputs, _map_outputs, _map_params,
+              jobs=_map_jobs),
         Stage("assemble", True, "accelbuild.targets.cpu.assemble_stage", (), _assemble_inputs, _assemble_outputs,
               _assemble_params),
         Stage("benchmark", False, "accelbuild.targets.cpu.benchmark_stage", (), _benchmark_inputs,
@@ -131,8 +166,14 @@ class CpuTarget:
         return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        if spec.closed_loop.enabled:
-            checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family cpu has none")
+        if spec.closed_loop.enabled and spec.target.backend == "tvm":
+            checker.error(("closed_loop", "enabled"), "closed_loop measures onnxruntime configurations (model.ort); "
+                                                      "backend tvm has none to choose from")
+        if spec.closed_loop.enabled and spec.closed_loop.keep_splits:
+            checker.error(("closed_loop", "keep_splits"), "family cpu's closed loop has no splits to keep")
+        if spec.benchmark.device is not None and spec.target.backend == "tvm":
+            checker.error(("benchmark", "device"), "backend tvm compiles model.so for this machine's CPU; a device "
+                                                   "measures model.ort (backend onnxruntime)", key=True)
         precision = spec.target.precision
         for model in spec.models:
             q = model.quantize
@@ -144,7 +185,7 @@ class CpuTarget:
                 if getattr(q, key, None):
                     checker.error(at + (key,), f"{key} does not apply to family cpu: the whole model is "
                                                f"{precision} (target.precision)", key=True)
-            for key in CALIBRATION_KEYS if precision == "float" else ():
+            for key in CALIBRATION_KEYS if precision == "float" and not spec.closed_loop.enabled else ():
                 if getattr(q, key) is not None:
                     checker.error(at + (key,), f"{key} does not apply to precision: float (the model runs as it "
                                                "is); use target.precision: int8 to quantize", key=True)
@@ -153,7 +194,8 @@ class CpuTarget:
                                                          f"not {q.activation_bits}")
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
-        if spec.target.precision == "float":
+        # the closed loop measures float (ai.onnx) and int8 (quantized.onnx) candidates
+        if spec.target.precision == "float" and not spec.closed_loop.enabled:
             return PrecisionRules(weight_bits=(), activations="float")
         # uint8 activations with zero points and int8 weights per channel: onnxruntime's U8S8 integer kernels
         return PrecisionRules(weight_bits=(8,), activations="integer", activation_bits=(8,), symmetric=False)
@@ -172,6 +214,22 @@ class CpuTarget:
 
     def supported_ops(self) -> list[Any]:
         return []  # onnxruntime runs every operator the ONNX frontend accepts
+
+    def device_runtime(self) -> str:
+        """On a device: this machine with its onnxruntime (what the benchmark's figures are measured with)."""
+        return device_description()
+
+
+def device_description() -> str:
+    """The machine and onnxruntime here, as the benchmark records and keys them; a clear error without
+    onnxruntime (a device must have the family's runtime installed)."""
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        version = onnxruntime_version()
+    except PackageNotFoundError:
+        raise StageError("onnxruntime is not installed on this device (pip install onnxruntime)") from None
+    return this_machine().describe(version)
 
 
 TARGET = CpuTarget()

@@ -133,6 +133,7 @@ class EthosUTarget:
     code = _CODE
     files = ()  # its program is a Vela TFLite file; Vela itself inspects it
     toolchain = None  # runs in accelbuild's own environment
+    no_device_runtime = "Vela estimates its figures; nothing of it runs on a board here"
     stages = (
         Stage("map", True, "accelbuild.targets.ethos_u.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", True, "accelbuild.targets.ethos_u.assemble_stage", (), _assemble_inputs,

@@ -155,6 +155,7 @@ class Mx3Target:
     files = (ProgramFile("mx3 DFP program file", (".dfp",), (b"ACCELDFP",), "accelbuild.targets.mx3.files:inspect",
                          "accelbuild.targets.mx3.files:bench", "accelbuild.targets.mx3.files:parts"),)
     toolchain = None  # runs in accelbuild's own environment
+    no_device_runtime = "its figures come from the modelled chip's simulator"
     stages = (
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,

@@ -138,6 +138,7 @@ class NpuTarget:
     files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
                          "accelbuild.targets.npu.files:bench"),)
     toolchain = None  # runs in accelbuild's own environment
+    no_device_runtime = "its figures come from the modelled NPU's simulator"
     stages = (
         Stage("map", False, "accelbuild.targets.npu.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.npu.assemble_stage", (), _assemble_inputs, _assemble_outputs,

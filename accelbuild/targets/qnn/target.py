@@ -82,6 +82,7 @@ class QnnTarget:
             "accelbuild.report")
     files = ()  # the context model is onnxruntime's own format
     toolchain = TOOLCHAIN
+    no_device_runtime = "no device runtime wired yet: a board would run the context binary with onnxruntime-qnn"
     stages = (
         Stage("map", True, "accelbuild.targets.qnn.compile_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("benchmark", False, "accelbuild.targets.qnn.benchmark_stage", (), _benchmark_inputs,

@@ -113,6 +113,7 @@ class RknnTarget:
             "accelbuild.report")
     files = ()  # the .rknn is the toolkit's own format
     toolchain = TOOLCHAIN
+    no_device_runtime = "no device runtime wired yet: a board would run the .rknn with the RKNN lite runtime"
     stages = (
         Stage("quantize", True, "accelbuild.targets.rknn.compile_stage", (), _compile_inputs, _compile_outputs,
               _compile_params),
