@@ -20,7 +20,7 @@ from accelbuild.toolchains.environment import (
     require,
     user_environment,
 )
-from accelbuild.toolchains.protocol import PROTOCOL, VendorRefusal, run_driver
+from accelbuild.toolchains.protocol import PROTOCOL, VendorRefusal, run_driver, workspace
 
 __all__ = ["PROTOCOL", "Environment", "Toolchain", "ToolchainError", "ToolchainRef", "VendorRefusal", "find",
-           "install", "require", "run_driver", "user_environment"]
+           "install", "require", "run_driver", "user_environment", "workspace"]

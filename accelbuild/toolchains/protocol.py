@@ -15,9 +15,14 @@ print goes to ``driver.log`` in the work folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +57,33 @@ def run_driver(env: Environment, driver: Path, action: str, request: dict[str, A
     try:
         response = json.loads(response_path.read_text())
     except (OSError, ValueError):
-        raise StageError(f"toolchain {env.name}: {action} ended with exit code {done.returncode} and no answer; "
-                         f"the last lines of its log ({workdir / LOG}):\n{_tail(workdir / LOG)}") from None
+        raise StageError(f"toolchain {env.name}: {action} {_ended(done.returncode)} and gave no answer; the last "
+                         f"lines of its log ({workdir / LOG}):\n{_tail(workdir / LOG)}") from None
     if response.get("ok"):
         return dict(response["result"])
     if "refusal" in response:
         raise VendorRefusal(f"{env.name}: {response['refusal']}")
     raise StageError(f"toolchain {env.name}: {action} failed in the driver:\n{_tail_text(response.get('error', ''))}"
                      f"\n(log: {workdir / LOG})")
+
+
+@contextlib.contextmanager
+def workspace(prefix: str) -> Iterator[Path]:
+    """A temporary folder for a driver's files, removed when the stage succeeds and kept when it fails, so the
+    driver.log a failure message names is still there to read."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ended(code: int) -> str:
+    """How the driver's process ended: a negative code is the signal that stopped it (the vendor library aborted)."""
+    if code < 0:
+        try:
+            return f"was stopped by signal {-code} ({signal.Signals(-code).name}: the vendor library crashed)"
+        except ValueError:
+            return f"was stopped by signal {-code}"
+    return f"ended with exit code {code}"
 
 
 def _environment() -> dict[str, str]:

@@ -16,6 +16,12 @@ def refuse(request):
     raise Refusal("E build: Unsupported op 'Frobnicate' at node frob_1 (the vendor's own words)")
 
 
+def abort(request):
+    import os
+
+    os.abort()  # as a vendor library's failed assertion does
+
+
 def crash(request):
     return {"ratio": 1 / request["zero"]}
 
@@ -26,4 +32,4 @@ def _importable(name):
     return importlib.util.find_spec(name) is not None
 
 
-ACTIONS = {"where": where, "refuse": refuse, "crash": crash}
+ACTIONS = {"where": where, "refuse": refuse, "crash": crash, "abort": abort}

@@ -72,6 +72,12 @@ def test_a_driver_failure_names_the_error_and_the_log(probe, tmp_path: Path) -> 
     assert "driver.log" in str(caught.value) and not isinstance(caught.value, VendorRefusal)
 
 
+def test_a_driver_the_vendor_library_crashes_says_so_and_keeps_its_log(probe, tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"abort was stopped by signal 6 \(SIGABRT") as caught:
+        run_driver(probe, DRIVER, "abort", {}, tmp_path)
+    assert "driver.log" in str(caught.value) and (tmp_path / "driver.log").exists()
+
+
 def test_a_package_that_cannot_be_installed_is_a_user_error_with_the_fix(toolchains: Path) -> None:
     broken = Toolchain("broken", ("six==0.0.0",), PROBE.python)
     with pytest.raises(ToolchainError) as caught:

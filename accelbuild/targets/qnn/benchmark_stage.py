@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets.qnn.report import render
 from accelbuild.targets.qnn.spec import BenchmarkParams
 from accelbuild.targets.qnn.toolchain import RUNTIME
-from accelbuild.toolchains import run_driver
+from accelbuild.toolchains import run_driver, workspace
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -63,8 +62,7 @@ def _model(ctx: StageContext, p: BenchmarkParams, env, index: int, name: str, ru
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"],
                                             ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data, ai)
     order = [i.name for i in ai.graph.input if i.name not in {t.name for t in ai.graph.initializer}]
-    with tempfile.TemporaryDirectory(prefix="accelbuild-qnn-") as scratch:
-        work = Path(scratch)
+    with workspace("accelbuild-qnn-") as work:
         (work / "frames").mkdir()
         (work / "outputs").mkdir()
         files = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import onnx
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.qnn.spec import CompileParams
 from accelbuild.targets.qnn.toolchain import RUNTIME
-from accelbuild.toolchains import run_driver
+from accelbuild.toolchains import run_driver, workspace
 from accelbuild.util.files import copy_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -28,8 +27,7 @@ QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 def run(ctx: StageContext) -> None:
     p: CompileParams = ctx.params
     env = p.toolchain.environment()
-    with tempfile.TemporaryDirectory(prefix="accelbuild-qnn-") as scratch:
-        work = Path(scratch)
+    with workspace("accelbuild-qnn-") as work:
         context = work / f"{p.model}.onnx"  # the provider names the binary <stem>_qnn.bin beside it
         run_driver(env, DRIVER, "compile", {"model": str(ctx.inputs["quantized.onnx"].resolve()),
                                             "soc_model": p.soc_model, "context": str(context),

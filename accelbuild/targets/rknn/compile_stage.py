@@ -10,7 +10,6 @@ cleaned of what changes between runs: the layer table the map stage reads).
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +22,13 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets.rknn import build_log
 from accelbuild.targets.rknn.spec import CompileParams
 from accelbuild.targets.rknn.toolchain import TOOLKIT
-from accelbuild.toolchains import run_driver
+from accelbuild.toolchains import run_driver, workspace
 from accelbuild.util.files import copy_atomic, write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
 DRIVER = Path(__file__).with_name("driver.py")
 MAX_OPSET = 19  # the newest ONNX opset rknn-toolkit2 2.5 loads
+RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 
 
 def run(ctx: StageContext) -> None:
@@ -39,8 +39,7 @@ def run(ctx: StageContext) -> None:
     random = accuracy.is_random(p.accuracy, p.data)
     calibrating = min(p.calibration_frames, len(feeds))
     env = p.toolchain.environment()
-    with tempfile.TemporaryDirectory(prefix="accelbuild-rknn-") as scratch:
-        work = Path(scratch)
+    with workspace("accelbuild-rknn-") as work:
         frame_files = _write_frames(work / "frames", feeds, [i.name for i in _inputs(ai)])
         (work / "outputs").mkdir()
         analysed = frame_files[calibrating] if calibrating < len(frame_files) else frame_files[0]
@@ -82,8 +81,13 @@ def _for_toolkit(ai: onnx.ModelProto, path: Path, work: Path) -> Path:
     """The AI section at an opset the toolkit reads (it takes ONNX opsets up to 19; accelbuild's import may
     write newer ones), converted by onnx's version converter."""
     opset = next((o.version for o in ai.opset_import if o.domain in ("", "ai.onnx")), MAX_OPSET)
-    if opset <= MAX_OPSET:
+    defaults = _default_layouts(ai)
+    if opset <= MAX_OPSET and not defaults:
         return path.resolve()
+    if opset <= MAX_OPSET:
+        target = work / "ai_for_toolkit.onnx"
+        onnx.save(defaults, str(target))
+        return target
     from onnx import version_converter
 
     try:
@@ -92,8 +96,23 @@ def _for_toolkit(ai: onnx.ModelProto, path: Path, work: Path) -> Path:
         raise StageError(f"{TOOLKIT} reads ONNX opsets up to {MAX_OPSET}; the AI section is opset {opset} and "
                          f"onnx's version converter could not take it down: {error}") from None
     target = work / "ai_opset19.onnx"
-    onnx.save(converted, str(target))
+    onnx.save(_default_layouts(converted) or converted, str(target))
     return target
+
+
+def _default_layouts(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model without the recurrent layers' ``layout: 0`` (their default), which the toolkit's onnx checker
+    refuses ("Unrecognized attribute: layout for operator LSTM"); None when no layer states it."""
+    if not any(a.name == "layout" and a.i == 0 for n in model.graph.node if n.op_type in RECURRENT for a in n.attribute):
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        if node.op_type in RECURRENT:
+            kept = [a for a in node.attribute if not (a.name == "layout" and a.i == 0)]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+    return copy
 
 
 def _check_shapes(reference: list[np.ndarray], measured: list[np.ndarray], names: list[str]) -> None:

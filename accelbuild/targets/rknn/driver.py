@@ -17,6 +17,7 @@ import numpy as np
 from toolchain_runtime import Refusal
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 ROW = re.compile(r"^\[(?P<op>[^\]]+)\]\s+(?P<name>\S+)\s+(?P<ecos>[-\d.]+) \|\s*(?P<eeuc>[-\d.e+]+)\s+"
                  r"(?P<scos>[-\d.]+) \|\s*(?P<seuc>[-\d.e+]+)")
 
@@ -53,13 +54,18 @@ def _flush_c_streams():
 
 
 def _errors(path):
-    """The toolkit's own error lines (``E <where>: <message>``) from the log."""
+    """The toolkit's own words from the log: its error lines (``E <where>: <message>``) and the exceptions it
+    raised (``SomeError: message``), without its version banner, traceback frames and source lines."""
     with open(path, errors="replace") as handle:
         lines = [ANSI.sub("", line).rstrip() for line in handle]
     found = []
-    for line in lines:  # its error lines, without its version banner and the traceback it logs with them
-        if line.startswith("E ") and "version:" not in line and "Traceback" not in line and line not in found:
-            found.append(line)
+    for line in lines:
+        text = line.strip()
+        if "Traceback" in text or "version:" in text:
+            continue
+        said = line.startswith("E ") or EXCEPTION.match(text) or text.startswith("==> Context")
+        if said and not text.startswith("E File ") and text not in found:
+            found.append(text)
     return "\n".join(found[-8:]) or "\n".join(lines[-8:])
 
 
@@ -92,17 +98,21 @@ def build(request):
         except Exception as error:  # the toolkit raises on some models instead of returning -1
             raise Refusal(_errors(log_path) or f"{type(error).__name__}: {error}") from None
         outputs = []
-        for i, frame in enumerate(request["frames"]):
-            arrays = [np.load(path) for path in frame]
-            formats = ["nchw" if a.ndim == 4 else None for a in arrays]
-            result = rknn.inference(inputs=arrays, data_format=formats if len(arrays) > 1 else formats[0])
-            if result is None:
-                raise Refusal(f"inference on frame {i} failed: {_errors(log_path)}")
-            path = os.path.join(request["outputs"], f"frame_{i:05d}.npz")
-            np.savez(path, *[np.asarray(r, dtype=np.float32) for r in result])
-            outputs.append(path)
-        analysis_dir = os.path.join(request["workdir"], "analysis")
-        ret = rknn.accuracy_analysis(inputs=request["analysis_frame"], output_dir=analysis_dir)
+        try:
+            for i, frame in enumerate(request["frames"]):
+                # arrays in the ONNX model's layout: "nchw" leaves a 4-D input as it is (others are not touched)
+                result = rknn.inference(inputs=[np.load(path) for path in frame], data_format="nchw")
+                if result is None:
+                    raise Refusal(f"inference on frame {i} failed: {_errors(log_path)}")
+                path = os.path.join(request["outputs"], f"frame_{i:05d}.npz")
+                np.savez(path, *[np.asarray(r, dtype=np.float32) for r in result])
+                outputs.append(path)
+            analysis_dir = os.path.join(request["workdir"], "analysis")
+            ret = rknn.accuracy_analysis(inputs=request["analysis_frame"], output_dir=analysis_dir)
+        except Refusal:
+            raise
+        except Exception as error:  # the simulator raises where the compiled program cannot run
+            raise Refusal(f"the simulator failed: {_errors(log_path) or f'{type(error).__name__}: {error}'}") from None
         layers = _analysis(os.path.join(analysis_dir, "error_analysis.txt")) if ret == 0 else []
         rknn.release()
     return {"outputs": outputs, "layers": layers, "analysis_ok": ret == 0}

@@ -194,3 +194,41 @@ def test_a_restore_in_a_fresh_checkout_needs_no_toolchain(project: Path, tmp_pat
     assert list(empty.iterdir()) == []
     assert (fresh / "build" / "rk" / "net" / "net.rknn").read_bytes() == \
         (project / "build" / "rk" / "net" / "net.rknn").read_bytes()
+
+
+def test_an_image_and_a_vector_input_build(project: Path) -> None:
+    """A second input that is not an image: the simulator is told the ONNX layout once, for every input (a
+    per-input list with a gap for the vector made the toolkit raise)."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array((rng.normal(0, 0.3, (8, 3, 3, 3))).astype(np.float32), "w")]
+    nodes = [helper.make_node("Conv", ["image", "w"], ["c"], "conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["bias", "shape"], ["b4"], "as_4d"),
+             helper.make_node("Add", ["c", "b4"], ["out"], "add")]
+    inits.append(numpy_helper.from_array(np.array([1, 8, 1, 1], np.int64), "shape"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 16, 16]),
+                                           helper.make_tensor_value_info("bias", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(project / "net.onnx"))
+    summary, out = _build(project, "rk3588")
+    assert summary.ok, summary.failures()
+    assert json.loads((out / "benchmark.json").read_text())["models"][0]["accuracy"]["cosine"] > 0.98
+
+
+def test_a_recurrent_layers_default_layout_is_not_handed_to_the_toolkit() -> None:
+    """rknn-toolkit2's onnx checker refuses an LSTM that states ``layout: 0`` (seen on a CRNN OCR model):
+    the default is dropped, any other value kept."""
+    from accelbuild.targets.rknn.compile_stage import _default_layouts
+
+    def lstm(layout: int) -> onnx.ModelProto:
+        node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], "lstm", hidden_size=2, layout=layout)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(np.zeros((1, 8, 2), np.float32), "W"),
+                                   numpy_helper.from_array(np.zeros((1, 8, 2), np.float32), "R")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    dropped = _default_layouts(lstm(0))
+    assert dropped is not None and [a.name for a in dropped.graph.node[0].attribute] == ["hidden_size"]
+    assert _default_layouts(lstm(1)) is None
