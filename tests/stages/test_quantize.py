@@ -103,9 +103,11 @@ def _nan_model(path: Path) -> None:
 
 
 def test_a_float_model_giving_nan_on_its_inputs_is_a_positioned_user_error(tmp_path: Path) -> None:
-    """No record can hold its figures: exit 2 at the model's entry, naming output, sample and inputs."""
+    """No record can hold its figures: exit 2 at the model's entry, naming output, sample and inputs. (mx3 moves
+    the model's last operator, a Log it does not run, to the host's post section, so its AI section gives no
+    NaN: the npu family, which runs Log on its host inside the AI section, is the second case.)"""
     _nan_model(tmp_path / "m.onnx")
-    for target in ("{family: mx3}", "{family: cpu}"):
+    for target in ("{family: npu, platform: tda4vm}", "{family: cpu}"):
         write(tmp_path / "p.yaml", f"accelbuild: 1\nname: p\ntarget: {target}\nmodels:\n  - name: m\n"
                                    "    path: m.onnx\n")
         result = run_cli("run", "p.yaml", cwd=tmp_path)
