@@ -200,8 +200,8 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
         wave = sorted(ready)
     if len(ordered) < len(graph.node):
         placed = {id(n) for n in ordered}
-        names = ", ".join([n.name or n.op_type for n in graph.node if id(n) not in placed][:5])
-        raise ValueError(f"graph has a cycle near: {names}")
+        near = ", ".join([n.name or n.op_type for n in graph.node if id(n) not in placed][:5])
+        raise ValueError(f"graph has a cycle near: {near}")
     return ordered
 
 

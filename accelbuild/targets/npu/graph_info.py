@@ -21,7 +21,7 @@ from accelbuild.util.shape_inference import infer_shapes
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-_BITS_OF_TYPE = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
+_BITS_OF_TYPE: dict[int, int] = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
                  TensorProto.INT4: 4, TensorProto.UINT4: 4}
 
 

@@ -137,7 +137,7 @@ def _moves_no_data(info: GraphInfo, group: list[onnx.NodeProto], hw: NpuHardware
     if not hw.channels_last or len(group) != 1 or group[0].op_type != "Transpose":
         return False
     shape = info.shape(group[0].input[0])
-    perm = tuple(attribute(group[0], "perm", ()))  # type: ignore[call-overload]
+    perm = tuple(attribute(group[0], "perm", ()))
     return shape is not None and len(shape) == 4 and perm in CHANNEL_MOVES
 
 
@@ -293,7 +293,7 @@ def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
     if op in _REDUCE:
         return float(info.elements(node.input[0]))
     if op in ("MaxPool", "AveragePool"):
-        kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
+        kernel = list(attribute(node, "kernel_shape", [1]))
         return float(out * math.prod(kernel))
     if op == "Resize":
         mode = attribute(node, "mode", b"nearest")

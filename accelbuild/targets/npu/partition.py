@@ -171,7 +171,7 @@ def partition(model: onnx.ModelProto, hw: NpuHardware, offload: Offload = Offloa
     if len(npu_runs) > limit:
         splitters = [run for i, run in enumerate(runs) if assigned[run[0]] != "npu" and 0 < i < len(runs) - 1]
         raise TooManySubgraphsError(len(npu_runs), limit, splitters, {n.name: n.op_type for n in info.layers()})
-    subgraphs = [_subgraph(info, i, assigned[run[0]], run) for i, run in enumerate(runs)]  # type: ignore[arg-type]
+    subgraphs = [_subgraph(info, i, assigned[run[0]], run) for i, run in enumerate(runs)]
     log.debug("partition: %d subgraphs (%d on the NPU), %d host layers", len(subgraphs), len(npu_runs), len(reasons))
     return Partition(subgraphs, {n.name: assigned[n.name] for n in info.layers()}, reasons,
                      {n.name: n.op_type for n in info.layers()})

@@ -119,14 +119,14 @@ def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | 
 def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
-    kernel = list(attribute(node, "kernel_shape", weight[2:] if weight else []))  # type: ignore[arg-type]
+    kernel = list(attribute(node, "kernel_shape", weight[2:] if weight else []))
     limit = s.kernel_limit(node.op_type)
     if kernel and max(kernel) > limit:
         return f"kernel {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
-    strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
+    strides = list(attribute(node, "strides", [1]))
     if max(strides) > s.conv_max_stride:
         return f"stride {max(strides)} is larger than {s.conv_max_stride}"
-    dilations = list(attribute(node, "dilations", [1]))  # type: ignore[arg-type]
+    dilations = list(attribute(node, "dilations", [1]))
     if max(dilations) > s.conv_max_dilation:
         return f"dilation {max(dilations)} is larger than {s.conv_max_dilation}"
     return None
@@ -166,11 +166,11 @@ def _constant_weights(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) ->
                                                        f"stride at most {hw.support.pool_max_stride}")
 def _pool_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
-    kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
+    kernel = list(attribute(node, "kernel_shape", [1]))
     limit = s.kernel_limit(node.op_type)
     if max(kernel) > limit:
         return f"pooling window {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
-    strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
+    strides = list(attribute(node, "strides", [1]))
     if max(strides) > s.pool_max_stride:
         return f"pooling stride {max(strides)} is larger than {s.pool_max_stride}"
     return None
