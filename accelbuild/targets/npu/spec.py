@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
@@ -17,7 +17,7 @@ from accelbuild.stages.params import AccuracyInputs, DataParams
 class OffloadSettings:
     """``target.offload``: where the layers the NPU cannot (or may not) run go."""
 
-    host: str  # arm | dsp
+    host: Literal["arm", "dsp"]
     deny_ops: tuple[str, ...]
     deny_layers: tuple[str, ...]
     max_subgraphs: int

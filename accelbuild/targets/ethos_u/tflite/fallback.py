@@ -95,8 +95,8 @@ def _matmul(w: Writer, node: onnx.NodeProto) -> None:
 def _gemm(w: Writer, node: onnx.NodeProto) -> None:
     """alpha * op(A) @ op(B) + beta * C as FULLY_CONNECTED on constant B (alpha folded into it), or
     BATCH_MATMUL of two tensors, then MUL by alpha and ADD of beta * C where they are not folded."""
-    alpha, beta = float(g.attribute(node, "alpha", 1.0)), float(g.attribute(node, "beta", 1.0))  # type: ignore
-    trans_a, trans_b = int(g.attribute(node, "transA", 0)), int(g.attribute(node, "transB", 0))  # type: ignore
+    alpha, beta = float(g.attribute(node, "alpha", 1.0)), float(g.attribute(node, "beta", 1.0))
+    trans_a, trans_b = int(g.attribute(node, "transA", 0)), int(g.attribute(node, "transB", 0))
     a = float_in(w, node.input[0])
     if trans_a:
         a = transposed(w, a, (1, 0), f"{node.name}/a_t")

@@ -195,8 +195,8 @@ def _gemm_scaled(node: onnx.NodeProto, x: QTensor, c: QConst, real_bias: np.ndar
                  units: int) -> tuple[QConst, QConst | None]:
     """Gemm's alpha folded into the weights' scales (the codes stay), beta * C into int32 bias codes at the
     bias scale (input scale x weight scale): alpha * A.B + beta * C computed by one FULLY_CONNECTED."""
-    alpha = float(g.attribute(node, "alpha", 1.0))  # type: ignore[arg-type]
-    beta = float(g.attribute(node, "beta", 1.0))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 1.0))
+    beta = float(g.attribute(node, "beta", 1.0))
     if alpha <= 0.0:
         raise Unsupported("Gemm with alpha <= 0")
     scaled = c if alpha == 1.0 else QConst(c.codes, (c.scales * np.float32(alpha)).astype(np.float32),

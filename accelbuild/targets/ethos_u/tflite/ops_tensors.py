@@ -57,8 +57,8 @@ def hard_sigmoid(w: Writer, node: onnx.NodeProto) -> None:
     qmax = (1 << (out.bits - 1)) - 1
     if len(x.shape) != 4 or (qmax - out.zero_point) * out.scale > 1 + 1e-6:
         raise Unsupported("HardSigmoid of a 4-D tensor whose output range tops out at most at 1")
-    alpha = float(g.attribute(node, "alpha", 0.2))  # type: ignore[arg-type]
-    beta = float(g.attribute(node, "beta", 0.5))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 0.2))
+    beta = float(g.attribute(node, "beta", 0.5))
     channels = w.shape(x)[3]
     weight_scale = np.float32(abs(alpha) / 127)
     weights = np.full((1, 1, 1, channels), 127 if alpha > 0 else -127, dtype=np.int8)
@@ -142,7 +142,7 @@ def _bounded(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, builtin:
 
 def leaky_relu(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
-    alpha = float(g.attribute(node, "alpha", 0.01))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 0.01))
     w.op("LEAKY_RELU", [w.tensor(x)], [w.tensor(out)], {"alpha": alpha})
 
 
