@@ -325,7 +325,7 @@ class _Checker:
                 self.error(at + ("preprocess", key), f"{key} needs 1 or {channels} value(s) for color "
                                                      f"{pre['color']}, not {len(pre[key])}")
         resize = tuple(pre["resize"]) if pre["resize"] is not None else None
-        return DataSettings(folder, DataParams(d["path"], d.get("count"), resize, pre["color"],  # type: ignore[arg-type]
+        return DataSettings(folder, DataParams(d["path"], d.get("count"), resize, pre["color"],
                                                tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"])))
 
     def input_shapes(self, at: tuple[Any, ...], value: Any) -> InputShapes:

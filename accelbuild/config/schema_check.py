@@ -209,16 +209,16 @@ def problems(data: Any, schema_name: str) -> list[tuple[tuple[Any, ...], bool, s
 
 def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     """All schema errors of ``doc``, positioned and sorted by position."""
-    errors = []
+    found: list[tuple[Where, str]] = []
     seen = set()
     for path, at_key, message in problems(doc.data, schema_name):
         where = doc.where(path, key=at_key)
         if (str(where), message) in seen:
             continue
         seen.add((str(where), message))
-        errors.append(ConfigError(where, message, doc.snippet(where)))
-    errors.sort(key=lambda e: (e.where.file, e.where.line, e.where.col))
-    return errors
+        found.append((where, message))
+    found.sort(key=lambda item: (item[0].file, item[0].line, item[0].col))
+    return [ConfigError(where, message, doc.snippet(where)) for where, message in found]
 
 
 def validate_merged(data: Any, schema_name: str, doc: YamlDocument) -> list[ConfigError]:

@@ -11,6 +11,7 @@ aspect ratio not kept -> float32, ``(x - mean) / std`` per channel in 0..255 uni
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -19,7 +20,7 @@ from accelbuild.data.spec import CHANNELS, DataSpec, InputInfo
 from accelbuild.errors import InputFileError
 
 
-def read_image(path: object, shown: str, color: str) -> Image.Image:
+def read_image(path: Path, shown: str, color: str) -> Image.Image:
     """The decoded image, EXIF orientation applied, in mode ``RGB`` (rgb, bgr) or ``L`` (gray)."""
     try:
         with warnings.catch_warnings():
@@ -38,7 +39,7 @@ def read_image(path: object, shown: str, color: str) -> Image.Image:
     return image.convert("L" if color == "gray" else "RGB")
 
 
-def image_sample(path: object, shown: str, spec: DataSpec, info: InputInfo) -> np.ndarray:
+def image_sample(path: Path, shown: str, spec: DataSpec, info: InputInfo) -> np.ndarray:
     """One preprocessed sample for ``info`` (batch dimension 1, the input's layout and dtype)."""
     height, width = target_size(spec, info)
     image = read_image(path, shown, spec.color)

@@ -69,7 +69,7 @@ def check_inputs(spec: DataSpec, folder: DataFolder, inputs: list[InputInfo]) ->
         if name not in given:
             raise InputFileError(shown_path(spec, name), f"missing: no subfolder of .npy files for input {name!r} "
                                                          f"(the model's inputs: {', '.join(names)})")
-    for name in sorted(n for n in given if n not in names):
-        raise InputFileError(shown_path(spec, str(name)), f"no model input is named {name!r} "
+    for extra in sorted(str(n) for n in given if n not in names):
+        raise InputFileError(shown_path(spec, extra), f"no model input is named {extra!r} "
                                                           f"(the model's inputs: {', '.join(names)})")
 

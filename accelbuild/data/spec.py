@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import onnx
@@ -114,4 +114,5 @@ def input_infos(model: onnx.ModelProto) -> list[InputInfo]:
 
 def data_spec(data: DataParams, folder: Path) -> DataSpec:
     """The ``accelbuild.data`` spec (what the loader reads) of ``models[].data`` parameters and its folder."""
-    return DataSpec(folder, data.text, data.count, data.resize, data.color, data.mean, data.std)
+    color = cast(Color, data.color)  # DataSpec checks it is one of COLORS
+    return DataSpec(folder, data.text, data.count, data.resize, color, data.mean, data.std)

@@ -154,7 +154,7 @@ def _resolve_one(model: onnx.ModelProto, value: onnx.ValueInfoProto, given: obje
                 f"give its shape in input_shapes (e.g. {name}: {example}, channel-last without batch)",
             )
         return ResolvedInput(name, tuple(int(d) for d in fixed), "as-is")  # type: ignore[arg-type]
-    user = [int(d) for d in given]  # type: ignore[union-attr]
+    user = [int(d) for d in given]
     if dims is None:  # rank unknown to the model: take the user's dims after a batch of 1
         return ResolvedInput(name, (1, *user), "as-is")
     rank = len(dims)

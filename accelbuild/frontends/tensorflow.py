@@ -161,8 +161,9 @@ def _calm_absl() -> None:
         import absl.logging
 
         absl.logging.set_verbosity(absl.logging.ERROR)
-        logging.root.removeHandler(absl.logging._absl_handler)
-        absl.logging._warn_preinit_stderr = False
+        # absl's private names (no public way to drop its handler); AttributeError is suppressed above
+        logging.root.removeHandler(absl.logging._absl_handler)  # type: ignore[attr-defined]
+        absl.logging._warn_preinit_stderr = False  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

@@ -109,7 +109,7 @@ def fold_pad(model: onnx.ModelProto) -> list[str]:
             continue
         for conv in convs:
             spatial = len(amounts) // 2
-            old = list(g.attribute(conv, "pads", [0] * 2 * spatial))  # type: ignore[call-overload]
+            old = list(g.attribute(conv, "pads", [0] * 2 * spatial))
             _set_attr(conv, "pads", [a + b for a, b in zip(old, amounts)])
             conv.input[0] = pad.input[0]
         graph.node.remove(pad)

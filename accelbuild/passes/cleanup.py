@@ -88,7 +88,7 @@ def _is_wire(model: onnx.ModelProto, node: onnx.NodeProto) -> bool:
         return source is not None and source == wanted
     if node.op_type == "Transpose":
         perm = g.attribute(node, "perm")
-        return perm is not None and list(perm) == list(range(len(perm)))  # type: ignore[arg-type]
+        return perm is not None and list(perm) == list(range(len(perm)))
     if node.op_type in _SHAPE_ONLY | _REPEATING:
         shape = g.static_shape(model, node.input[0])
         return shape is not None and shape == g.static_shape(model, node.output[0]) and (

@@ -60,7 +60,7 @@ def _integer_layer(graph: onnx.GraphProto, node: onnx.NodeProto) -> str | None:
     w_zero = g.constant(graph, node.input[3]) if len(node.input) > 3 and node.input[3] else np.zeros(1)
     cast = _sole_reader(consumers, node.output[0], "Cast")
     scale_mul = _sole_reader(consumers, cast.output[0], "Mul") if cast is not None else None
-    if weights is None or w_zero is None or scale_mul is None:
+    if weights is None or w_zero is None or cast is None or scale_mul is None:
         return None
     scales = scale_mul.input[1] if scale_mul.input[0] == cast.output[0] else scale_mul.input[0]
     w_scale = _weight_scale(graph, producers.get(scales), x_scale)
@@ -113,10 +113,9 @@ def _lstm(graph: onnx.GraphProto, node: onnx.NodeProto) -> str | None:
     takes them transposed), each with a scale and zero point per direction or per direction and column."""
     inputs = list(node.input) + [""] * (12 - len(node.input))
     w, r = g.constant(graph, inputs[1]), g.constant(graph, inputs[2])
-    params = [g.constant(graph, name) if name else None for name in inputs[8:12]]
-    if w is None or r is None or any(p is None for p in params):
+    w_scale, w_zero, r_scale, r_zero = (g.constant(graph, name) if name else None for name in inputs[8:12])
+    if w is None or r is None or w_scale is None or w_zero is None or r_scale is None or r_zero is None:
         return None
-    w_scale, w_zero, r_scale, r_zero = params
     w_float, r_float = _per_direction(w, w_zero, w_scale), _per_direction(r, r_zero, r_scale)
     if w_float is None or r_float is None:
         return None

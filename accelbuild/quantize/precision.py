@@ -31,7 +31,8 @@ def bits_of_onnx_type(data_type: int) -> int | None:
     """The precision of an ONNX integer initializer type (INT4/INT8/INT16), else None."""
     from onnx import TensorProto
 
-    return {TensorProto.INT4: 4, TensorProto.INT8: 8, TensorProto.INT16: 16}.get(data_type)
+    bits: dict[int, int] = {TensorProto.INT4: 4, TensorProto.INT8: 8, TensorProto.INT16: 16}
+    return bits.get(data_type)
 
 
 def value_range(bits: int) -> tuple[int, int]:

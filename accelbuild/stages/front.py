@@ -106,7 +106,7 @@ def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
 def _quantize_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     assert model is not None
     folder = model_dir(pipeline, model)
-    names = ("quantized.onnx", "quantize.json")
+    names: tuple[str, ...] = ("quantized.onnx", "quantize.json")
     if pipeline.target_impl.precision(pipeline).integer:
         names += ("calibration.json",)
     return {name: folder / name for name in names}

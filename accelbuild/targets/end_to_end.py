@@ -170,6 +170,6 @@ def model_record(inputs: dict[str, Path], name: str, fps: float, latency_ms: flo
         pre, post = (read_section(inputs[f"{name}/{s}"]) for s in ("pre.onnx", "post.onnx"))
         if pre is not None or post is not None:
             pre_time, post_time = host_section_times(pre, post, onnx.load(str(inputs[f"{name}/ai.onnx"])), ai_feed)
-    medians = [None if t is None else t.median_ms for t in (pre_time, post_time)]
-    spreads = [None if t is None else t.p10_p90 for t in (pre_time, post_time)]
-    return record(fps, latency_ms, accelerator, *medians, host, *spreads)
+    return record(fps, latency_ms, accelerator, None if pre_time is None else pre_time.median_ms,
+                  None if post_time is None else post_time.median_ms, host,
+                  None if pre_time is None else pre_time.p10_p90, None if post_time is None else post_time.p10_p90)

@@ -130,13 +130,13 @@ def _load(path: Path, chain: tuple[Path, ...], shown: str,
         if not isinstance(data, dict):
             raise InputFileError(shown, "a hardware profile must be a YAML mapping")
         record = validated.current  # profiles validated by an earlier command are not validated again
-        key = record.key({"profile": doc.text}, schema_check.load_schema(kind.schema)) if record else None
-        if key is None or not record.seen(key):  # type: ignore[union-attr]
+        seen_key = record.key({"profile": doc.text}, schema_check.load_schema(kind.schema)) if record else None
+        if record is None or seen_key is None or not record.seen(seen_key):
             errors = schema_check.validate(doc, kind.schema)
             if errors:
                 raise _combined(errors)
-            if key is not None:
-                record.add(key)  # type: ignore[union-attr]
+            if record is not None and seen_key is not None:
+                record.add(seen_key)
         _remember_shape((kind, doc.text))
     parent_ref = data.get("inherits")
     if parent_ref is None:

@@ -14,6 +14,7 @@ conv-relu-conv-add-relu blocks; ``long_chain(n)`` cycles conv/relu/dwconv/sigmoi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -41,7 +42,7 @@ class _Chain:
             self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
         return name
 
-    def node(self, op: str, name: str, inputs: list[str], domain: str = "", **attrs: object) -> str:
+    def node(self, op: str, name: str, inputs: list[str], domain: str = "", **attrs: Any) -> str:
         self.nodes.append(helper.make_node(op, inputs, [name], name=name, domain=domain, **attrs))
         return name
 

@@ -32,8 +32,8 @@ def sparsify(dense: np.ndarray, block: int = 1, index_dtype: type = np.int32) ->
     rank = len(shape)
     rows = dense.reshape(-1, shape[-1] // block, block)
     nonzero = np.any(rows != 0, axis=2)
-    segments = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(index_dtype)
-    indices = np.concatenate([np.flatnonzero(r) for r in nonzero]).astype(index_dtype)
+    segments: np.ndarray = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(index_dtype)
+    indices: np.ndarray = np.concatenate([np.flatnonzero(r) for r in nonzero]).astype(index_dtype)
     values = rows[nonzero].reshape(-1)
     dims = [SparseDim(dense_size=d) for d in shape[:-1]]
     dims.append(SparseDim(dense_size=shape[-1] // block, segments=segments, indices=indices))

@@ -148,10 +148,10 @@ def user_environment(toolchain: Toolchain, python: Path) -> Environment:
                              f"accelbuild make the environment: {install_command(toolchain)})")
     described = _describe(Path(python), toolchain)
     version = tuple(described["version"])
-    if not toolchain.accepts(version):  # type: ignore[arg-type]
+    if not toolchain.accepts(version):
         raise ToolchainError(f"target.toolchain.python: {python} is Python {version[0]}.{version[1]}; toolchain "
                              f"{toolchain.name} needs Python {toolchain.python_text()}")
-    return Environment(toolchain.name, Path(python), tuple(described["packages"]), version, None)  # type: ignore[arg-type]
+    return Environment(toolchain.name, Path(python), tuple(described["packages"]), version, None)
 
 
 def interpreter(toolchain: Toolchain) -> Path:

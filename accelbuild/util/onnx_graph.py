@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -104,7 +105,9 @@ def set_initializer(graph: onnx.GraphProto, name: str, value: np.ndarray) -> Non
     graph.initializer.append(tensor)
 
 
-def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:
+def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """The value of ``node``'s attribute ``name`` (int, float, bytes, tensor, graph or a list of them, as the
+    attribute's type says: ``Any`` like ``onnx.helper.get_attribute_value``), or ``default``."""
     for attr in node.attribute:
         if attr.name == name:
             return onnx.helper.get_attribute_value(attr)
@@ -118,7 +121,7 @@ def reduction(graph: onnx.GraphProto, node: onnx.NodeProto) -> tuple[tuple[int, 
     if len(node.input) > 1 and node.input[1]:
         value = constant(graph, node.input[1])
         axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    return (tuple(axes) if axes is not None else None), bool(attribute(node, "keepdims", 1))  # type: ignore[arg-type]
+    return (tuple(axes) if axes is not None else None), bool(attribute(node, "keepdims", 1))
 
 
 def rank(graph: onnx.GraphProto, name: str) -> int | None:
@@ -200,8 +203,8 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
         wave = sorted(ready)
     if len(ordered) < len(graph.node):
         placed = {id(n) for n in ordered}
-        names = ", ".join([n.name or n.op_type for n in graph.node if id(n) not in placed][:5])
-        raise ValueError(f"graph has a cycle near: {names}")
+        near = ", ".join([n.name or n.op_type for n in graph.node if id(n) not in placed][:5])
+        raise ValueError(f"graph has a cycle near: {near}")
     return ordered
 
 

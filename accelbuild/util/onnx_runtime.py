@@ -13,7 +13,7 @@ from onnx import helper
 from accelbuild.errors import UserError
 
 # Element types that need a newer IR version than their opset alone implies.
-_IR_FOR_TYPE = {
+_IR_FOR_TYPE: dict[int, int] = {
     onnx.TensorProto.INT4: 10,
     onnx.TensorProto.UINT4: 10,
     onnx.TensorProto.FLOAT8E4M3FN: 9,

@@ -890,3 +890,17 @@ def test_a_vela_compiled_model_is_named_for_what_it_is(tmp_path: Path, command: 
            "custom operator 0" in result.stderr
     assert "the int8.tflite beside it, or the float model" in result.stderr and "(.dfp)" in result.stderr
     assert "not a constant" not in result.stderr
+
+
+def test_const_value_names_the_tensor_when_an_input_is_not_constant(tmp_path: Path) -> None:
+    from accelbuild.frontends.tflite.graph import Graph
+    from accelbuild.frontends.tflite.tensors import constant_values
+
+    data = build([(1, 4)], lambda b, x: op(b, "ADD", [x, i32(b, "two", [2, 2, 2, 2])], (1, 4)))
+    (tmp_path / "m.tflite").write_bytes(data)
+    model = read_model(tmp_path / "m.tflite")
+    g = Graph(model, constant_values(model))
+    names = {t.name: t.index for t in model.tensors}
+    assert g.const_value(names["two"]).tolist() == [2, 2, 2, 2]
+    with pytest.raises(ValueError, match="tensor 'in0' is not a constant"):
+        g.const_value(names["in0"])

@@ -82,7 +82,7 @@ def placeholder_hint(model: Model) -> str:
                if t.signature is not None and any(d < 0 for d in t.signature[1:])]
     if not dynamic:
         return ""
-    names = ", ".join(f"{t.name!r} (signature {list(t.signature)}, stored {list(t.shape)})" for t in dynamic)
+    names = ", ".join(f"{t.name!r} (signature {list(t.signature or ())}, stored {list(t.shape)})" for t in dynamic)
     return (f"\n  the model's inputs are dynamic and stored at placeholder shapes: {names}; give their real shapes "
             f"(without batch) in the model's input_shapes")
 

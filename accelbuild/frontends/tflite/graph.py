@@ -88,6 +88,14 @@ class Graph:
         """Compute value of a constant (or folded) tensor, None for activations and omitted inputs."""
         return None if index < 0 else self.consts.get(index)
 
+    def const_value(self, index: int) -> np.ndarray:
+        """The value of an input the op's checks (``const_inputs``) require to be constant."""
+        value = self.const(index)
+        if value is None:
+            what = self.names[index] if index >= 0 else "an omitted input"
+            raise ValueError(f"tensor {what!r} is not a constant, but its operator converts only constants")
+        return value
+
     def name(self, op: Operator, k: int = 0) -> str:
         """TFLite name of output ``k``: the name of the op's main node and helper prefix."""
         return self.names[op.outputs[k]]

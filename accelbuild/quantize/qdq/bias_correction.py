@@ -23,7 +23,8 @@ class ChannelMean:
     """Running mean of a tensor per channel (along ``axis``) over frames."""
 
     def __init__(self, axis: int) -> None:
-        self.axis, self.total, self.count = axis, None, 0
+        self.axis, self.count = axis, 0
+        self.total: np.ndarray | None = None
 
     def add(self, values: np.ndarray) -> None:
         moved = np.moveaxis(np.asarray(values, dtype=np.float64), self.axis, -1)
@@ -33,7 +34,9 @@ class ChannelMean:
 
     @property
     def mean(self) -> np.ndarray:
-        return self.total / max(self.count, 1)
+        if self.total is None:
+            raise ValueError("a channel mean needs at least one frame")
+        return self.total / self.count
 
 
 def input_axis(node: onnx.NodeProto) -> int | None:

@@ -62,7 +62,7 @@ def write_qdq(model: onnx.ModelProto, plan: Plan, numbers: Numbers) -> onnx.Mode
         node = nodes[layer.name]
         node.input[layer.input_index] = _dequantized_initializer(
             graph, names, before, layer.name, f"{layer.name}/weight", ints.codes, ints.scales, layer.axis)
-        if ints.bias_codes is not None:
+        if ints.bias_codes is not None and ints.bias_scales is not None:  # set together
             reader = nodes[weight_plan.bias_node]
             while len(reader.input) <= weight_plan.bias_index:  # a bias added by bias correction
                 reader.input.append("")

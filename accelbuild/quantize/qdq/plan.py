@@ -236,8 +236,8 @@ def _assign_layers(graph: onnx.GraphProto, groups: dict[int, Group], group_of: d
     producers = g.producers(graph)
     layer_of: dict[str, str] = {}  # bias Add or activation -> the weighted layer it is fused into
     for tensor, reader in fused.items():  # in graph order: a chain MatMul -> Add -> Relu resolves
-        producer = producers[tensor].name
-        layer_of[reader] = layer_of.get(producer, producer)
+        source = producers[tensor].name
+        layer_of[reader] = layer_of.get(source, source)
     for t, gid in group_of.items():
         producer = producers.get(t)
         if producer is None:

@@ -144,7 +144,7 @@ def _layer_norm_at(graph: onnx.GraphProto, readers: dict[str, list[onnx.NodeProt
     eps = variance and _sole(readers, variance.output[0], "Add")
     root = eps and _sole(readers, eps.output[0], "Sqrt")
     div = root and _reader(readers, root.output[0], "Div", [centred, root.output[0]])
-    if not div:
+    if square is None or variance is None or eps is None or root is None or div is None:
         return None
     chain = [mean, sub, square, variance, eps, root, div]
     scale = _sole(readers, div.output[0], "Mul")

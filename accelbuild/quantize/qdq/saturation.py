@@ -76,8 +76,8 @@ def _flat_outside(node: onnx.NodeProto, tensor: str, producers: Mapping[str, onn
     if op == "Relu":
         return 0.0, INF
     if op == "HardSigmoid":
-        alpha = float(g.attribute(node, "alpha", 0.2))  # type: ignore[arg-type]
-        beta = float(g.attribute(node, "beta", 0.5))  # type: ignore[arg-type]
+        alpha = float(g.attribute(node, "alpha", 0.2))
+        beta = float(g.attribute(node, "beta", 0.5))
         return ((-beta / alpha, (1 - beta) / alpha) if alpha > 0 else (-INF, INF))
     if op == "Clip":
         return _clip_bounds(graph, node)

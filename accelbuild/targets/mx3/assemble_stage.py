@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from accelbuild.errors import StageError
 from accelbuild.stages.context import StageContext
 from accelbuild.targets.mx3 import closed_loop
 from accelbuild.targets.mx3.assembler import ModelSource, build_dfp, simcfg
@@ -25,7 +26,11 @@ def run(ctx: StageContext) -> None:
     params: AssembleParams = ctx.params
     mapping = json.loads(ctx.inputs["mapping.json"].read_text())
     models = [ModelSource(name, ctx.inputs[f"{name}/quantized.onnx"]) for name in params.models]
-    sim = simcfg(params.frames, params.seed) if params.sim_dfp else None
+    sim = None
+    if params.sim_dfp:
+        if params.frames is None or params.seed is None:
+            raise StageError("assemble: sim_dfp is set but the benchmark's frames and seed are not")
+        sim = simcfg(params.frames, params.seed)
     hw = hardware_from_dict(params.profile)
     program = build_dfp(models, mapping, hw, params.input_format, params.output_format, sim,
                         share_input=params.share_input)

@@ -140,7 +140,7 @@ def _take_weights(model: onnx.ModelProto, weights: WeightsSection, planned: dict
         if bits is None:
             continue
         layer = consumers.get(node.output[0])
-        if planned.get(layer, bits) != bits:
+        if layer is not None and planned.get(layer, bits) != bits:
             raise StageError(f"{model_name}: layer {layer!r} has {bits}-bit weights in quantized.onnx but "
                              f"{planned[layer]} bits in quantize.json/mapping.json; rebuild with --force")
         codes = numpy_helper.to_array(codes_tensor).astype(np.int16)

@@ -41,7 +41,7 @@ def bench(path: Path, shown: str, frames: int | None) -> tuple[dict[str, Any], s
     config = program.simcfg or {}
     frames = frames or int(config.get("frames_default", 200))
     result = timing.simulate(program, frames, seed=int(config.get("seed", 0)))
-    report = {
+    report: dict[str, Any] = {
         "simulated": True, "dfp": shown, "frames": frames, "num_chips": program.dfp.header.num_chips,
         "fps": round(result.fps, 2), "latency_ms": round(max(result.steady_latency_ms.values()), 4),
         "models": [{"name": m, "fps": round(result.model_fps[m], 2),

@@ -258,7 +258,7 @@ def hardware_from_dict(data: dict[str, Any]) -> HardwareProfile:
             approximations=tuple(
                 Approximation(op=op, method=a["method"], max_abs_error=a["max_abs_error"],
                               segments=a.get("segments"),
-                              range=tuple(a["range"]) if "range" in a else None)  # type: ignore[arg-type]
+                              range=tuple(a["range"]) if "range" in a else None)
                 for op, a in ops.get("approximations", {}).items()
             ),
         ),

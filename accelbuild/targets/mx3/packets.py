@@ -9,7 +9,7 @@ so a pixel with C channels costs ceil(C / 8) * 10 bytes. Channels are dimension 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def bytes_per_frame(shape: Sequence[int], fmt: str) -> int:
     return pixels * math.ceil(channels / GROUP) * GROUP_BYTES
 
 
-def table(shapes: dict[str, Sequence[int]], formats: Sequence[str]) -> dict[str, dict[str, int]]:
+def table(shapes: Mapping[str, Sequence[int]], formats: Sequence[str]) -> dict[str, dict[str, int]]:
     """Bytes per frame of each tensor in each format."""
     return {name: {fmt: bytes_per_frame(shape, fmt) for fmt in formats} for name, shape in shapes.items()}
 

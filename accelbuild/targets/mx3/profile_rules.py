@@ -62,7 +62,7 @@ def _written(own: dict[str, Any], *paths: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _link_problems(links: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
-    problems = []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     for name, link in links.items():
         raw = link.get("raw_bytes_per_second")
         if raw is not None and raw < link["bytes_per_second"]:
@@ -76,7 +76,7 @@ def _link_problems(links: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
 
 
 def _op_problems(ops: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
-    problems = []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     kind_of: dict[str, str] = {}
     for kind in ("mac", "alu", "fused", "layout"):
         for index, op in enumerate(ops[kind]):
@@ -99,7 +99,7 @@ def _op_problems(ops: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
 
 def _packet_problems(formats: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
     """The profile's packet formats are the ones accelbuild packs, at the sizes it packs them."""
-    problems = []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     for name in packets.FORMATS:
         if name not in formats:
             problems.append((("packet_formats",), f"packet_formats lacks {name}, a format pipelines may choose"))

@@ -89,10 +89,10 @@ def allocate(streams: list[Stream], capacity: dict[str, float], interface: Inter
     bandwidth = _bandwidth(names, demand, capacity, fps)
     binding = {n: _binding(n, own, demand, capacity, fps, bandwidth, interface) for n in names}
     if share_input and names:  # one stream: whatever binds any of the models binds them all
-        limits = [(compute[n], {"kind": "compute"}) for n in names]
+        limits: list[tuple[float, dict[str, object]]] = [(compute[n], {"kind": "compute"}) for n in names]
         limits += [limit for n in names for limit in _limits(n, demand, capacity, fps, bandwidth, interface)]
-        shared = min(limits, key=lambda item: item[0])[1]
-        binding = {n: shared for n in names}
+        binds = min(limits, key=lambda item: item[0])[1]
+        binding = {n: binds for n in names}
     load = {k: sum(fps[n] * demand[n].get(k, 0.0) for n in names) for k in capacity}
     return Allocation(fps, binding, bandwidth, load)
 

@@ -33,7 +33,7 @@ def run(ctx: StageContext) -> None:
     by_name = {r.name: r for r in runs.models}
     builds = _host_builds(ctx)
     timed: dict[str, numerics.Recorded] = {}
-    models = []
+    models: list[dict[str, Any]] = []
     for index, name in enumerate(b.models):
         r = by_name[name]
         t = r.timeline

@@ -17,7 +17,7 @@ def bench(path: Path, shown: str, frames: int | None) -> tuple[dict[str, Any], s
     from accelbuild.targets.npu.simulation import simulate_package
 
     runs = simulate_package(package.read_package(path, shown), shown)
-    models = [{"name": r.name, "frames": r.timeline.frames_in_flight, "threads": r.timeline.frames_in_flight,
+    models: list[dict[str, Any]] = [{"name": r.name, "frames": r.timeline.frames_in_flight, "threads": r.timeline.frames_in_flight,
                "batch_size": r.timeline.batch_size, "fps": round(runs.model_fps(r), 2),
                "fps_alone": round(r.timeline.fps, 2), "latency_ms": round(r.timeline.latency_ms, 4)}
               for r in runs.models]

@@ -12,6 +12,7 @@ import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 from onnx import TensorProto
@@ -21,7 +22,7 @@ from accelbuild.util.shape_inference import infer_shapes
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-_BITS_OF_TYPE = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
+_BITS_OF_TYPE: dict[int, int] = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
                  TensorProto.INT4: 4, TensorProto.UINT4: 4}
 
 
@@ -204,8 +205,8 @@ class GraphInfo:
         return {src: sorted(dsts, key=self.order) for src, dsts in edges.items()}
 
 
-def attribute(node: onnx.NodeProto, name: str, default: object) -> object:
-    """The value of ``node``'s attribute ``name``, or ``default``."""
+def attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
+    """The value of ``node``'s attribute ``name`` (its type is the attribute's: ``Any``), or ``default``."""
     for attribute in node.attribute:
         if attribute.name == name:
             return onnx.helper.get_attribute_value(attribute)

@@ -307,7 +307,7 @@ def npu_hardware(data: dict[str, Any]) -> NpuHardware:
 def _unit(name: str, u: dict[str, Any]) -> Unit:
     return Unit(name=name, kind=u["kind"], ops=frozenset(u["ops"]), efficiency=float(u["efficiency"]),
                 bits16_factor=float(u["bits16_factor"]), macs_per_cycle=u.get("macs_per_cycle", 0),
-                align=tuple(u.get("align", (1, 1))),  # type: ignore[arg-type]
+                align=tuple(u.get("align", (1, 1))),
                 depthwise_efficiency=float(u.get("depthwise_efficiency", 1.0)),
                 large_depthwise_efficiency=_optional_float(u, "large_depthwise_efficiency"),
                 pointwise_efficiency=_optional_float(u, "pointwise_efficiency"),

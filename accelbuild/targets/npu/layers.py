@@ -10,7 +10,7 @@ partitioner's estimates start here, so they price the same layers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -137,7 +137,7 @@ def _moves_no_data(info: GraphInfo, group: list[onnx.NodeProto], hw: NpuHardware
     if not hw.channels_last or len(group) != 1 or group[0].op_type != "Transpose":
         return False
     shape = info.shape(group[0].input[0])
-    perm = tuple(attribute(group[0], "perm", ()))  # type: ignore[call-overload]
+    perm = tuple(attribute(group[0], "perm", ()))
     return shape is not None and len(shape) == 4 and perm in CHANNEL_MOVES
 
 
@@ -161,7 +161,7 @@ def _kernel_rows(info: GraphInfo, node: onnx.NodeProto) -> int:
     if kernel is None and node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1:
         weight = info.shape(node.input[1])
         kernel = weight[2:] if weight is not None and len(weight) == 4 else None
-    return int(list(kernel)[0]) if kernel else 1  # type: ignore[call-overload]
+    return int(list(kernel)[0]) if kernel else 1
 
 
 def _chosen(info: GraphInfo, names: Iterable[str]) -> list[onnx.NodeProto]:
@@ -293,7 +293,7 @@ def element_work(info: GraphInfo, node: onnx.NodeProto) -> float:
     if op in _REDUCE:
         return float(info.elements(node.input[0]))
     if op in ("MaxPool", "AveragePool"):
-        kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
+        kernel = list(attribute(node, "kernel_shape", [1]))
         return float(out * math.prod(kernel))
     if op == "Resize":
         mode = attribute(node, "mode", b"nearest")
@@ -314,10 +314,10 @@ def array_util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     a_in, a_out = unit.align
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
     if node.op_type in ("Conv", "ConvTranspose") and weight is not None and len(weight) >= 3:
-        group = int(attribute(node, "group", 1))  # type: ignore[call-overload]
+        group = int(attribute(node, "group", 1))
         if node.op_type == "Conv" and group > 1 and weight[1] == 1:  # depthwise: the lanes it keeps busy
-            large = unit.large_depthwise_efficiency is not None and math.prod(weight[2:]) > DEPTHWISE_WINDOW_TAPS
-            return (unit.large_depthwise_efficiency if large else unit.depthwise_efficiency) / a_in
+            large = unit.large_depthwise_efficiency if math.prod(weight[2:]) > DEPTHWISE_WINDOW_TAPS else None
+            return (large if large is not None else unit.depthwise_efficiency) / a_in
         k = math.prod(weight[1:]) if node.op_type == "Conv" else weight[0] // group * math.prod(weight[2:])
         n = weight[0] // group if node.op_type == "Conv" else weight[1]
         return _fill(k, a_in) * _fill(n, a_out) * _kernel_share(node, weight, unit)
@@ -329,10 +329,10 @@ def array_util(info: GraphInfo, node: onnx.NodeProto, unit: Unit) -> float:
     return _fill(inp[-1], a_in) * _fill(out[-1], a_out) * share
 
 
-def _kernel_share(node: onnx.NodeProto, weight: list[int], unit: Unit) -> float:
+def _kernel_share(node: onnx.NodeProto, weight: Sequence[int], unit: Unit) -> float:
     """A dense convolution's efficiency by its kernel, relative to the unit's ``efficiency`` (which prices a
     kernel larger than 1x1 at stride 1): a strided one's, else a 1x1 one's, where the profile gives them."""
-    strides = list(attribute(node, "strides", [1])) if node.op_type == "Conv" else [1]  # type: ignore[call-overload]
+    strides = list(attribute(node, "strides", [1])) if node.op_type == "Conv" else [1]
     if max(strides, default=1) > 1:
         return _relative(unit.strided_efficiency, unit)
     return _relative(unit.pointwise_efficiency, unit) if math.prod(weight[2:]) == 1 else 1.0

@@ -80,9 +80,10 @@ def run(ctx: StageContext) -> None:
     })
     write_json_atomic(ctx.outputs["schedule.json"], {
         "platform": hw.name, "effort": p.effort, "compile_mode": p.compile_mode, "subgraphs": schedules})
-    for s in schedules:
-        log.info("%s: %s: %d layers scheduled, %s cycles, batch %d of %d desired", p.pipeline, s["name"],
-                 len(s["layers"]), f"{s['cycles']:,}", s["actual_batch_size"], s["desired_batch_size"])
+    for entry in schedules:
+        log.info("%s: %s: %d layers scheduled, %s cycles, batch %d of %d desired", p.pipeline, entry["name"],
+                 len(entry["layers"]), f"{entry['cycles']:,}", entry["actual_batch_size"],
+                 entry["desired_batch_size"])
     if host_layers:
         log.info("%s: %d layer(s) on the host (%s): %s", p.pipeline, host_layers, p.offload.host,
                  ", ".join(f"{op} x{n}" for op, n in sorted(host_ops.items())))

@@ -28,7 +28,7 @@ from onnx import helper
 
 from accelbuild.errors import StageError, UserError
 from accelbuild.targets.npu.graph_info import GraphInfo
-from accelbuild.targets.npu.hardware import NpuHardware
+from accelbuild.targets.npu.hardware import HostKind, NpuHardware
 from accelbuild.targets.npu.schedule import host_seconds, npu_seconds
 from accelbuild.targets.npu.support import is_supported
 from accelbuild.util import onnx_graph as g
@@ -171,14 +171,14 @@ def partition(model: onnx.ModelProto, hw: NpuHardware, offload: Offload = Offloa
     if len(npu_runs) > limit:
         splitters = [run for i, run in enumerate(runs) if assigned[run[0]] != "npu" and 0 < i < len(runs) - 1]
         raise TooManySubgraphsError(len(npu_runs), limit, splitters, {n.name: n.op_type for n in info.layers()})
-    subgraphs = [_subgraph(info, i, assigned[run[0]], run) for i, run in enumerate(runs)]  # type: ignore[arg-type]
+    subgraphs = [_subgraph(info, i, assigned[run[0]], run) for i, run in enumerate(runs)]
     log.debug("partition: %d subgraphs (%d on the NPU), %d host layers", len(subgraphs), len(npu_runs), len(reasons))
     return Partition(subgraphs, {n.name: assigned[n.name] for n in info.layers()}, reasons,
                      {n.name: n.op_type for n in info.layers()})
 
 
 # ----------------------------------------------------------------------------------------- assignment
-def _host_unit(hw: NpuHardware, offload: Offload) -> Unit:
+def _host_unit(hw: NpuHardware, offload: Offload) -> HostKind:
     if offload.host == "dsp" and not hw.has_dsp:
         raise NoDspError(hw.name)
     return offload.host
@@ -221,7 +221,7 @@ def _assign(info: GraphInfo, hw: NpuHardware, offload: Offload,
     return units, dict(sorted(reasons.items(), key=lambda item: info.order(item[0])))
 
 
-def _merge_islands(info: GraphInfo, hw: NpuHardware, units: dict[str, Unit], host: Unit,
+def _merge_islands(info: GraphInfo, hw: NpuHardware, units: dict[str, Unit], host: HostKind,
                    default_bits: int) -> list[str]:
     processor = hw.host(host)
     moved: list[str] = []

@@ -319,7 +319,8 @@ def _candidates(layer: Layer, hw: NpuHardware, batch: int, in_ddr: int, out_ddr:
     weight_chunks = max(1, math.ceil(weights / (hw.memory.weight_buffer_bytes / share)))
     feature_tiles = max(1, math.ceil(features / (hw.memory.feature_buffer_bytes / share)))
     result: list[_Candidate] = []
-    for order in (("weights",) if effort == "lazy" else ("weights", "features")):
+    orders: tuple[Literal["weights", "features"], ...] = ("weights",) if effort == "lazy" else ("weights", "features")
+    for order in orders:
         if order == "weights":  # weights stay, inputs stream once per weight chunk when they do not fit
             weight_load = weights
             load = weights + in_ddr * batch * (weight_chunks if feature_tiles > 1 else 1)

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelbuild.stages.params import AccuracyInputs, DataParams
+
+if TYPE_CHECKING:
+    from accelbuild.targets.npu.schedule import CompileMode, Effort
 
 
 @dataclass(frozen=True)
 class OffloadSettings:
     """``target.offload``: where the layers the NPU cannot (or may not) run go."""
 
-    host: str  # arm | dsp
+    host: Literal["arm", "dsp"]
     deny_ops: tuple[str, ...]
     deny_layers: tuple[str, ...]
     max_subgraphs: int
@@ -30,8 +33,8 @@ class NpuTargetSpec:
     platform: str  # as the YAML writes it (a built-in name or a path)
     profile_path: Path
     batch_size: int
-    effort: str
-    compile_mode: str
+    effort: Effort
+    compile_mode: CompileMode
     offload: OffloadSettings
     host_compiler: str = "onnx"  # offload.host_compiler, resolved: tvm | onnx
 
@@ -52,8 +55,8 @@ class NpuMapParams:
     models: tuple[str, ...]
     profile: dict[str, Any]
     offload: OffloadSettings
-    effort: str
-    compile_mode: str
+    effort: Effort
+    compile_mode: CompileMode
     batch_size: int
     accuracy: AccuracyInputs  # the inputs that check the partition's composition
     data: tuple[DataParams | None, ...]

@@ -119,14 +119,14 @@ def _precision(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | 
 def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
-    kernel = list(attribute(node, "kernel_shape", weight[2:] if weight else []))  # type: ignore[arg-type]
+    kernel = list(attribute(node, "kernel_shape", weight[2:] if weight else []))
     limit = s.kernel_limit(node.op_type)
     if kernel and max(kernel) > limit:
         return f"kernel {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
-    strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
+    strides = list(attribute(node, "strides", [1]))
     if max(strides) > s.conv_max_stride:
         return f"stride {max(strides)} is larger than {s.conv_max_stride}"
-    dilations = list(attribute(node, "dilations", [1]))  # type: ignore[arg-type]
+    dilations = list(attribute(node, "dilations", [1]))
     if max(dilations) > s.conv_max_dilation:
         return f"dilation {max(dilations)} is larger than {s.conv_max_dilation}"
     return None
@@ -137,7 +137,7 @@ def _conv_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str 
     "depthwise": "depthwise convolutions (one input channel per group) but no other grouped ones",
     "any": "any grouping (depthwise included)"}[hw.support.conv_grouped])
 def _conv_groups(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
-    group = int(attribute(node, "group", 1))  # type: ignore[call-overload]
+    group = int(attribute(node, "group", 1))
     if group == 1 or hw.support.conv_grouped == "any":
         return None
     weight = info.shape(node.input[1]) if len(node.input) > 1 else None
@@ -166,11 +166,11 @@ def _constant_weights(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) ->
                                                        f"stride at most {hw.support.pool_max_stride}")
 def _pool_window(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str | None:
     s = hw.support
-    kernel = list(attribute(node, "kernel_shape", [1]))  # type: ignore[arg-type]
+    kernel = list(attribute(node, "kernel_shape", [1]))
     limit = s.kernel_limit(node.op_type)
     if max(kernel) > limit:
         return f"pooling window {'x'.join(map(str, kernel))} is larger than {limit}x{limit}"
-    strides = list(attribute(node, "strides", [1]))  # type: ignore[arg-type]
+    strides = list(attribute(node, "strides", [1]))
     if max(strides) > s.pool_max_stride:
         return f"pooling stride {max(strides)} is larger than {s.pool_max_stride}"
     return None
@@ -218,8 +218,8 @@ def _expand_one_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> 
     inp, out = info.shape(node.input[0]), info.shape(node.output[0])
     if inp is None or out is None:
         return None
-    inp = [1] * (len(out) - len(inp)) + list(inp)
-    differ = sum(1 for a, b in zip(inp, out) if a != b)
+    padded = [1] * (len(out) - len(inp)) + list(inp)
+    differ = sum(1 for a, b in zip(padded, out) if a != b)
     if differ > 1:
         return f"Expand broadcasts along {differ} axes; {hw.name} expands along one axis only"
     return None
@@ -232,7 +232,7 @@ def _softmax_axis(node: onnx.NodeProto, info: GraphInfo, hw: NpuHardware) -> str
         return None
     shape = info.shape(node.input[0])
     default = -1 if _opset(info) >= 13 else 1
-    axis = int(attribute(node, "axis", default))  # type: ignore[call-overload]
+    axis = int(attribute(node, "axis", default))
     if shape is not None and axis % len(shape) != len(shape) - 1:
         return f"Softmax over axis {axis}; {hw.name} runs it over the last axis only"
     return None

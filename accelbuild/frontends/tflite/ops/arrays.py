@@ -113,9 +113,10 @@ def _range_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
     values = [g.const(i) for i in op.inputs]
     if any(g.shape(i) not in ((), (1,)) for i in op.inputs):
         return "start, limit and delta are not scalars"
-    if any(v is None for v in values):
+    consts = [v for v in values if v is not None]
+    if len(consts) < len(values):
         return g.shape(op.outputs[0]) if len(g.shape(op.outputs[0])) == 1 else "output is not 1-D"
-    start, limit, delta = (float(v.reshape(-1)[0]) for v in values)
+    start, limit, delta = (float(v.reshape(-1)[0]) for v in consts)
     if delta == 0:
         return "delta is 0"
     return (max(0, int(np.ceil((limit - start) / delta))),)
@@ -174,7 +175,7 @@ def matrix_set_diag(g: Graph, op: Operator) -> None:
 
 
 def _cumsum_axis(g: Graph, op: Operator) -> Result:
-    values = g.const(op.inputs[1])
+    values = g.const_value(op.inputs[1])
     ok = values.size == 1 and _axis(int(values.reshape(-1)[0]), len(g.shape(op.inputs[0]))) is not None
     return OK if ok else fail(f"axis {values.tolist()} is not one axis of the input")
 

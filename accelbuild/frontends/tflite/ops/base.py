@@ -223,7 +223,7 @@ def _doc_text(doc: str) -> str:
 
 
 GENERIC_CHECKS: tuple[Check, ...] = tuple(
-    Check(_doc_text(fn.__doc__), fn) for fn in (_tensor_types, _static_shapes, _fused_activation, _element_types)
+    Check(_doc_text(fn.__doc__ or ""), fn) for fn in (_tensor_types, _static_shapes, _fused_activation, _element_types)
 )
 
 

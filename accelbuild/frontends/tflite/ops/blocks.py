@@ -19,7 +19,7 @@ from accelbuild.frontends.tflite.reader import Operator
 
 def _geometry(g: Graph, op: Operator) -> tuple[tuple[int, ...], list[int], np.ndarray] | str:
     shape, block = g.shape(op.inputs[0]), _ints(g, op.inputs[1])
-    pads = g.const(op.inputs[2]).astype(np.int64)
+    pads = g.const_value(op.inputs[2]).astype(np.int64)
     m = len(block)
     if not 1 <= m < len(shape) or pads.shape != (m, 2) or min(block) < 1 or np.any(pads < 0):
         return f"block {block} and paddings/crops {pads.tolist()} for an input {list(shape)}"

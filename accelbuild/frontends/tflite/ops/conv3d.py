@@ -77,7 +77,7 @@ def conv_3d(g: Graph, op: Operator) -> None:
 
 
 def _transpose_geometry(g: Graph, op: Operator) -> Result:
-    shape_value, w, x = g.const(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.inputs[2])
+    shape_value, w, x = g.const_value(op.inputs[0]), g.shape(op.inputs[1]), g.shape(op.inputs[2])
     out = g.shape(op.outputs[0])
     if len(w) != 5 or len(x) != 5 or x[4] != w[4] or len(out) != 5 or out[4] != w[3] or out[0] != x[0]:
         return fail(f"input {list(x)}, filter {list(w)} and output {list(out)} are not 5-D with matching channels")

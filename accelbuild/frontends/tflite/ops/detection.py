@@ -20,9 +20,9 @@ def _nms_geometry(g: Graph, op: Operator) -> Result:
     boxes, scores = g.shape(op.inputs[0]), g.shape(op.inputs[1])
     if len(boxes) != 2 or boxes[1] != 4 or scores != boxes[:1]:
         return fail(f"boxes {list(boxes)} and scores {list(scores)}, expected [n, 4] and [n]")
-    size = int(g.const(op.inputs[2]).reshape(-1)[0])
+    size = int(g.const_value(op.inputs[2]).reshape(-1)[0])
     v5 = op.name == "NON_MAX_SUPPRESSION_V5"
-    if v5 and (g.const(op.inputs[5]) is None or float(g.const(op.inputs[5]).reshape(-1)[0]) != 0.0):
+    if v5 and (g.const(op.inputs[5]) is None or float(g.const_value(op.inputs[5]).reshape(-1)[0]) != 0.0):
         return fail("soft-NMS (a non-zero or computed soft_nms_sigma), which ONNX's NonMaxSuppression lacks")
     want = [(size,), (size,), ()] if v5 else [(size,), ()]
     have = [g.shape(i) for i in op.outputs]
@@ -41,7 +41,7 @@ def _padded(g: Graph, name: str, values: str, size: int, dtype: type, output: st
 
 def _nms(g: Graph, op: Operator) -> None:
     base = g.name(op)
-    size = int(g.const(op.inputs[2]).reshape(-1)[0])
+    size = int(g.const_value(op.inputs[2]).reshape(-1)[0])
     names = {role: g.fresh(f"{base}/{role}") for role in
              ("boxes", "scores", "iou", "score_threshold", "selected", "indices", "indices32", "count")}
     g.node("Unsqueeze", [g.value(op.inputs[0]), g.ints(f"{base}/axes0", [0])], [names["boxes"]], names["boxes"])

@@ -74,7 +74,7 @@ def gather_nd(g: Graph, op: Operator) -> None:
 
 
 def _scatter_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
-    shape = g.const(op.inputs[2])
+    shape = g.const_value(op.inputs[2])
     indices, updates = g.shape(op.inputs[0]), g.shape(op.inputs[1])
     want = tuple(int(d) for d in shape.reshape(-1))
     if not indices or indices[:-1] + want[indices[-1]:] != updates:
@@ -136,7 +136,7 @@ for _name in _SEGMENTS:
 
 
 def _one_hot_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
-    indices, depth = g.shape(op.inputs[0]), int(g.const(op.inputs[1]).reshape(-1)[0])
+    indices, depth = g.shape(op.inputs[0]), int(g.const_value(op.inputs[1]).reshape(-1)[0])
     axis = _axis(op.options.get("axis", -1), len(indices) + 1)
     if axis is None:
         return "axis out of range"
@@ -159,7 +159,7 @@ def _vector(g: Graph, op: Operator, k: int) -> str:
 
 
 def _topk_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
-    shape, k = g.shape(op.inputs[0]), int(g.const(op.inputs[1]).reshape(-1)[0])
+    shape, k = g.shape(op.inputs[0]), int(g.const_value(op.inputs[1]).reshape(-1)[0])
     if not shape or not 0 < k <= shape[-1] or len(op.outputs) != 2:
         return f"k {k} for an input {list(shape)} (or not two outputs)"
     if g.tensor(op.outputs[1]).dtype not in _INDEX_TYPES:
@@ -171,7 +171,7 @@ def _topk_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
           const_inputs(1, what="k"), _output_shape_is(_topk_shape, "constant k within the last axis; two outputs"))
 def topk_v2(g: Graph, op: Operator) -> None:
     base = g.name(op)
-    k = g.ints(f"{base}/k", [int(g.const(op.inputs[1]).reshape(-1)[0])])
+    k = g.ints(f"{base}/k", [int(g.const_value(op.inputs[1]).reshape(-1)[0])])
     indices = g.fresh(f"{base}/indices")
     g.node("TopK", [g.value(op.inputs[0]), k], [g.out(op, 0), indices], base, axis=-1, largest=1, sorted=1)
     g.node("Cast", [indices], [g.out(op, 1)], g.fresh(f"{base}/cast"), to=_INDEX_TYPES[g.tensor(op.outputs[1]).dtype])
@@ -205,7 +205,7 @@ _arg("ARG_MIN", "ArgMin")
 
 def _sparse_inputs(g: Graph, op: Operator) -> Result:
     indices, out = g.shape(op.inputs[0]), g.shape(op.outputs[0])
-    shape = g.const(op.inputs[1])
+    shape = g.const_value(op.inputs[1])
     if tuple(int(d) for d in shape.reshape(-1)) != out:
         return fail(f"output_shape {shape.tolist()} differs from the output {list(out)}")
     width = indices[1] if len(indices) == 2 else 1

@@ -158,10 +158,10 @@ def _lstm(g: Graph, op: Operator) -> None:
     hidden = g.shape(op.inputs[2])[0]
 
     def stack(position: int) -> str:
-        parts = [g.const(op.inputs[_GATES[gate][position]]) for gate in order]
+        parts = [g.const_value(op.inputs[_GATES[gate][position]]) for gate in order]
         return g.add_const(f"{name}/{'wrb'[position]}", np.concatenate(parts)[None].astype(np.float32))
 
-    biases = np.concatenate([g.const(op.inputs[_GATES[gate][2]]) for gate in order] +
+    biases = np.concatenate([g.const_value(op.inputs[_GATES[gate][2]]) for gate in order] +
                             [np.zeros(4 * hidden, np.float32)])[None].astype(np.float32)
     inputs = [_sequence(g, op), stack(0), stack(1), g.add_const(f"{name}/bias", biases), "",
               _state(g, op, 18, "initial_h"), _state(g, op, 19, "initial_c")]
@@ -250,7 +250,7 @@ def _bidi_sequence(g: Graph, op: Operator) -> str:
 
 
 def _stacked_state(g: Graph, op: Operator, positions: tuple[int, int], role: str) -> str:
-    value = np.stack([g.const(op.inputs[k]) for k in positions]).astype(np.float32)
+    value = np.stack([g.const_value(op.inputs[k]) for k in positions]).astype(np.float32)
     return g.add_const(f"{g.name(op)}/{role}", value)
 
 
@@ -262,7 +262,7 @@ def bidirectional_sequence_rnn(g: Graph, op: Operator) -> None:
     name, hidden = g.name(op), g.shape(op.inputs[1])[0]
 
     def stack(position: int) -> str:
-        parts = [g.const(op.inputs[_BIDI_RNN[d][position]]) for d in ("fw", "bw")]
+        parts = [g.const_value(op.inputs[_BIDI_RNN[d][position]]) for d in ("fw", "bw")]
         if position == 2:
             parts = [np.concatenate([p, np.zeros_like(p)]) for p in parts]
         return g.add_const(f"{name}/{'wrb'[position]}", np.stack(parts).astype(np.float32))
@@ -311,7 +311,7 @@ def bidirectional_sequence_lstm(g: Graph, op: Operator) -> None:
         per_direction = []
         for d in ("fw", "bw"):
             first = _BIDI_LSTM[d][position]
-            parts = [g.const(op.inputs[first + k]) for k in order]
+            parts = [g.const_value(op.inputs[first + k]) for k in order]
             per_direction.append(np.concatenate(parts + ([np.zeros(4 * hidden, np.float32)] if extra else [])))
         return g.add_const(f"{name}/{'wrpb'[position]}", np.stack(per_direction).astype(np.float32))
 
@@ -355,7 +355,7 @@ def svdf(g: Graph, op: Operator) -> None:
     filters = g.shape(op.inputs[1])[0]
     rank = op.options.get("rank", 1)
     batch, units = g.shape(op.outputs[0])
-    scaled = g.const(op.inputs[1]) * g.const(op.inputs[2])[:, -1:]
+    scaled = g.const_value(op.inputs[1]) * g.const_value(op.inputs[2])[:, -1:]
     projected, grouped = g.fresh(f"{name}/filters"), g.fresh(f"{name}/grouped")
     g.node("MatMul", [g.value(op.inputs[0]), g.add_const(f"{name}/weights", scaled.T.astype(np.float32))],
            [projected], projected)

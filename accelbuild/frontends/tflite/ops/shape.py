@@ -31,7 +31,7 @@ INT64_MIN = -(2 ** 63)
 
 
 def _ints(g: Graph, index: int) -> list[int]:
-    return [int(v) for v in g.const(index).reshape(-1)]
+    return [int(v) for v in g.const_value(index).reshape(-1)]
 
 
 def _output_shape_is(expected: Callable[[Graph, Operator], tuple[int, ...] | str], doc: str) -> Check:
@@ -115,14 +115,14 @@ def squeeze(g: Graph, op: Operator) -> None:
 
 
 def _pad_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
-    shape, pads = g.shape(op.inputs[0]), g.const(op.inputs[1])
+    shape, pads = g.shape(op.inputs[0]), g.const_value(op.inputs[1])
     if pads.shape != (len(shape), 2) or np.any(pads < 0):
         return f"paddings {pads.tolist()} are not non-negative [rank, 2]"
     return tuple(int(d + b + e) for d, (b, e) in zip(shape, pads))
 
 
 def _pad(g: Graph, op: Operator, value: float | int) -> None:
-    pads = g.const(op.inputs[1])
+    pads = g.const_value(op.inputs[1])
     float_out = g.tensor(op.outputs[0]).dtype not in ("INT32", "INT64")
     dtype = np.float32 if float_out else {"INT32": np.int32, "INT64": np.int64}[g.tensor(op.outputs[0]).dtype]
     g.emit(op, "Pad", [g.value(op.inputs[0]), g.ints(f"{g.name(op)}/pads", [*pads[:, 0], *pads[:, 1]]),
@@ -141,7 +141,7 @@ def pad(g: Graph, op: Operator) -> None:
 @register("PADV2", "Pad (constant from the third input)", input_count(3),
           const_inputs(1, 2, what="paddings and constant value"), _PAD_SHAPE)
 def padv2(g: Graph, op: Operator) -> None:
-    _pad(g, op, g.const(op.inputs[2]).reshape(-1)[0].item())
+    _pad(g, op, g.const_value(op.inputs[2]).reshape(-1)[0].item())
 
 
 # --------------------------------------------------------------------------- MEAN, TRANSPOSE
@@ -279,7 +279,7 @@ REFLECT, SYMMETRIC = 0, 1
 
 
 def _mirror_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
-    shape, pads = g.shape(op.inputs[0]), g.const(op.inputs[1])
+    shape, pads = g.shape(op.inputs[0]), g.const_value(op.inputs[1])
     if pads.shape != (len(shape), 2) or np.any(pads < 0):
         return f"paddings {pads.tolist()} are not non-negative [rank, 2]"
     mode = op.options.get("mode", REFLECT)
@@ -295,7 +295,7 @@ def _mirror_shape(g: Graph, op: Operator) -> tuple[int, ...] | str:
           const_inputs(1, what="paddings"),
           _output_shape_is(_mirror_shape, "paddings within the mirrored size; output shape matches"))
 def mirror_pad(g: Graph, op: Operator) -> None:
-    pads = g.const(op.inputs[1]).astype(np.int64)
+    pads = g.const_value(op.inputs[1]).astype(np.int64)
     if op.options.get("mode", REFLECT) == REFLECT:
         g.emit(op, "Pad", [g.value(op.inputs[0]), g.ints(f"{g.name(op)}/pads", [*pads[:, 0], *pads[:, 1]])],
                mode="reflect")

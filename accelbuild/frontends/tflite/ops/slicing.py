@@ -121,7 +121,7 @@ def slice_(g: Graph, op: Operator) -> None:
 
 def _split_outputs(g: Graph, op: Operator, data: int, axis_input: int) -> Result:
     rank = len(g.shape(op.inputs[data]))
-    axis = _axis(_ints(g, op.inputs[axis_input])[0], rank) if g.const(op.inputs[axis_input]).size == 1 else None
+    axis = _axis(_ints(g, op.inputs[axis_input])[0], rank) if g.const_value(op.inputs[axis_input]).size == 1 else None
     if axis is None:
         return fail("axis is not one valid dimension")
     shape = g.shape(op.inputs[data])

@@ -164,7 +164,7 @@ _WINDOW_FUNCTIONS = {1: "ADD", 3: "MINIMUM", 4: "MAXIMUM"}  # tflite.ReduceWindo
 
 
 def _window(g: Graph, op: Operator) -> tuple[list[int], list[int], list[int]]:
-    window, strides, dilations = ([int(v) for v in g.const(op.inputs[k]).reshape(-1)] for k in (2, 3, 4))
+    window, strides, dilations = ([int(v) for v in g.const_value(op.inputs[k]).reshape(-1)] for k in (2, 3, 4))
     return window, strides, dilations
 
 

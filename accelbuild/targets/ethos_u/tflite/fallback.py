@@ -58,7 +58,7 @@ def _where(w: Writer, node: onnx.NodeProto) -> None:
 
 def _gather(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(w.qg.shape(node.input[0]))
-    axis = int(g.attribute(node, "axis", 0)) % rank  # type: ignore[arg-type]
+    axis = int(g.attribute(node, "axis", 0)) % rank
     w.op("GATHER", [float_in(w, node.input[0]), _indices(w, node.input[1], w.qg.shape(node.input[0])[axis])],
          [float_out(w, node.output[0])], {"axis": axis, "batch_dims": 0})
 
@@ -76,10 +76,10 @@ def _reduce(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(w.qg.shape(node.input[0]))
     axes_value = w.qg.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None
     axes = [int(a) % rank for a in (axes_value.reshape(-1) if axes_value is not None
-                                    else g.attribute(node, "axes", list(range(rank))))]  # type: ignore[union-attr]
+                                    else g.attribute(node, "axes", list(range(rank))))]
     if len(node.input) > 1 and node.input[1] and axes_value is None:
         raise Unsupported("axes that are not constants")
-    keep = bool(int(g.attribute(node, "keepdims", 1)))  # type: ignore[arg-type]
+    keep = bool(int(g.attribute(node, "keepdims", 1)))
     w.op(REDUCE[node.op_type], [float_in(w, node.input[0]), w.int32(f"{node.name}/axes", sorted(axes))],
          [float_out(w, node.output[0])], {"keep_dims": keep})
 
@@ -95,8 +95,8 @@ def _matmul(w: Writer, node: onnx.NodeProto) -> None:
 def _gemm(w: Writer, node: onnx.NodeProto) -> None:
     """alpha * op(A) @ op(B) + beta * C as FULLY_CONNECTED on constant B (alpha folded into it), or
     BATCH_MATMUL of two tensors, then MUL by alpha and ADD of beta * C where they are not folded."""
-    alpha, beta = float(g.attribute(node, "alpha", 1.0)), float(g.attribute(node, "beta", 1.0))  # type: ignore
-    trans_a, trans_b = int(g.attribute(node, "transA", 0)), int(g.attribute(node, "transB", 0))  # type: ignore
+    alpha, beta = float(g.attribute(node, "alpha", 1.0)), float(g.attribute(node, "beta", 1.0))
+    trans_a, trans_b = int(g.attribute(node, "transA", 0)), int(g.attribute(node, "transB", 0))
     a = float_in(w, node.input[0])
     if trans_a:
         a = transposed(w, a, (1, 0), f"{node.name}/a_t")
@@ -146,20 +146,20 @@ def _reshape(w: Writer, node: onnx.NodeProto) -> None:
 
 def _transpose(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(w.qg.shape(node.input[0]))
-    perm = [int(p) for p in g.attribute(node, "perm", list(reversed(range(rank))))]  # type: ignore[union-attr]
+    perm = [int(p) for p in g.attribute(node, "perm", list(reversed(range(rank))))]
     w.op("TRANSPOSE", [float_in(w, node.input[0]), w.int32(f"{node.name}/perm", perm)], [float_out(w, node.output[0])])
 
 
 def _concat(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(w.qg.shape(node.output[0]))
-    axis = int(g.attribute(node, "axis", 0)) % rank  # type: ignore[arg-type]
+    axis = int(g.attribute(node, "axis", 0)) % rank
     w.op("CONCATENATION", [float_in(w, name) for name in node.input if name], [float_out(w, node.output[0])],
          {"axis": axis, "fused_activation_function": "NONE"})
 
 
 def _softmax(w: Writer, node: onnx.NodeProto) -> None:
     rank = len(w.qg.shape(node.input[0]))
-    if int(g.attribute(node, "axis", -1)) % rank != rank - 1:  # type: ignore[arg-type]
+    if int(g.attribute(node, "axis", -1)) % rank != rank - 1:
         raise Unsupported("Softmax over an axis other than the last")
     w.op("SOFTMAX", [float_in(w, node.input[0])], [float_out(w, node.output[0])], {"beta": 1.0})
 

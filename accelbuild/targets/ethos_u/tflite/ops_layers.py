@@ -15,7 +15,7 @@ from accelbuild.util.tflite_builder import Quant
 
 
 def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
-    return [int(v) for v in g.attribute(node, name, default)]  # type: ignore[union-attr]
+    return [int(v) for v in g.attribute(node, name, default)]
 
 
 def _padding(w: Writer, node: onnx.NodeProto, x: QTensor, kernel: list[int], strides: list[int],
@@ -86,7 +86,7 @@ def conv(w: Writer, node: onnx.NodeProto) -> None:
     fused = w.fusion(node)
     out = w.qg.tensors[fused.output]
     cout, cin_g, kh, kw = c.codes.shape
-    group = int(g.attribute(node, "group", 1))  # type: ignore[arg-type]
+    group = int(g.attribute(node, "group", 1))
     strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
     padding, source = _padding(w, node, x, [kh, kw], strides, dilations, pad_allowed=True)
     options = {"padding": padding, "stride_w": strides[1], "stride_h": strides[0],
@@ -114,7 +114,7 @@ def conv_transpose(w: Writer, node: onnx.NodeProto) -> None:
     if len(x.shape) != 4:
         raise Unsupported(f"only 2-D transposed convolutions (input rank {len(x.shape)})")
     c = _weights(w, node, 1)
-    if int(g.attribute(node, "group", 1)) != 1:  # type: ignore[arg-type]
+    if int(g.attribute(node, "group", 1)) != 1:
         raise Unsupported("grouped transposed convolution")
     if _ints(node, "dilations", [1, 1]) != [1, 1]:
         raise Unsupported("dilated transposed convolution")
@@ -154,11 +154,11 @@ def fully_connected(w: Writer, node: onnx.NodeProto) -> None:
     bias = None
     source = -1
     if node.op_type == "Gemm":
-        if not int(g.attribute(node, "transB", 0)):  # type: ignore[arg-type]
+        if not int(g.attribute(node, "transB", 0)):
             codes = codes.T
         real_bias = _gemm_bias(w, node)
         c, bias = _gemm_scaled(node, x, c, real_bias, codes.shape[0])
-        if int(g.attribute(node, "transA", 0)):  # type: ignore[arg-type]
+        if int(g.attribute(node, "transA", 0)):
             source = _transposed_input(w, node, x)
     elif node.op_type == "MatMul":
         if codes.ndim != 2:
@@ -195,8 +195,8 @@ def _gemm_scaled(node: onnx.NodeProto, x: QTensor, c: QConst, real_bias: np.ndar
                  units: int) -> tuple[QConst, QConst | None]:
     """Gemm's alpha folded into the weights' scales (the codes stay), beta * C into int32 bias codes at the
     bias scale (input scale x weight scale): alpha * A.B + beta * C computed by one FULLY_CONNECTED."""
-    alpha = float(g.attribute(node, "alpha", 1.0))  # type: ignore[arg-type]
-    beta = float(g.attribute(node, "beta", 1.0))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 1.0))
+    beta = float(g.attribute(node, "beta", 1.0))
     if alpha <= 0.0:
         raise Unsupported("Gemm with alpha <= 0")
     scaled = c if alpha == 1.0 else QConst(c.codes, (c.scales * np.float32(alpha)).astype(np.float32),
@@ -242,7 +242,7 @@ def pool(w: Writer, node: onnx.NodeProto) -> None:
     if _ints(node, "dilations", [1, 1]) != [1, 1]:
         raise Unsupported("dilated pooling")
     average = node.op_type == "AveragePool"
-    include_pad = average and int(g.attribute(node, "count_include_pad", 0))  # type: ignore[arg-type]
+    include_pad = average and int(g.attribute(node, "count_include_pad", 0))
     if not average:
         _max_pool(w, node, x, kernel, strides)
         return
@@ -322,7 +322,7 @@ def mean(w: Writer, node: onnx.NodeProto) -> None:
         axes = [int(a) for a in (axes_value.reshape(-1) if axes_value is not None else _ints(node, "axes", []))]
         if not axes:
             axes = list(range(rank))
-        keep = int(g.attribute(node, "keepdims", 1))  # type: ignore[arg-type]
+        keep = int(g.attribute(node, "keepdims", 1))
     fused = w.fusion(node)
     out = w.qg.tensors[fused.output]
     if fused.activation != "NONE" and not implied(out, fused.activation):

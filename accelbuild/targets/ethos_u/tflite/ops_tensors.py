@@ -57,8 +57,8 @@ def hard_sigmoid(w: Writer, node: onnx.NodeProto) -> None:
     qmax = (1 << (out.bits - 1)) - 1
     if len(x.shape) != 4 or (qmax - out.zero_point) * out.scale > 1 + 1e-6:
         raise Unsupported("HardSigmoid of a 4-D tensor whose output range tops out at most at 1")
-    alpha = float(g.attribute(node, "alpha", 0.2))  # type: ignore[arg-type]
-    beta = float(g.attribute(node, "beta", 0.5))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 0.2))
+    beta = float(g.attribute(node, "beta", 0.5))
     channels = w.shape(x)[3]
     weight_scale = np.float32(abs(alpha) / 127)
     weights = np.full((1, 1, 1, channels), 127 if alpha > 0 else -127, dtype=np.int8)
@@ -142,7 +142,7 @@ def _bounded(w: Writer, node: onnx.NodeProto, x: QTensor, out: QTensor, builtin:
 
 def leaky_relu(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
-    alpha = float(g.attribute(node, "alpha", 0.01))  # type: ignore[arg-type]
+    alpha = float(g.attribute(node, "alpha", 0.01))
     w.op("LEAKY_RELU", [w.tensor(x)], [w.tensor(out)], {"alpha": alpha})
 
 
@@ -156,7 +156,7 @@ def prelu(w: Writer, node: onnx.NodeProto) -> None:
 def softmax(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
     rank = len(x.shape)
-    if layout.axis(int(g.attribute(node, "axis", -1)), rank, w.is_nhwc(x)) != rank - 1:  # type: ignore[arg-type]
+    if layout.axis(int(g.attribute(node, "axis", -1)), rank, w.is_nhwc(x)) != rank - 1:
         raise Unsupported("softmax over an axis that is not the innermost one in TFLite's layout")
     _emit_fixed(w, "Softmax", "SOFTMAX", [w.tensor(x)], out, {"beta": 1.0})
 
@@ -166,7 +166,7 @@ def concat(w: Writer, node: onnx.NodeProto) -> None:
     out = w.qg.tensors[fused.output]
     rank = len(out.shape)
     inputs = [w.operand(name, node, out) for name in node.input if name]
-    axis = layout.axis(int(g.attribute(node, "axis", 0)), rank, w.is_nhwc(out))  # type: ignore[arg-type]
+    axis = layout.axis(int(g.attribute(node, "axis", 0)), rank, w.is_nhwc(out))
     w.op("CONCATENATION", inputs, [w.tensor(out)], {"axis": axis, "fused_activation_function": fused.activation})
     w.done.update(fused.nodes)
 
@@ -191,7 +191,7 @@ def reshape(w: Writer, node: onnx.NodeProto) -> None:
 def transpose(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
     rank = len(x.shape)
-    perm = tuple(int(p) for p in g.attribute(node, "perm", list(range(rank))[::-1]))  # type: ignore[union-attr]
+    perm = tuple(int(p) for p in g.attribute(node, "perm", list(range(rank))[::-1]))
     tperm = layout.compose(perm, w.is_nhwc(x), w.is_nhwc(out))
     if tperm == tuple(range(rank)):
         if out.key in w.qg.outputs:
@@ -213,7 +213,7 @@ def depth_to_space(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("only a 4-D channel-last tensor")
     if x.bits != 8:
         raise Unsupported("DEPTH_TO_SPACE has no int16 kernel in TFLite")
-    block = int(g.attribute(node, "blocksize", 0))  # type: ignore[arg-type]
+    block = int(g.attribute(node, "blocksize", 0))
     w.op_on_grid("DEPTH_TO_SPACE", [w.tensor(x)], out, x.scale, x.zero_point, "moved", {"block_size": block})
 
 
@@ -232,7 +232,7 @@ def gather(w: Writer, node: onnx.NodeProto) -> None:
         raise Unsupported("a Gather of a channel-last tensor")
     if (out.scale, out.zero_point) != (x.scale, x.zero_point):
         raise Unsupported("a Gather whose output quantization differs from its input's")
-    axis = int(g.attribute(node, "axis", 0)) % len(x.shape)  # type: ignore[arg-type]
+    axis = int(g.attribute(node, "axis", 0)) % len(x.shape)
     positive = np.where(indices < 0, indices + x.shape[axis], indices).astype(np.int32)
     w.op("GATHER", [w.tensor(x), w.const(f"{node.name}/indices", positive, "int32")], [w.tensor(out)],
          {"axis": axis, "batch_dims": 0})
@@ -341,7 +341,7 @@ def split(w: Writer, node: onnx.NodeProto) -> None:
     x = w.q(node.input[0])
     outs = [w.q(o) for o in node.output]
     rank = len(x.shape)
-    onnx_axis = int(g.attribute(node, "axis", 0)) % rank  # type: ignore[arg-type]
+    onnx_axis = int(g.attribute(node, "axis", 0)) % rank
     sizes = [o.shape[onnx_axis] for o in outs]
     axis = layout.axis(onnx_axis, rank, w.is_nhwc(x))
     axis_tensor = w.const(f"{node.name}/axis", np.asarray(axis, dtype=np.int32), "int32")

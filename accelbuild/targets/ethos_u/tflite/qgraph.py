@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from accelbuild.util import onnx_graph as g
 from accelbuild.util.shape_inference import infer_shapes
@@ -89,7 +90,7 @@ def read_qdq(model: onnx.ModelProto) -> QGraph:
                                    8 * zero.dtype.itemsize, zero.dtype.kind == "i")
         elif node.op_type == "DequantizeLinear" and node.input[0] in inits:
             scale, zero = _params(graph, node)
-            codes = g.constant(graph, node.input[0])
+            codes = numpy_helper.to_array(inits[node.input[0]])
             consts[node.output[0]] = QConst(codes, scale.astype(np.float32), zero.astype(np.int64),
                                             int(g.attribute(node, "axis", 1)))
         elif node.op_type == "DequantizeLinear" and node.input[0] in alias and \

@@ -162,7 +162,7 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
     qg = read_qdq(qdq)
     nhwc = tensor_layouts(qdq)
     interp = kernels_module.interpreter(data, kernels, preserve=True)
-    by_name = {d["name"]: d for d in interp.get_tensor_details()}  # type: ignore[attr-defined]
+    by_name = {d["name"]: d for d in interp.get_tensor_details()}
     cut, checked = _fed_from_tflite(qdq, qg, by_name)
     local_session, whole_session = reference_session(cut), reference_session(qdq)
     names = [o.name for o in local_session.get_outputs()]  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
     # a float output (written by a float CPU operator) is compared in its own units
     raw = integer_outputs(qdq)  # int8 codes the model itself outputs: compared as codes
     out_scales = {name: 1.0 if name in raw else d["quantization"][0] or 1.0
-                  for name, d in zip(outputs, interp.get_output_details())}  # type: ignore
+                  for name, d in zip(outputs, interp.get_output_details())}
     out_worst = {name: 0.0 for name in outputs}
     worst, worst_name, values, close, out_values, out_close, frames = 0.0, "", 0, 0, 0, 0, 0
     producers = {o: n.op_type for n in qdq.graph.node for o in n.output}
@@ -182,7 +182,7 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
         seen, lite_out = run_tflite(interp, feed, layouts, inputs, outputs, raw)
         fed = dict(seen)
         for name, detail in checked.values():
-            codes = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
+            codes = interp.get_tensor(detail["index"])
             fed[name] = codes.transpose(TO_NCHW) if qg.alias[name] in nhwc and codes.ndim == 4 else codes
         results = dict(zip(names, local_session.run(names, fed)))  # type: ignore[attr-defined]
         for name_check, (name, _) in checked.items():

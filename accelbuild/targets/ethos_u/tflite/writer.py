@@ -163,7 +163,8 @@ class Writer:
         return self.fusion_from(node.output[0], bias_allowed)
 
     def fusion_from(self, tensor: str, bias_allowed: bool = False) -> Fusion:
-        bias, activation, folded = None, "NONE", []
+        bias, activation = None, "NONE"
+        folded: list[str] = []
         for _ in range(3):
             key = self.qg.key(tensor)
             if key is not None:

@@ -135,7 +135,7 @@ class ModelEntry:
                 raise ValueError(f"{path}.{key}: must be a list of ports, got {_short(data[key])}")
             ports[key] = [Port.from_dict(p, f"{path}.{key}[{i}]") for i, p in enumerate(data[key])]
         try:
-            return cls(data["name"], ports["inputs"], ports["outputs"])
+            return cls(data["name"], tuple(ports["inputs"]), tuple(ports["outputs"]))
         except ValueError as error:
             raise _at(path, error) from None
 

@@ -156,9 +156,8 @@ def _section_name(raw: bytes, index: int) -> str:
     try:
         name = text.decode("ascii")
     except UnicodeDecodeError:
-        name = None
-    problem = section_name_problem(name) if name is not None else "not ASCII"
-    if problem:
+        raise _Reject(f"section {index}: invalid name {text!r}") from None
+    if section_name_problem(name):
         raise _Reject(f"section {index}: invalid name {text!r}")
     return name
 

@@ -37,7 +37,8 @@ def binding(program: Program, usage: dict[str, Usage], fps: dict[str, float], sh
     found: dict[str, dict[str, Any]] = {}
     for group in groups:
         candidates = [r for name in group for r in _resources(program, usage[name], fps[name], shares)]
-        busiest = max(candidates, key=lambda r: r["busy"]) if candidates else {"kind": "none", "busy": 0.0}
+        busiest: dict[str, Any] = (max(candidates, key=lambda r: r["busy"]) if candidates
+                                   else {"kind": "none", "busy": 0.0})
         named = busiest if busiest["busy"] >= SATURATED else {"kind": "stalls", "busy": busiest["busy"],
                                                               "busiest": busiest}
         for name in group:
@@ -61,8 +62,8 @@ def _resources(program: Program, use: Usage, fps: float, shares: sharing.Allocat
         found.append({"kind": "layer", "layer": row["name"], "model": model.name, "chip": row["chip"],
                       "cores": row["cores"], "cycles": round(float(row["cycles"]), 1), "busy": _share(fps * seconds)})
     interface = buffers.interface(hw)
-    for direction, seconds in (("to_chip", use.in_seconds), ("to_host", use.out_seconds)):
-        wire = statistics.fmean(seconds) if seconds else 0.0
+    for direction, transfers in (("to_chip", use.in_seconds), ("to_host", use.out_seconds)):
+        wire = statistics.fmean(transfers) if transfers else 0.0
         if wire <= 0:
             continue
         found.append({"kind": "host_link", "direction": direction, "busy": _share(fps * wire)})

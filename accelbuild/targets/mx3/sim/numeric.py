@@ -22,6 +22,8 @@ _EXACT = {"Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "Tanh": np.tanh}
 
 def chip_graph(model: ProgramModel, approximations: dict[str, dict[str, Any]]) -> onnx.ModelProto:
     """The program's graph with the declared approximations and bfloat16 activations."""
+    if model.graph is None:
+        raise ValueError(f"{model.name}: the program was read for timing only, without its graph")
     graph = onnx.ModelProto()
     graph.CopyFrom(model.graph)
     _dequantize_weights(graph)
