@@ -154,6 +154,8 @@ def test_every_family_builds_or_refuses_clearly(f: Features, tmp_path_factory: p
             assert summary.exit_code == 0, (family, f, [r.message for r in failed])
             assert {r.status for r in summary.results} <= {"ran", "cached"}
             assert (folder / "build" / f"p_{family}" / "benchmark.json").is_file()
+        elif summary.exit_code == 1:  # ethos-u: Vela refusing what the writer placed on its CPU, in Vela's words
+            assert all("vela" in r.message.lower() for r in failed), (family, f, [r.message for r in failed])
         else:
             assert summary.exit_code in (0, 2), (family, f, [r.message for r in failed])
     assert_finite_records(folder / "build")

@@ -133,7 +133,7 @@ def _measure_all(ctx: StageContext, p: ClosedLoopParams, missing: list[Candidate
     """The measurements of ``missing`` in their order: on the device (through ``ctx.fan_out``) or here."""
     if p.device is None:
         return (measure(c, shared) for c in missing)
-    if getattr(ctx.fan_out, "device", None) != p.device:
+    if ctx.fan_out is None or getattr(ctx.fan_out, "device", None) != p.device:
         raise StageError(f"{p.model}: the closed loop measures on device {p.device}, but the build did not "
                          "reach it")
     return ctx.fan_out.map(measure, missing, shared)
@@ -179,5 +179,5 @@ def _choose(p: ClosedLoopParams, todo: list[Candidate], results: dict[Candidate,
     log.info("%s: closed loop keeps %s: %.1f FPS (%.1f..%.1f) against the default %s: %.1f FPS (%.1f..%.1f)%s",
              p.model, best.label, results[best]["fps"], *results[best]["fps_spread"], default.label,
              results[default]["fps"], *results[default]["fps_spread"],
-             f"; ties: {', '.join(record['ties'])}" if ties else "")
+             f"; ties: {', '.join(c.label for c in ties)}" if ties else "")
     return best, record

@@ -32,4 +32,4 @@ def run(ctx: StageContext) -> None:
     s = result.summary
     log.info("%s: Vela %s for %s: %s NPU / %d CPU operators, %.1f inferences/s (estimated)", p.model,
              p.vela_version, s.get("accelerator_configuration"), result.npu_ops, len(result.cpu_ops),
-             float(s.get("inferences_per_second", 0.0)))
+             float(s.get("inferences_per_second") or 0.0))

@@ -11,6 +11,7 @@ import onnx
 import yaml
 
 from accelbuild import accuracy
+from accelbuild.errors import StageError
 from accelbuild.quantize import frames, measure
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import end_to_end
@@ -64,6 +65,10 @@ def _vela(ctx: StageContext, name: str) -> dict[str, Any]:
 def _model(ctx: StageContext, p: BenchmarkParams, name: str, data: Any, calibrated: int | None) -> dict[str, Any]:
     record = _vela(ctx, name)
     s = record["summary"]
+    if s.get("inferences_per_second") is None:  # Vela writes nan: nothing of the model runs on the NPU
+        raise StageError(f"{name}: Vela placed every operator on the CPU ({', '.join(o['op'] for o in record['cpu_ops']) or 'none'}), "
+                         "so it estimates no time on the Ethos-U; nothing of this model runs on the NPU. Build it on "
+                         "family cpu, or crop it to the layers the NPU runs")
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"],
                                             ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data)
     qdq = onnx.load(str(ctx.inputs[f"{name}/quantized.onnx"]))

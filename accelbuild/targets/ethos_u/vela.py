@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import re
 import subprocess
 import sys
@@ -125,10 +126,14 @@ def _tail(text: str, lines: int = 20) -> str:
 
 
 def _number(value: str) -> Any:
+    """A CSV cell as a number where it is one; Vela writes ``nan`` for a ratio of nothing (a model with every
+    operator on the CPU), which is no figure: None."""
     try:
         number = float(value)
     except ValueError:
         return value
+    if not math.isfinite(number):
+        return None
     return int(number) if number.is_integer() and "." not in value else number
 
 

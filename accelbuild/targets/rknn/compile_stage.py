@@ -81,10 +81,10 @@ def _for_toolkit(ai: onnx.ModelProto, path: Path, work: Path) -> Path:
     """The AI section at an opset the toolkit reads (it takes ONNX opsets up to 19; accelbuild's import may
     write newer ones), converted by onnx's version converter."""
     opset = next((o.version for o in ai.opset_import if o.domain in ("", "ai.onnx")), MAX_OPSET)
-    defaults = _default_layouts(ai)
-    if opset <= MAX_OPSET and not defaults:
-        return path.resolve()
     if opset <= MAX_OPSET:
+        defaults = _default_layouts(ai)
+        if defaults is None:
+            return path.resolve()
         target = work / "ai_for_toolkit.onnx"
         onnx.save(defaults, str(target))
         return target

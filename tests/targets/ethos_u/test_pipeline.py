@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, run_cli, write
 
 pytest.importorskip("ai_edge_litert")
 pytest.importorskip("ethosu.vela")
@@ -146,3 +147,27 @@ def test_auto_precision_with_activation_bits_is_refused(tmp_path: Path) -> None:
                                      "    quantize: {activation_bits: 16, auto_precision: true}\n")
     result = _cli("validate", "p.yaml", cwd=tmp_path)
     assert result.returncode == 2 and "give activation_bits or auto_precision, not both" in result.stderr
+
+
+def test_a_softmax_over_1024_values_builds_and_never_aborts(tmp_path: Path) -> None:
+    """LiteRT's int8 SOFTMAX aborts the whole process once its fixed-point sum of exponentials overflows (seen
+    from 797 equal inputs): a longer axis is written as a float CPU SOFTMAX, and the build goes on (run in a
+    subprocess, so an abort would fail this test rather than the suite)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.full((4, 4, 1, 1), 0.25, np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], "conv"),
+                               helper.make_node("Softmax", ["c"], ["y"], "softmax", axis=-1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 1024])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1024])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    (tmp_path / ".git").mkdir()
+    write(tmp_path / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: ethos-u}\n"
+                               "benchmark: {frames: 5, host: false, accuracy: {samples: 2}}\nmodels:\n"
+                               "  - name: m\n    path: m.onnx\n")
+    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
+    assert result.code == 0, result.stderr
+    assert "written as float CPU operators: Softmax (softmax)" in result.stderr

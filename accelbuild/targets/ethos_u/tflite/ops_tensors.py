@@ -153,11 +153,19 @@ def prelu(w: Writer, node: onnx.NodeProto) -> None:
     w.op("PRELU", [w.tensor(x), w.operand(node.input[1], node, out)], [w.tensor(out)])
 
 
+# LiteRT's int8 SOFTMAX aborts (the whole process) once the exponentials' fixed-point sum overflows: from 797
+# equal inputs here; longer axes are written as a float CPU SOFTMAX between DEQUANTIZE and QUANTIZE
+INT8_SOFTMAX_MAX_AXIS = 512
+
+
 def softmax(w: Writer, node: onnx.NodeProto) -> None:
     x, out = w.q(node.input[0]), w.q(node.output[0])
     rank = len(x.shape)
     if layout.axis(int(g.attribute(node, "axis", -1)), rank, w.is_nhwc(x)) != rank - 1:
         raise Unsupported("softmax over an axis that is not the innermost one in TFLite's layout")
+    if x.shape and x.shape[-1] > INT8_SOFTMAX_MAX_AXIS:
+        raise Unsupported(f"an int8 softmax over {x.shape[-1]} values: LiteRT's int8 kernel sums their exponentials "
+                          f"in fixed point and aborts the process when the sum overflows (seen from 797 equal values)")
     _emit_fixed(w, "Softmax", "SOFTMAX", [w.tensor(x)], out, {"beta": 1.0})
 
 

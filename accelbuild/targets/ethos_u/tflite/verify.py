@@ -79,7 +79,7 @@ def run_tflite(interp: object, feeds: Mapping[str, np.ndarray], nhwc: Mapping[st
     interp.invoke()  # type: ignore[attr-defined]
     outputs = {}
     for name, detail in zip(onnx_outputs, interp.get_output_details()):  # type: ignore[attr-defined]
-        codes_out = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
+        codes_out = np.asarray(interp.get_tensor(detail["index"]))  # type: ignore[attr-defined]
         scale, zero = detail["quantization"]
         if not scale or name in raw:
             outputs[name] = codes_out.copy()
@@ -182,7 +182,7 @@ def check(data: bytes, qdq: onnx.ModelProto, feeds: Iterable[Mapping[str, np.nda
         seen, lite_out = run_tflite(interp, feed, layouts, inputs, outputs, raw)
         fed = dict(seen)
         for name, detail in checked.values():
-            codes = interp.get_tensor(detail["index"])
+            codes = np.asarray(interp.get_tensor(detail["index"]))  # a rank-0 tensor comes back as a numpy scalar
             fed[name] = codes.transpose(TO_NCHW) if qg.alias[name] in nhwc and codes.ndim == 4 else codes
         results = dict(zip(names, local_session.run(names, fed)))  # type: ignore[attr-defined]
         for name_check, (name, _) in checked.items():
