@@ -60,6 +60,9 @@ def model_paths() -> dict[str, Path]:
     # c82f6c7 it keeps 114 layers on the BPU (196 before) and the cosine is 0.912 (0.979 before) at the same
     # simulated FPS (22.2 against 22.6). An accuracy-aware split is not built yet.
     ("basic_pitch_onnx", "npu-x5", 0.90),
+    # ethos-u writes the CQT front end (Log, ReduceMax, Where) as float CPU operators for Vela to place on the
+    # Ethos-U's host CPU (it refused the model before: no int8 form); the rest runs on the NPU
+    ("basic_pitch_onnx", "ethos-u", 0.95),
 ])
 def test_real_model_builds(model_paths, tmp_path, model, family, min_cosine):
     result = corpus.run_build(corpus.MODELS_BY_NAME[model], model_paths[model], family, tmp_path, timeout=300,
@@ -74,8 +77,6 @@ def test_real_model_builds(model_paths, tmp_path, model, family, min_cosine):
 
 @needs_cache
 @pytest.mark.parametrize(("model", "family", "named"), [
-    # Ethos-U has no int8 TFLite form of the CQT's operators: one exit-2 error listing them
-    ("basic_pitch_onnx", "ethos-u", ["Log", "ReduceMax", "Where"]),
     # the streaming state (resource variables) has no ONNX form: refused at import, each operator named
     ("micro_wakeword_okay_nabu", "mx3", ["VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"]),
 ])

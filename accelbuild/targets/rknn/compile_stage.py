@@ -3,8 +3,8 @@ for the platform and exports ``<model>/<model>.rknn``; every accuracy frame runs
 simulator in the same session, and its per-layer accuracy analysis runs on the first held-out frame.
 
 Writes ``quantize.json`` (the accuracy record of the simulator against the float model in onnxruntime, the
-per-layer analysis as ``layers``, the program's weight memory) and ``rknn_build.log`` (the toolkit's log,
-cleaned of what changes between runs: the layer table the map stage reads).
+per-layer analysis as ``layers``, the program's weight memory) and ``rknn_build.log`` (the compiler's report
+from the toolkit's log: the layer table the map stage reads; ``build_log.cleaned``).
 """
 
 from __future__ import annotations
