@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from accelbuild.errors import UserError
 from accelbuild.toolchains.declaration import Toolchain, _canonical
@@ -216,6 +217,15 @@ class ToolchainRef:
         if user_python is None:
             return cls(toolchain)
         return cls(toolchain, str(user_python), user_environment(toolchain, user_python).identity)
+
+    @classmethod
+    def checked(cls, toolchain: Toolchain, user_python: Path | None, checker: Any) -> ToolchainRef:
+        """``of``, with a user's environment that cannot be used said at ``target.toolchain.python`` (exit 2)."""
+        try:
+            return cls.of(toolchain, user_python)
+        except ToolchainError as error:
+            checker.error(("target", "toolchain", "python"), str(error))
+            return cls(toolchain)
 
     @property
     def identity(self) -> str:

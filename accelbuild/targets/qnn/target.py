@@ -30,7 +30,7 @@ from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets.qnn.socs import SOCS
 from accelbuild.targets.qnn.spec import BenchmarkParams, CompileParams, NoQuantizeParams, QnnTargetSpec
 from accelbuild.targets.qnn.toolchain import TOOLCHAIN
-from accelbuild.toolchains import ToolchainError, ToolchainRef
+from accelbuild.toolchains import ToolchainRef
 
 BITS = {"uint8": 8, "uint16": 16}
 
@@ -95,11 +95,7 @@ class QnnTarget:
         return QnnTargetSpec("qnn", t["soc"], t["activations"], python)
 
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
-        try:
-            return ToolchainRef.of(TOOLCHAIN, spec.toolchain_python)
-        except ToolchainError as error:
-            checker.error(("target", "toolchain", "python"), str(error))
-            return ToolchainRef(TOOLCHAIN)
+        return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:

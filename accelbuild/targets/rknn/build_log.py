@@ -9,6 +9,7 @@ Internal Memory Size" and "Total Weight Memory Size". The log accelbuild keeps i
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -48,8 +49,10 @@ def cleaned(text: str) -> str:
     folders. The Python side's chatter (progress bars, warnings printed on a first run only) is left out, so
     the same model and settings give the same bytes."""
     lines = []
+    temp = re.compile(re.escape(tempfile.gettempdir()) + r"/\S*")  # $TMPDIR may be a folder of its own (CI)
     for line in text.replace("\r", "\n").splitlines():
-        line = _SITE.sub("<site-packages>/", _TEMP.sub("<tmp>/", _STAMP.sub("", _ANSI.sub("", line)))).rstrip()
+        line = temp.sub("<tmp>", _ANSI.sub("", line))
+        line = _SITE.sub("<site-packages>/", _TEMP.sub("<tmp>/", _STAMP.sub("", line))).rstrip()
         if line.startswith("D RKNN:") or line.startswith("I rknn-toolkit2 version"):
             lines.append(line)
     return "\n".join(lines) + "\n"

@@ -40,7 +40,7 @@ from accelbuild.targets.rknn.spec import (
     RknnTargetSpec,
 )
 from accelbuild.targets.rknn.toolchain import TOOLCHAIN, TOOLKIT
-from accelbuild.toolchains import ToolchainError, ToolchainRef
+from accelbuild.toolchains import ToolchainRef
 
 
 def _model(model: ModelSpec | None) -> ModelSpec:
@@ -130,11 +130,7 @@ class RknnTarget:
         return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"), python)
 
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
-        try:
-            return ToolchainRef.of(TOOLCHAIN, spec.toolchain_python)
-        except ToolchainError as error:
-            checker.error(("target", "toolchain", "python"), str(error))
-            return ToolchainRef(TOOLCHAIN)
+        return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
