@@ -20,7 +20,7 @@ from accelbuild.toolchains.environment import (
     require,
     user_environment,
 )
-from accelbuild.toolchains.protocol import PROTOCOL, VendorRefusal, run_driver, workspace
+from accelbuild.toolchains.protocol import PROTOCOL, VendorRefusal, read_outputs, run_driver, workspace, write_frames
 
 __all__ = ["PROTOCOL", "Environment", "Toolchain", "ToolchainError", "ToolchainRef", "VendorRefusal", "find",
-           "install", "require", "run_driver", "user_environment", "workspace"]
+           "install", "read_outputs", "require", "run_driver", "user_environment", "workspace", "write_frames"]

@@ -218,6 +218,12 @@ class ToolchainRef:
             return cls(toolchain)
         return cls(toolchain, str(user_python), user_environment(toolchain, user_python).identity)
 
+    @staticmethod
+    def python_given(target: dict[str, Any], checker: Any) -> Path | None:
+        """``target.toolchain.python`` resolved against the YAML's folder (missing: said at the key), or None."""
+        given = (target.get("toolchain") or {}).get("python")
+        return checker.existing(("target", "toolchain", "python"), given) if given is not None else None
+
     @classmethod
     def checked(cls, toolchain: Toolchain, user_python: Path | None, checker: Any) -> ToolchainRef:
         """``of``, with a user's environment that cannot be used said at ``target.toolchain.python`` (exit 2)."""

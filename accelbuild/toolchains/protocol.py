@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from accelbuild.errors import StageError
 from accelbuild.toolchains.environment import Environment
 from accelbuild.util.files import write_json_atomic
@@ -74,6 +76,29 @@ def workspace(prefix: str) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_frames(folder: Path, feeds: list[dict[str, np.ndarray]], order: list[str]) -> list[list[str]]:
+    """Each frame's inputs as ``.npy`` files in input order (how drivers take frames): their paths, per frame."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i, feed in enumerate(feeds):
+        frame = []
+        for k, name in enumerate(order):
+            path = folder / f"frame_{i:05d}_in{k}.npy"
+            np.save(path, np.ascontiguousarray(feed[name]))
+            frame.append(str(path))
+        files.append(frame)
+    return files
+
+
+def read_outputs(paths: list[str]) -> list[list[np.ndarray]]:
+    """The outputs a driver saved per frame (``np.savez`` of them in order: ``arr_0``, ``arr_1``, ...)."""
+    outputs = []
+    for path in paths:
+        with np.load(path) as npz:
+            outputs.append([npz[k] for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))])
+    return outputs
 
 
 def _ended(code: int) -> str:

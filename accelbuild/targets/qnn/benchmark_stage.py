@@ -19,8 +19,9 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets.qnn.report import render
 from accelbuild.targets.qnn.spec import BenchmarkParams
 from accelbuild.targets.qnn.toolchain import RUNTIME
-from accelbuild.toolchains import run_driver, workspace
+from accelbuild.toolchains import read_outputs, run_driver, workspace, write_frames
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
+from accelbuild.util.onnx_graph import real_inputs
 
 log = logging.getLogger(__name__)
 DRIVER = Path(__file__).with_name("driver.py")
@@ -61,23 +62,13 @@ def _model(ctx: StageContext, p: BenchmarkParams, env, index: int, name: str, ru
     ai = onnx.load(str(ctx.inputs[f"{name}/ai.onnx"]))
     feeds, names = accuracy.ai_inputs_named(name, ctx.inputs, ctx.inputs[f"{name}/ai.onnx"],
                                             ctx.inputs[f"{name}/pre.onnx"], p.accuracy, data, ai)
-    order = [i.name for i in ai.graph.input if i.name not in {t.name for t in ai.graph.initializer}]
     with workspace("accelbuild-qnn-") as work:
-        (work / "frames").mkdir()
         (work / "outputs").mkdir()
-        files = []
-        for i, feed in enumerate(feeds):
-            frame = []
-            for k, input_name in enumerate(order):
-                path = work / "frames" / f"frame_{i:05d}_in{k}.npy"
-                np.save(path, np.ascontiguousarray(feed[input_name]))
-                frame.append(str(path))
-            files.append(frame)
+        files = write_frames(work / "frames", feeds, [i.name for i in real_inputs(ai.graph)])
         answer = run_driver(env, DRIVER, "emulate", {
             "context": str(ctx.inputs[f"{name}/{name}_ctx.onnx"].resolve()), "soc_model": p.soc_model,
             "frames": files, "outputs": str(work / "outputs")}, work)
-        emulated = [[npz[k].astype(np.float32) for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))]
-                    for npz in (np.load(path) for path in answer["outputs"])]
+        emulated = [[o.astype(np.float32) for o in frame] for frame in read_outputs(answer["outputs"])]
     reference = measure.run_all(measure.session(ai), feeds)
     labels = frames.labelled(names, p.calibration_frames[index], accuracy.is_random(p.accuracy, data))
     placement = _placement(ctx, name)

@@ -90,9 +90,7 @@ class QnnTarget:
     )
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> QnnTargetSpec:
-        given = (t.get("toolchain") or {}).get("python")
-        python = checker.existing(("target", "toolchain", "python"), given) if given is not None else None
-        return QnnTargetSpec("qnn", t["soc"], t["activations"], python)
+        return QnnTargetSpec("qnn", t["soc"], t["activations"], ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)

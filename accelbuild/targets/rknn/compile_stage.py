@@ -22,8 +22,9 @@ from accelbuild.stages.context import StageContext
 from accelbuild.targets.rknn import build_log
 from accelbuild.targets.rknn.spec import CompileParams
 from accelbuild.targets.rknn.toolchain import TOOLKIT
-from accelbuild.toolchains import run_driver, workspace
+from accelbuild.toolchains import read_outputs, run_driver, workspace, write_frames
 from accelbuild.util.files import copy_atomic, write_bytes_atomic, write_json_atomic
+from accelbuild.util.onnx_graph import real_inputs
 
 log = logging.getLogger(__name__)
 DRIVER = Path(__file__).with_name("driver.py")
@@ -40,7 +41,7 @@ def run(ctx: StageContext) -> None:
     calibrating = min(p.calibration_frames, len(feeds))
     env = p.toolchain.environment()
     with workspace("accelbuild-rknn-") as work:
-        frame_files = _write_frames(work / "frames", feeds, [i.name for i in _inputs(ai)])
+        frame_files = write_frames(work / "frames", feeds, [i.name for i in real_inputs(ai.graph)])
         (work / "outputs").mkdir()
         analysed = frame_files[calibrating] if calibrating < len(frame_files) else frame_files[0]
         model_path = _for_toolkit(ai, ctx.inputs["ai"], work)
@@ -50,8 +51,7 @@ def run(ctx: StageContext) -> None:
             "frames": frame_files, "analysis_frame": analysed, "rknn": str(work / "model.rknn"),
             "build_log": str(work / "build.log"), "outputs": str(work / "outputs"), "workdir": str(work),
         }, work)
-        measured = [[npz[k] for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))]
-                    for npz in (np.load(path) for path in answer["outputs"])]
+        measured = read_outputs(answer["outputs"])
         copy_atomic(work / "model.rknn", ctx.outputs["program"])
         text = build_log.cleaned((work / "build.log").read_text(errors="replace"))
     write_bytes_atomic(ctx.outputs["rknn_build.log"], text.encode())
@@ -127,23 +127,4 @@ def _check_shapes(reference: list[np.ndarray], measured: list[np.ndarray], names
 
 def env_version(env) -> str:
     return next((pin.split("==")[1] for pin in env.packages if pin.startswith("rknn-toolkit2==")), "?")
-
-
-def _inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    initializers = {i.name for i in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in initializers]
-
-
-def _write_frames(folder: Path, feeds: list[dict[str, np.ndarray]], order: list[str]) -> list[list[str]]:
-    """One ``.npy`` per input per frame (the toolkit's dataset and inference take arrays in input order)."""
-    folder.mkdir(parents=True)
-    files = []
-    for i, feed in enumerate(feeds):
-        frame = []
-        for k, name in enumerate(order):
-            path = folder / f"frame_{i:05d}_in{k}.npy"
-            np.save(path, np.ascontiguousarray(feed[name]))
-            frame.append(str(path))
-        files.append(frame)
-    return files
 

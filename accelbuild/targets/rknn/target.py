@@ -123,11 +123,8 @@ class RknnTarget:
     )
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> RknnTargetSpec:
-        python = None
-        given = (t.get("toolchain") or {}).get("python")
-        if given is not None:
-            python = checker.existing(("target", "toolchain", "python"), given)
-        return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"), python)
+        return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"),
+                              ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
