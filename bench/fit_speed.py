@@ -1,13 +1,13 @@
 """The credibility fit's evaluations: plans looked up (``PlanMemo``) against every subgraph planned afresh.
 
 What is measured
-    Seconds for one finite-difference Jacobian of bench/credibility.py's fit on a profile: the figures of
+    Seconds for one finite-difference Jacobian of tools/credibility.py's fit on a profile: the figures of
     every case at the profile's values and with each free value moved by 2%, one at a time (what scipy's
     least_squares asks for at each step). Once with plans planned afresh, once with a PlanMemo, alternating,
     round after round; the medians are compared as a ratio (the machine is shared: a slow moment hits both).
     Every figure of the two is checked to be equal. The cases: each network's latency and FPS point, as the
     published tables give both. Networks: accelbuild.testing.models' ResNet-18/50 and MobileNetV1 at 224, and
-    with ``--models`` every ``.onnx`` file of a folder (bench/credibility.py's rebuilt networks, say).
+    with ``--models`` every ``.onnx`` file of a folder (tools/credibility.py's rebuilt networks, say).
 
     python bench/fit_speed.py [--platform x5] [--models DIR] [--rounds 3] [--json]
 """
@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import credibility  # noqa: E402  (bench/ is not a package)
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accelbuild.targets.npu.hardware import NPU_PROFILES, builtin_profiles, load_npu_hardware  # noqa: E402
 from accelbuild.targets.profile_files import load_profile  # noqa: E402
 from accelbuild.testing import models  # noqa: E402
+from tools import credibility  # noqa: E402  (the repository's lab tools)
 
 
 def cases(platform: str, folder: Path | None) -> list[credibility.Case]:

@@ -6,7 +6,7 @@ What is measured
     warm-up of each; the medians are compared as a ratio (the machine is shared: a slow moment hits both).
     Every pair of results is checked to be the same bytes. The models: a generated 2,000-layer chain
     (bench/npu.py's islands graph, 64 channels at 56x56: about 74 MB of weights), and with ``--models`` every
-    ``.onnx`` file of a folder (bench/credibility.py's rebuilt networks, say).
+    ``.onnx`` file of a folder (tools/credibility.py's rebuilt networks, say).
 
     python bench/shape_inference.py [--models DIR] [--rounds 5] [--json]
 """

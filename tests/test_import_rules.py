@@ -4,6 +4,8 @@ including those inside functions and ``if TYPE_CHECKING:`` blocks.
 - no module outside ``accelbuild/targets/<family>/`` imports a family (core code reaches families only
   through ``accelbuild.families``, by the names their entry points give);
 - no family imports the engine (a stage gets what it needs from its ``StageContext``) or another family;
+- no product module imports ``accelbuild.testing`` (the builders of test models serve tests, examples, benches
+  and the lab tools in ``tools/``, never a build);
 - no cycle between packages (``accelbuild/<package>``; a family is a package of its own, and
   ``targets/base.py`` with ``targets/profile_files.py`` form ``targets``, the family API). Shared helpers
   live below the packages that use them: graph helpers and onnxruntime sessions in ``util``, seeded
@@ -83,6 +85,10 @@ def test_no_family_imports_the_engine_or_another_family() -> None:
     assert bad == []
 
 
+def test_no_product_module_imports_the_test_builders() -> None:
+    bad = [f"{a} imports {b}" for a, b in _edges()
+           if _package(b) == "testing" and _package(a) != "testing"]
+    assert bad == []
 
 
 def _components(graph: dict[str, set[str]]) -> list[set[str]]:

@@ -1,5 +1,5 @@
 """How far a modelled target's figures can be trusted: the error band of a built-in profile against published
-measurements of networks, as ``bench/credibility.py`` last measured it.
+measurements of networks, as ``tools/credibility.py`` last measured it.
 
 ``credibility.json`` (next to this module) is written by that bench in the same run as docs/credibility.md, so
 a report's band and the docs page always quote the same numbers. A band is quoted only for the profile it

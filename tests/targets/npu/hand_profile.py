@@ -1,5 +1,5 @@
 """Built-in profiles with the stated values the hand-computed cost tests were written against, pinned: the
-built-in profile's free parameters are refitted by bench/credibility.py, and these tests check the cost
+built-in profile's free parameters are refitted by tools/credibility.py, and these tests check the cost
 model's arithmetic, not its calibration."""
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_every_artifact_of_the_contract(built: Path) -> None:
     assert bench["batch_size"] >= 1 and bench["offload"]["host_layers"] == partition["host_layers"]
     assert bench["offload"]["subgraphs"] == len(partition["subgraphs"])
     assert bench["models"][0]["accuracy"]["cosine"] > 0.99
-    trust = bench["credibility"]  # a built-in profile: the band bench/credibility.py measured
+    trust = bench["credibility"]  # a built-in profile: the band tools/credibility.py measured
     assert trust["calibrated"] is True and f"+-{trust['band_pct']:g}%" in trust["text"]
     stats = yaml.safe_load((built / "layer_stats.yaml").read_text())
     assert stats[0]["layers"][0]["end_cycle"] >= stats[0]["layers"][0]["start_cycle"]

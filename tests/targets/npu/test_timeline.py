@@ -9,12 +9,12 @@ import json
 import pytest
 
 from accelbuild.targets.credibility import band
-from accelbuild.targets.npu.calibration import evaluate
 from accelbuild.targets.npu.hardware import NpuHardware, builtin_profiles, load_npu_hardware
 from accelbuild.targets.npu.partition import Offload, partition
 from accelbuild.targets.npu.schedule import schedule
 from accelbuild.targets.npu.timeline import AGREEMENT_TOLERANCE, Timeline, run_subgraph, simulate
 from accelbuild.testing import models, npu_graphs
+from tools.npu_calibration import evaluate
 
 from .hand_profile import hand_x3, hand_x5
 from .test_schedule import compute_then_weights

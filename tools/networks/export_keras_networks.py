@@ -1,5 +1,5 @@
 """Rebuild the Keras Applications networks of MemryX's published MX3 figures (random weights, architecture
-only) and save them as ``.keras`` files, run by ``bench/credibility.py`` (its mx3 part).
+only) and save them as ``.keras`` files, run by ``tools/credibility.py`` (its mx3 part).
 
 MemryX's factory-diagnostics runs name these networks ``k_real_<name>``: Keras models, compiled from Keras.
 accelbuild imports ``.keras`` files itself (TensorFlow's converter, the ``tensorflow`` extra), so the builds
@@ -7,7 +7,7 @@ start from the same framework the vendor's did. Each network is ``keras.applicat
 at the application's default input size (static), classifier included; MobileNet's width (``alpha``) and
 MobileNetV3's ``minimalistic`` as the vendor's names give them.
 
-    python bench/peers/export_keras_networks.py OUT_DIR NAME [NAME ...]
+    python tools/networks/export_keras_networks.py OUT_DIR NAME [NAME ...]
 
 Prints one JSON line per network: its name, file, input size and parameter count. Existing files are kept.
 Needs TensorFlow (``pip install -e '.[tensorflow]'``); it runs in accelbuild's own venv.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Export the networks of the published MX3 figures (random weights, architecture only) to ONNX, run by
-``bench/credibility.py`` (its mx3 part) in the torch venv, like ``export_networks.py``. Needs, besides torch and
+``tools/credibility.py`` (its mx3 part) in the torch venv, like ``export_networks.py``. Needs, besides torch and
 ultralytics: ``pip install yolox==0.3.0 --no-deps --no-build-isolation`` with loguru and tabulate, and
 ``pip install super-gradients==3.7.1 --no-deps`` with omegaconf, hydra-core, antlr4-python3-runtime==4.9.3,
 termcolor, boto3, stringcase, jsonschema, rapidfuzz, torchmetrics==0.8.0, treelib==1.6.1, imagesize, scipy,

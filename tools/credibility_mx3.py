@@ -1,4 +1,4 @@
-"""The mx3 dataflow model against published MemryX MX3 figures: the mx3 part of ``bench/credibility.py``.
+"""The mx3 dataflow model against published MemryX MX3 figures: the mx3 part of ``tools/credibility.py``.
 
 Each network is built by accelbuild as a user's pipeline builds it (``accelbuild run``: import, crop, weight
 quantization, mapping on the 4 chips of the M.2 module, assembly, and the benchmark's timing simulation and
@@ -12,7 +12,7 @@ measured decides what they are compared with:
   synthetic frames, gbf80 input and output, 2024-02-23, clock not stated): the chips alone, measured by the
   vendor, never used to set the profile, so they are held out. Compared with the simulated FPS of a build for
   the chips the row's DFP was compiled for (``cascade_plus<N>x``; 1 without). The Keras networks (``k_real_*``: Keras Applications) are rebuilt with
-  ``bench/peers/export_keras_networks.py`` and imported from ``.keras`` as the vendor compiled them from Keras;
+  ``tools/networks/export_keras_networks.py`` and imported from ``.keras`` as the vendor compiled them from Keras;
   the others are rebuilt in the torch venv: ``tf_real_mlperf_v2_resnet`` (MLPerf's ResNet-50 v1.5) as timm's
   ResNet-50 (v1.5 too), ``k_real_resnet34_v1`` as timm's ResNet-34 (the same layers), ``tfl_real_yolov8l-cls``
   as ultralytics' YOLOv8l-cls at 224 (and -n, -s, -m), ``tfl_real_yolov8n`` / ``-s`` as ultralytics' YOLOv8n / -s
@@ -21,7 +21,7 @@ measured decides what they are compared with:
   layers), ``pt_real_mnasnet1_0`` as torchvision's, ``onnx_real_yolox_m`` as Megvii's YOLOX-M at 640 and the
   ``*_ti_lite`` YOLOX as TI's lite YOLOX (nano and tiny at 416, s at 640). The ``tfl_real_mp_*`` rows are
   MediaPipe's own trained TFLite files, taken from the mediapipe 0.10.14 wheel
-  (``bench/peers/mediapipe_models.py``) and imported as they are.
+  (``tools/networks/mediapipe_models.py``) and imported as they are.
 - **Frigate's table** (Intel i7-13700 host): "Total FPS" and "Inference Time" of Frigate's MemryX detector,
   which runs the model's pre-processing (YOLOX's 4-way slicing) and post-processing (box decoding in NumPy,
   YOLO-NAS's and SSDlite's ``_post.onnx``) on the host, in Python. These are end-to-end figures, so they are
@@ -133,7 +133,7 @@ FROM_NPU_EXPORTER = frozenset({"resnet18", "resnet34", "resnet50", "repvgg_a2", 
                                "yolov8n_cls_224", "yolov8s_cls_224", "yolov8m_cls_224", "yolov8l_cls_224",
                                "yolov8n_640", "yolov8s_640"})
 KERAS = frozenset(network for network in MEASURED if network.startswith("k_"))
-MEDIAPIPE = frozenset(network for network in MEASURED if network.startswith("mp_"))  # bench/peers/mediapipe_models.py
+MEDIAPIPE = frozenset(network for network in MEASURED if network.startswith("mp_"))  # tools/networks/mediapipe_models.py
 CALIBRATION = frozenset({"resnet50_224"})  # the profile's values were set to meet these networks' figures
 
 

@@ -6,16 +6,16 @@ What is measured
     flight, else the single-frame latency) over its MACs on the NPU (the layers accelbuild finds for the
     platform), and for each step of a series: the MAC ratio, the published time ratio and their quotient,
     how much more time the larger network spends per MAC. Beside it, the same quotient of the fitted
-    profile's simulated times, from the run the page shows (bench/credibility_results.json), and of its
+    profile's simulated times, from the run the page shows (tools/credibility_results.json), and of its
     left-out predictions (each figure by a fit that did not see its network). The model prices
     a layer by its shape, never by its network, so it moves a family's steps together; and since the two
     quotients' ratio is the two networks' predicted / published ratios divided, both networks are within
     20% only where the model's quotient is within 2/3 to 3/2 of the published one; a step outside that range
     is printed as such (at that quotient, one of its two figures is out of the band, however the fit moves
-    the other). Nothing is fitted here: the inputs are the published figures of bench/credibility.py's
+    the other). Nothing is fitted here: the inputs are the published figures of tools/credibility.py's
     ``POINTS``, that run, and the networks it rebuilds (``--models``: the folder its ``--models`` filled).
 
-    python bench/siblings.py --models DIR [--platforms x5,mlsoc,...] [--json]
+    python -m tools.siblings --models DIR [--platforms x5,mlsoc,...] [--json]
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import credibility  # noqa: E402  (bench/ is not a package)
-
 from accelbuild.targets.npu.hardware import load_npu_hardware  # noqa: E402
+from tools import credibility
 
 # Each series: one architecture, smallest first (larger by width, depth or input size), every member built at the
 # same bits and published as the same figure (so RepVGG-B1g4's grouped convolutions, MobileOne-S4's
@@ -117,14 +115,14 @@ def published_ms(platform: str, network: str, metric: str) -> float:
 
 
 def stored_row(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> dict[str, Any]:
-    """A point's row in a stored run of bench/credibility.py (its simulated figure and ratios)."""
+    """A point's row in a stored run of tools/credibility.py (its simulated figure and ratios)."""
     (result,) = [r for r in run if r["platform"] == platform]
     (row,) = [r for r in result["points"] if (r["network"], r["metric"]) == (network, metric)]
     return row
 
 
 def simulated_ms(run: list[dict[str, Any]], platform: str, network: str, metric: str) -> float:
-    """The fitted profile's simulated time per frame in a stored run of bench/credibility.py."""
+    """The fitted profile's simulated time per frame in a stored run of tools/credibility.py."""
     row = stored_row(run, platform, network, metric)
     return 1e3 / row["simulated"] if metric == "fps" else row["simulated"]
 
@@ -187,7 +185,7 @@ def report(platform: str, found: list[Step]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--platforms", default=",".join(SERIES), help=f"comma-separated, of: {', '.join(SERIES)}")
-    parser.add_argument("--models", type=Path, required=True, help="bench/credibility.py's --models folder")
+    parser.add_argument("--models", type=Path, required=True, help="tools/credibility.py's --models folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -198,7 +196,7 @@ def main() -> int:
     missing = sorted({n for p in platforms for series in SERIES[p] for n in series
                       if not (args.models / f"{n}.onnx").exists()})
     if missing:
-        parser.error(f"{args.models}: no {', '.join(missing)} (run bench/credibility.py with --models there first)")
+        parser.error(f"{args.models}: no {', '.join(missing)} (run tools/credibility.py with --models there first)")
     run = json.loads(credibility.RESULTS.read_text())["results"]
     found: dict[str, list[Step]] = {}
     for platform in platforms:

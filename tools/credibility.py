@@ -1,10 +1,10 @@
 """How far to trust the modelled accelerators: npu profiles fitted on published figures and cross-validated,
-the mx3 profile checked against MemryX's and Frigate's figures (``bench/credibility_mx3.py``); written to the
+the mx3 profile checked against MemryX's and Frigate's figures (``tools/credibility_mx3.py``); written to the
 docs.
 
 Every point is a figure a vendor or its model zoo published for a network on a device (sources in
 ``POINTS``). The networks are rebuilt untrained at their published input sizes with torch + timm /
-ultralytics in a venv of their own (``bench/peers/export_networks.py``, given with ``--torch-python``);
+ultralytics in a venv of their own (``tools/networks/export_networks.py``, given with ``--torch-python``);
 random weights time like trained ones. accelbuild imports each one as a user's build would (its passes),
 partitions it for the platform and prices it with the npu cost model (``schedule.py``) and the timeline's
 throughput / latency bound.
@@ -21,9 +21,9 @@ each holding its networks without their weights' values, which no cost reads). P
 and left out, the median and worst |error|, and the fitted parameters. ``--write`` rewrites the fitted values
 into the built-in profiles, docs/credibility.md and ``accelbuild/targets/credibility.json`` (the bands
 benchmark.json and the reports quote), all from this run, and saves the run the page shows in
-``bench/credibility_results.json``: a later ``--write`` of some platforms takes the others from it.
+``tools/credibility_results.json``: a later ``--write`` of some platforms takes the others from it.
 
-    python bench/credibility.py --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
+    python -m tools.credibility --torch-python /work/venv-timm/bin/python [--platforms x5,tda4vm,mx3] [--write]
 
 Needs scipy (``pip install scipy``) in accelbuild's venv; torch, timm and ultralytics only in the other.
 """
@@ -61,16 +61,14 @@ from accelbuild.targets.npu.schedule import actual_batch, plan_layers, schedule
 from accelbuild.targets.npu.timeline import Timeline, simulate
 from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import credibility_mx3 as mx3  # noqa: E402 - the bench folder is not a package
+from tools import credibility_mx3 as mx3
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPORTER = ROOT / "bench" / "peers" / "export_networks.py"
-EXPORTER_MX3 = ROOT / "bench" / "peers" / "export_mx3_networks.py"
-EXPORTER_KERAS = ROOT / "bench" / "peers" / "export_keras_networks.py"
-MEDIAPIPE_MODELS = ROOT / "bench" / "peers" / "mediapipe_models.py"
-RESULTS = ROOT / "bench" / "credibility_results.json"  # the page's run: what a later --write merges
+EXPORTER = ROOT / "tools" / "networks" / "export_networks.py"
+EXPORTER_MX3 = ROOT / "tools" / "networks" / "export_mx3_networks.py"
+EXPORTER_KERAS = ROOT / "tools" / "networks" / "export_keras_networks.py"
+MEDIAPIPE_MODELS = ROOT / "tools" / "networks" / "mediapipe_models.py"
+RESULTS = ROOT / "tools" / "credibility_results.json"  # the page's run: what a later --write merges
 PRIOR_WEIGHT = 0.05  # residual of a parameter at the edge of its range, against 1.0 for a factor e off a figure
 
 
@@ -834,7 +832,7 @@ def with_left_out(result: dict[str, Any], ratios: dict[tuple[str, str, str], flo
 
 
 def run_mx3(points: list[Point], folder: Path) -> dict[str, Any]:
-    """The mx3 profile against its published figures (``bench/credibility_mx3.py``): chip figures against
+    """The mx3 profile against its published figures (``tools/credibility_mx3.py``): chip figures against
     its calibration and the vendor's own measurements (held out), end-to-end figures against Frigate's;
     nothing fitted."""
     with tempfile.TemporaryDirectory(prefix="accelbuild-credibility-mx3-") as scratch:  # GBs of builds
@@ -1084,7 +1082,7 @@ LIMITS = """\
   their own, and a depthwise convolution keeps its own lanes busy (on x5, one count for 3x3 kernels and one
   for larger ones). Within a class every aligned layer is alike: real engines also differ with the output
   width, the kernel's exact size and the stride's value; those differences end up in the error band.
-- **Figures their own family contradicts.** `bench/siblings.py` takes each step of a series (one architecture
+- **Figures their own family contradicts.** `tools/siblings.py` takes each step of a series (one architecture
   at a larger width, depth or input size, built at the same bits: 57 steps on x5, mlsoc and TI's three) and
   divides the published time per frame by the NPU MACs, larger network over smaller. The fitted profiles'
   quotients follow the published ones: a median 4.6% apart (90% of the steps within 17%), and 5.6% (23%) with
@@ -1172,24 +1170,24 @@ def _earlier_runs(results: list[dict[str, Any]], earlier: list[str]) -> list[str
         if r["platform"] in earlier:
             by_commit.setdefault(r.get("commit", ""), []).append(r["platform"])
     return [f"Platforms {', '.join(names)} are from an earlier run given to `--merge` (its commit is in"
-            " `bench/credibility_results.json`); their profiles have not changed since."
+            " `tools/credibility_results.json`); their profiles have not changed since."
             for _, names in sorted(by_commit.items())]
 
 
 def credibility_page(results: list[dict[str, Any]], commit: str, command: str, earlier: list[str]) -> str:
     """docs/credibility.md, from one run of this bench."""
     out = ["# How far to trust the modelled accelerators", "",
-           "<!-- generated by bench/credibility.py: do not edit by hand -->", "",
+           "<!-- generated by tools/credibility.py: do not edit by hand -->", "",
            "Every figure a family npu or mx3 build reports (FPS, latency) is a prediction of the platform's",
            "profile and cost model. This page says how well those predictions meet figures vendors published for real",
            "networks, and the band each benchmark.json and report.html quote comes from the numbers below",
            "(`accelbuild/targets/credibility.json`, written in the same run). Generated with this command (the run's",
-           "commit is in `bench/credibility_results.json`):",
+           "commit is in `tools/credibility_results.json`):",
            "", f"    {command}", "",
            *([*_earlier_runs(results, earlier), ""] if earlier else []),
            "How it is measured:", "",
            "- Each network is rebuilt untrained at its published input size with torch + timm / ultralytics",
-           "  (`bench/peers/export_networks.py`), imported by accelbuild, partitioned and scheduled for the",
+           "  (`tools/networks/export_networks.py`), imported by accelbuild, partitioned and scheduled for the",
            "  platform as a build would be (with `offload.max_subgraphs` at the profile's limit: a vendor's figure",
            "  is of the whole model, however many segments its toolchain cut), and simulated.",
            "- A `fps` point is the simulated steady state against a published throughput (several threads,",
@@ -1269,10 +1267,10 @@ def mx3_section(r: dict[str, Any]) -> list[str]:
            "name says: 1 to 8; the M.2 module has 4). Many small networks in the same run sit at 1,560-1,620 FPS "
            "whatever their size (MobileNetV1 and V2, MobileNetV3, YOLOv8n-cls, MnasNet), a per-frame ceiling of "
            "that run's host and driver that the model does not have. The Keras networks are rebuilt from Keras "
-           "Applications (`bench/peers/export_keras_networks.py`) and imported from `.keras`, as the vendor "
+           "Applications (`tools/networks/export_keras_networks.py`) and imported from `.keras`, as the vendor "
            "compiled them; YOLOv8n and -s at 640 end at their raw heads, where the vendor's TFLite files go on "
            "to decode the boxes. The MediaPipe rows are MediaPipe's own trained TFLite files "
-           "(`bench/peers/mediapipe_models.py`).",
+           "(`tools/networks/mediapipe_models.py`).",
            "- **end_to_end** rows compare the build's end-to-end figures with Frigate's: FPS is the slowest of the "
            "simulated chips and the host sections (cropped by `crop: {auto: true}`, timed in onnxruntime on this "
            "machine), latency the simulated latency plus the host times. Frigate times its own host code (Python, "
@@ -1280,7 +1278,7 @@ def mx3_section(r: dict[str, Any]) -> list[str]:
            "their error includes two different hosts.",
            "- As a bound on the chips: their simulated FPS must be at least the published end-to-end FPS; "
            f"it is on {sum(sustained)} of {len(sustained)} networks.",
-           "- `bench/mx3_vendor_reading.py` reads the held-out rows two ways (the stated profile, and TOPS as 2 ops "
+           "- `tools/mx3_vendor_reading.py` reads the held-out rows two ways (the stated profile, and TOPS as 2 ops "
            "per MAC), with one fitted time per frame added to the chips' period and with four fitted terms (a "
            "scale of the period, a time per frame, per activation byte per chip and per layer), each network also "
            "left out of the fit. It changes no profile: no reading meets every row (see its output).", ""]
@@ -1312,7 +1310,7 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
 
     def source(joint: list[str]) -> str:
         jointly = f" jointly with {', '.join(joint)}" if joint else ""
-        return f"fitted by bench/credibility.py at {commit}{jointly} (docs/credibility.md)"
+        return f"fitted by tools/credibility.py at {commit}{jointly} (docs/credibility.md)"
 
     table_path = ROOT / "accelbuild" / "targets" / "credibility.json"
     table = json.loads(table_path.read_text()) if table_path.exists() else {}
@@ -1326,7 +1324,7 @@ def write_all(results: list[dict[str, Any]], page: list[dict[str, Any]], command
             continue
         write_profile_values(builtin_profiles()[r["platform"]], r["fitted"], source(r.get("fitted_with") or []))
         r["band"] = npu[r["platform"]] = band_entry(r, load_npu_hardware(r["platform"]).digest)
-    table["generated_by"] = f"bench/credibility.py at {commit}"
+    table["generated_by"] = f"tools/credibility.py at {commit}"
     write_json_atomic(table_path, table)
     this_run = {r["platform"] for r in results}
     earlier = sorted(r["platform"] for r in page if r["platform"] not in this_run)
@@ -1347,7 +1345,7 @@ def main() -> int:
     parser.add_argument("--save", type=Path, help="also write the results as JSON here")
     parser.add_argument("--merge", type=Path, default=RESULTS,
                         help="with --write: the other platforms' results, from an earlier --save or (default) "
-                             "the page's run, bench/credibility_results.json (the page lists every platform)")
+                             "the page's run, tools/credibility_results.json (the page lists every platform)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write", action="store_true",
                         help="write the fitted values into the built-in profiles, docs/credibility.md and "
@@ -1373,7 +1371,7 @@ def main() -> int:
         earlier = earlier["results"] if isinstance(earlier, dict) else earlier  # a results file or a --save
         merged = [r for r in earlier if r["platform"] not in platforms] + results
         merged.sort(key=lambda r: r["platform"])
-        write_all(results, merged, " ".join(["python bench/credibility.py", *sys.argv[1:]]))
+        write_all(results, merged, " ".join(["python -m tools.credibility", *sys.argv[1:]]))
         results = merged
     if args.save:
         args.save.write_text(json.dumps(results, indent=1))

@@ -1,4 +1,4 @@
-"""Rebuild published networks with random weights and export them to ONNX, run by ``bench/credibility.py``
+"""Rebuild published networks with random weights and export them to ONNX, run by ``tools/credibility.py``
 in a venv of its own (torch, timm, ultralytics; never dependencies of accelbuild).
 
 Timing depends on the architecture, not the weights, so each network is built untrained at its published
@@ -17,7 +17,7 @@ input size, in the form the published figure was measured on:
   regular convolutions. Exported up to the per-stride (box, objectness, classes) maps TIDL's detection layer
   decodes.
 
-    python bench/peers/export_networks.py OUT_DIR NAME [NAME ...]
+    python tools/networks/export_networks.py OUT_DIR NAME [NAME ...]
 
 Prints one JSON line per network: its name, file and parameter count. Existing files are kept.
 """
@@ -316,7 +316,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
         "mobilenetv4_conv_small", "mobileone_s1", "repghostnet_100", "repvgg_a1", "repvit_m0_9", "mobilenetv2_100",
         "mobilenetv2_140", "regnetx_004", "regnetx_008", "resnet34", "resnet101", "resnet152", "efficientnet_b0",
         "densenet121",
-        # the RDK X5 classification table's other networks (bench/credibility.py RDK_CLS)
+        # the RDK X5 classification table's other networks (tools/credibility.py RDK_CLS)
         "edgenext_base", "edgenext_small", "edgenext_x_small", "edgenext_xx_small", "efficientformer_l1",
         "efficientformerv2_s0", "efficientformerv2_s1", "efficientformerv2_s2", "efficientvit_m5", "fastvit_s12",
         "fastvit_t12", "fastvit_t8", "fasternet_s", "fasternet_t0", "fasternet_t1", "fasternet_t2", "repvgg_b1g4",
@@ -325,7 +325,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], int | tuple[int, int]]] = {
     "mnasnet1_0_tv": (lambda: torchvision_net("mnasnet1_0"), 224),
     "squeezenet1_1_tv": (lambda: torchvision_net("squeezenet1_1"), 224),
     "vgg16_tv": (lambda: torchvision_net("vgg16"), 224),
-    # SiMa's model zoo's torchvision rows whose weights dominate their frame (bench/credibility.py: mlsoc)
+    # SiMa's model zoo's torchvision rows whose weights dominate their frame (tools/credibility.py: mlsoc)
     **{f"{name}_tv": ((lambda name=name: torchvision_net(name)), 224) for name in (
         "alexnet", "vgg11", "vgg19", "wide_resnet50_2", "wide_resnet101_2", "regnet_x_16gf", "regnet_y_16gf")},
     # the same table's rows with operators or limits the mlsoc profile had not seen: dilation 16, GELU,

@@ -1,4 +1,4 @@
-"""Fetch the trained MediaPipe models of MemryX's published MX3 figures, run by ``bench/credibility.py`` (its mx3
+"""Fetch the trained MediaPipe models of MemryX's published MX3 figures, run by ``tools/credibility.py`` (its mx3
 part).
 
 MemryX's factory-diagnostics runs name these ``tfl_real_mp_<name>``: MediaPipe's own TFLite files. The
@@ -6,7 +6,7 @@ mediapipe wheel of release 0.10.14 ships them under ``mediapipe/modules/``; this
 (``--no-deps``, into a temporary folder: mediapipe never becomes a dependency) and copies each file out as
 ``<name>.tflite``. Unlike the other exporters these are the real trained models, weights included.
 
-    python bench/peers/mediapipe_models.py OUT_DIR NAME [NAME ...]
+    python tools/networks/mediapipe_models.py OUT_DIR NAME [NAME ...]
 
 Prints one JSON line per model: its name, file and size. Existing files are kept.
 """

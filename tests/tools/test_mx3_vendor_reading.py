@@ -1,28 +1,20 @@
-"""bench/mx3_vendor_reading.py: its one fitted term and its second reading of the profile (no builds here)."""
+"""tools/mx3_vendor_reading.py: its one fitted term and its second reading of the profile (no builds here)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from accelbuild.targets.mx3.hardware import load_hardware
+from tools import mx3_vendor_reading as reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _reading() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import mx3_vendor_reading  # noqa: E402
-
-    return mx3_vendor_reading
-
 
 def test_the_fitted_frame_time_is_the_one_the_measurements_were_made_with() -> None:
-    reading = _reading()
     period = np.array([0.2e-3, 0.5e-3, 1.0e-3, 2.0e-3])
     measured_fps = 1.0 / (period + 0.62e-3)
     assert reading.fit_frame_time(period, measured_fps) == pytest.approx(0.62e-3, abs=1e-9)
@@ -30,7 +22,6 @@ def test_the_fitted_frame_time_is_the_one_the_measurements_were_made_with() -> N
 
 
 def test_the_second_reading_halves_the_mac_rate_and_nothing_else(tmp_path: Path) -> None:
-    reading = _reading()
     stated = load_hardware(reading.mx3.BUILTIN)
     halved = load_hardware(reading.halved_profile(tmp_path))
     assert halved.chip.mac_cores.macs_per_cycle * 2 == stated.chip.mac_cores.macs_per_cycle
@@ -40,7 +31,6 @@ def test_the_second_reading_halves_the_mac_rate_and_nothing_else(tmp_path: Path)
 
 def test_the_four_terms_are_the_ones_the_measurements_were_made_with() -> None:
     pytest.importorskip("scipy", reason="the bench's fits need scipy; accelbuild and its tests do without it")
-    reading = _reading()
     period = np.array([0.2e-3, 0.5e-3, 1.0e-3, 2.0e-3, 0.3e-3, 4.0e-3])
     activations = np.array([1e6, 4e6, 2e5, 8e6, 3e6, 5e5])
     layers = np.array([30.0, 120.0, 60.0, 200.0, 15.0, 90.0])

@@ -1,28 +1,21 @@
-"""bench/siblings.py: its series are real series of the credibility set, and a step's quotients (no builds)."""
+"""tools/siblings.py: its series are real series of the credibility set, and a step's quotients (no builds)."""
 
 from __future__ import annotations
 
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tools import siblings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _siblings() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import siblings  # noqa: E402
-
-    return siblings
-
 
 def test_every_series_is_of_networks_with_points_built_at_the_same_bits() -> None:
-    siblings = _siblings()
     points = siblings.credibility.POINTS
     for platform, series_list in siblings.SERIES.items():
         for series in series_list:
@@ -34,7 +27,6 @@ def test_every_series_is_of_networks_with_points_built_at_the_same_bits() -> Non
 
 
 def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> None:
-    siblings = _siblings()
     run = [{"platform": "x5", "points": [
         {"network": "fastvit_t8", "metric": "fps", "simulated": 400.0, "left_out_ratio": 2.0},
         {"network": "fastvit_t12", "metric": "fps", "simulated": 250.0, "left_out_ratio": 1.0},
@@ -54,7 +46,6 @@ def test_a_step_divides_the_published_and_the_simulated_time_by_the_macs() -> No
 
 
 def test_a_series_without_frame_rates_compares_latencies() -> None:
-    siblings = _siblings()
     edgenext = ("edgenext_xx_small", "edgenext_x_small")
     assert siblings.series_metric("x5", edgenext) == "latency_ms"
     assert siblings.series_metric("x5", ("fastvit_t8", "fastvit_t12")) == "fps"
@@ -68,7 +59,6 @@ def test_a_series_without_frame_rates_compares_latencies() -> None:
 
 
 def test_two_figures_can_both_be_in_the_band_only_where_the_quotients_are_close() -> None:
-    siblings = _siblings()
 
     def step(model_time_ratio: float) -> object:
         return siblings.Step("a", "b", "fps", mac_ratio=2.0, time_ratio=2.8, model_time_ratio=model_time_ratio)
@@ -82,10 +72,9 @@ def test_two_figures_can_both_be_in_the_band_only_where_the_quotients_are_close(
 
 
 def test_the_pages_sibling_figures_are_the_stored_runs() -> None:
-    """docs/credibility.md quotes bench/siblings.py. A step's model quotient over the published one is the two
+    """docs/credibility.md quotes tools/siblings.py. A step's model quotient over the published one is the two
     networks' predicted / published ratios divided, so the stored run alone checks those quotes: a refit that
     moves them fails here until the page says the new figures."""
-    siblings = _siblings()
     run = json.loads(siblings.credibility.RESULTS.read_text())["results"]
     limits = " ".join(siblings.credibility.LIMITS.split())
     gaps, left_out_gaps = [], []

@@ -10,16 +10,16 @@ This script asks which change of the model those rows support, without changing 
 - **two ops per MAC**: the same profile with ``chip.mac_cores.macs_per_cycle`` halved, the usual reading of
   TOPS (2,500 MACs per cycle per chip). Nothing is fitted in it.
 
-For each reading every network is built as a user builds it (``accelbuild run``, ``bench/credibility_mx3.py``)
+For each reading every network is built as a user builds it (``accelbuild run``, ``tools/credibility_mx3.py``)
 and its simulated frame period P is read. The rows are then compared as they are, with one fitted term (a
 time g per frame that adds to the chips' period: the measured period is P + g), and with four (a scale of P,
 g, a time per activation byte per chip and a time per layer), each fitted by least squares on log error and
 each network also predicted by a fit that left it out. A ratio is the predicted frame period over the
 measured one (the page's convention: above 1, the model is too slow).
 
-    python bench/mx3_vendor_reading.py --models DIR [--jobs 2] [--work DIR]
+    python -m tools.mx3_vendor_reading --models DIR [--jobs 2] [--work DIR]
 
-DIR holds the networks as bench/credibility.py expects them (``bench/credibility.py`` says how to export
+DIR holds the networks as tools/credibility.py expects them (``tools/credibility.py`` says how to export
 them). Builds take about 10 minutes per reading on 2 cores (a second run with the same --work
 reuses them).
 """
@@ -38,10 +38,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import credibility_mx3 as mx3  # noqa: E402
-
 from accelbuild.errors import AccelbuildError  # noqa: E402
+from tools import credibility_mx3 as mx3
 
 READINGS = ("stated", "two ops per MAC")
 GRID_S = np.linspace(0.0, 3e-3, 3001)  # candidate per-frame times: 0 to 3 ms in 1 us steps
@@ -101,7 +99,7 @@ def four_terms(x: np.ndarray, period: np.ndarray, activations: np.ndarray, layer
 
 def fit_four_terms(period: np.ndarray, activations: np.ndarray, layers: np.ndarray, published: np.ndarray) -> np.ndarray:
     """The four non-negative terms of ``four_terms`` by least squares on log error."""
-    from scipy.optimize import least_squares  # the credibility bench's fitter (bench/credibility.py)
+    from scipy.optimize import least_squares  # the credibility bench's fitter (tools/credibility.py)
 
     return least_squares(lambda x: np.log(four_terms(x, period, activations, layers) * published),
                          [1.0, 0.5, 0.1, 1.0], bounds=([0.0] * 4, [10.0, 5.0, 100.0, 100.0])).x
