@@ -5,6 +5,7 @@ model) and ``schedule.json`` (each NPU subgraph's schedule from the cost model) 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 import onnx
@@ -61,7 +62,7 @@ def run(ctx: StageContext) -> None:
         record = part.record(name, files)
         log.info("%s: %s: %d subgraph(s), %d on the NPU; %d layer(s) on the NPU%s", p.pipeline, name,
                  len(part.subgraphs), len(part.npu_subgraphs), record["npu_layers"],
-                 f", {record['host_layers']} on the host" if record["host_layers"] else "")
+                 f", {record['host_layers']} on the host{host_reasons(decided.reasons)}" if record["host_layers"] else "")
         for entry in record["subgraphs"]:
             entry["name"] = subgraph_name(name, entry["id"])
         subgraphs.extend(record["subgraphs"])
@@ -87,6 +88,17 @@ def run(ctx: StageContext) -> None:
     if host_layers:
         log.info("%s: %d layer(s) on the host (%s): %s", p.pipeline, host_layers, p.offload.host,
                  ", ".join(f"{op} x{n}" for op, n in sorted(host_ops.items())))
+
+
+def host_reasons(reasons: dict[str, str], shown: int = 2) -> str:
+    """`` (9: not supported by the NPU: Softmax; 3: merged into the host: ...)``: why layers run on the host, the
+    commonest reasons first (partition.json lists the layers; this says why where the user reads the count)."""
+    counted = Counter(reasons.values()).most_common()
+    if not counted:
+        return ""
+    parts = [f"{count}: {reason}" for reason, count in counted[:shown]]
+    rest = sum(count for _, count in counted[shown:])
+    return f" ({'; '.join(parts)}{f'; {rest} for other reasons' if rest else ''})"
 
 
 def _check_deny_layers(ctx: StageContext, models: list[onnx.ModelProto], deny_layers: tuple[str, ...]) -> None:

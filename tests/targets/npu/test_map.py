@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.errors import StageError
 from accelbuild.targets.npu.hardware import load_npu_hardware
-from accelbuild.targets.npu.map_stage import _check_npu_layers_quantized
+from accelbuild.targets.npu.map_stage import _check_npu_layers_quantized, host_reasons
 from accelbuild.targets.npu.partition import Offload, partition
 from accelbuild.testing import npu_graphs
 
@@ -72,3 +72,10 @@ def test_the_summary_says_when_a_model_runs_mostly_on_the_host(tmp_path: Path) -
     result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr
     assert "runs entirely on the host (" in result.stderr
+    assert "on the host (" in result.stderr and "offload.deny_ops names" in result.stderr, result.stderr
+
+
+def test_host_reasons_count_the_commonest_first() -> None:
+    reasons = {"a": "merged", "b": "merged", "c": "unsupported: Softmax", "d": "denied", "e": "merged"}
+    assert host_reasons(reasons) == " (3: merged; 1: unsupported: Softmax; 1 for other reasons)"
+    assert host_reasons({}) == ""
