@@ -14,11 +14,11 @@ from accelbuild.quantize.weights import cosine_similarity
 C, M = 6, 3
 
 
-def head(activation: str = "", hidden: bool = False) -> onnx.ModelProto:
+def head(activation: str = "", hidden: bool = False, read_on: bool = False) -> onnx.ModelProto:
     """x [1, C, 8, 8] -> (a 1x1 Conv and Relu, when ``hidden``) -> 1x1 Conv to M channels (-> ``activation``) -> y.
 
     The head's weights are mostly negative, as a detector's score head: its output is most negative when
-    every input channel is high at once."""
+    every input channel is high at once. ``read_on``: a Relu reads y too, giving a second output."""
     rng = np.random.default_rng(0)
     weight = (-np.abs(rng.normal(0, 1, (M, C, 1, 1))) + 0.1).astype(np.float32)
     inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.full(M, 0.5, np.float32), "b")]
@@ -31,8 +31,12 @@ def head(activation: str = "", hidden: bool = False) -> onnx.ModelProto:
     nodes.append(helper.make_node("Conv", [tensor, "w", "b"], ["z" if activation else "y"], name="head"))
     if activation:
         nodes.append(helper.make_node(activation, ["z"], ["y"], name="act"))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if read_on:
+        nodes.append(helper.make_node("Relu", ["y"], ["after"], name="relu_y"))
+        outputs.append(helper.make_tensor_value_info("after", TensorProto.FLOAT, None))
     graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+                              outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -79,6 +83,8 @@ def test_only_graph_outputs_widen_and_only_with_tflite_conventions() -> None:
     assert "reachable_from_inputs" in tflite.tensors["y"]
     assert "reachable_from_inputs" not in tflite.tensors["r"]  # read by the head: its own range stands
     assert "reachable_from_inputs" not in onnx_rules.tensors["y"]
+    read_on = quantize_qdq(head(read_on=True), one_channel_frames(12), QdqConfig(conventions="tflite"))
+    assert "reachable_from_inputs" not in read_on.tensors["y"]  # the Relu reading it needs its resolution
 
 
 def test_a_fused_relu_cuts_the_reachable_interval_at_zero() -> None:
