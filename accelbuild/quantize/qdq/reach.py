@@ -10,8 +10,8 @@ widened to include the zero of padding), output channel o lies within
     b_o + sum over k and taps of (max(w, 0) * lo_k + min(w, 0) * hi_k)  ..  (the same with lo and hi swapped)
 
 so the output's range is widened to cover that interval: it saturates only when an input channel leaves what
-calibration saw of it. An output that a node of the network reads as well keeps its calibrated range. A Relu or constant-bound Clip fused with the Conv cuts the interval as it cuts the
-values. Measured on MediaPipe's short-range face detector (int8, TFLite conventions): crops of its
+calibration saw of it. A Relu or constant-bound Clip fused with the Conv cuts the interval as it cuts the
+values; an output that a node of the network reads as well keeps its calibrated range. Measured on MediaPipe's short-range face detector (int8, TFLite conventions): crops of its
 calibration photographs whose score logits reach -473 where the calibration frames reached -167 saturate
 (cosine 0.946 against float); covered, 0.998. Applied with TFLite conventions (``QdqConfig(conventions=
 "tflite")``); the widened range is recorded as the tensor's ``reachable_from_inputs``.
