@@ -10,7 +10,8 @@ per-channel integer weights, int32 biases, per-tensor activation QuantizeLinear/
 a calibration record per activation tensor and the per-layer weight records. Rules (``rules.py``):
 fused activations and MatMul biases, pass-through operators, bounded activations never clipped,
 decomposed LayerNorm left float, shared Concat scales when asked, per-layer bits for a layer's weights
-and output activation, and nodes left float; bias correction (``bias_correction.py``).
+and output activation, and nodes left float; bias correction (``bias_correction.py``); with TFLite conventions,
+graph outputs a Conv writes cover what it can reach from its calibrated input channels (``reach.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from accelbuild.quantize.calibration import (
     choose_range,
     quant_params,
 )
-from accelbuild.quantize.qdq import equalization, saturation
+from accelbuild.quantize.qdq import equalization, reach, saturation
 from accelbuild.quantize.qdq.bias_correction import input_axis, output_shift
 from accelbuild.quantize.qdq.collect import channel_peaks, collect
 from accelbuild.quantize.qdq.graph import Numbers, write_qdq
@@ -97,6 +98,8 @@ class QdqConfig:
     (``saturation.py``: HardSwish below -3, SiLU and Sigmoid within half an output step of their limits).
     ``equalize_depthwise`` brings the output channels of a depthwise Conv that only a 1x1 Conv reads to one
     range first (``equalization.py``; the float function is unchanged, the calibration frames run once more).
+    ``reachable_outputs`` (TFLite conventions) widens a graph output that a Conv writes to the interval the Conv
+    can reach with each input channel within its calibrated minimum and maximum (``reach.py``).
     ``bins``: histogram bins per sign (calibration memory per tensor).
     ``conventions="tflite"`` follows TFLite's integer kernels (``rules.py``): signed activations (int16
     symmetric), fixed output parameters of Logistic/Softmax/Tanh, average pooling and resizing keep
@@ -115,6 +118,7 @@ class QdqConfig:
     bias_correction: bool = True
     saturation_ranges: bool = True
     equalize_depthwise: bool = True
+    reachable_outputs: bool = True
     bins: int = DEFAULT_BINS
     conventions: str = "onnx"
 
@@ -142,6 +146,7 @@ class Calibrated:
     config: QdqConfig
     means: dict[str, np.ndarray] = field(default_factory=dict)  # per-channel means of weighted layers' inputs
     equalized: frozenset[str] = frozenset()  # layers whose weights equalization rescaled (float function kept)
+    channel_ranges: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # inputs of output Convs
     weight_cache: dict[tuple[str, int, float], IntegerWeights] = field(default_factory=dict, repr=False)
 
 
@@ -192,9 +197,11 @@ def calibrate(model: onnx.ModelProto, feeds: Iterable[Feeds], config: QdqConfig 
     counted = _Counted(feeds)
     nodes = {n.name: n for n in prepared.graph.node}
     axes = {wp.activation: input_axis(nodes[wp.layer.name]) for wp in plan.weights} if config.bias_correction else {}
-    stats, means = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax", bins=config.bins,
-                           mean_axes={t: axis for t, axis in axes.items() if axis is not None})
-    return Calibrated(prepared, plan, stats, counted.count, config, means, frozenset(equalized))
+    heads = reach.heads(prepared.graph, plan) if config.conventions == "tflite" and config.reachable_outputs else []
+    stats, means, ranges = collect(prepared, plan.sources(), counted, histogram=config.method != "minmax",
+                                   bins=config.bins, mean_axes={t: axis for t, axis in axes.items() if axis is not None},
+                                   channel_ranges=sorted({head.input for head in heads}))
+    return Calibrated(prepared, plan, stats, counted.count, config, means, frozenset(equalized), ranges)
 
 
 def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> QdqResult:
@@ -205,6 +212,10 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
     plan, graph = calibrated.plan, calibrated.model.graph
     groups = {gid: _group_params(calibrated, gid, overrides) for gid in plan.groups}
     flat: dict[int, tuple[float, float]] = {}
+    reached: dict[int, tuple[float, float]] = {}
+    if calibrated.channel_ranges:  # TFLite conventions: outputs written by a Conv cover what it can reach
+        groups, reached = reach.widen(graph, plan, groups, reach.heads(graph, plan), calibrated.channel_ranges,
+                                      lambda low, high, b: quant_params(low, high, b, *_grid(config, b)))
     if config.saturation_ranges:
         fixed = {gid for gid, group in plan.groups.items() if group.fixed is not None and config.conventions == "tflite"}
         groups, flat = saturation.narrow(graph, plan, groups,
@@ -248,7 +259,7 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
         constants[(const.node, const.index)] = (params.quantize(value), params)
     model = eight_bit_opset(write_qdq(calibrated.model, plan, Numbers(groups, weights, constants)))
     params = {t: groups[gid] for t, gid in plan.group_of.items()}
-    return QdqResult(model, _tensor_records(calibrated, params, flat), layer_records, params)
+    return QdqResult(model, _tensor_records(calibrated, params, flat, reached), layer_records, params)
 
 
 EIGHT_BIT_OPSET = 19  # QuantizeLinear without output_dtype; int8/uint8 only
@@ -308,8 +319,8 @@ def _fixed_params(scale: float, zero: int, bits: int) -> QuantParams:
     return QuantParams((qmin - zero) * scale, (qmax - zero) * scale, scale, zero, bits, signed=True)
 
 
-def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams],
-                    flat: Mapping[int, tuple[float, float]]) -> dict[str, dict[str, Any]]:
+def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams], flat: Mapping[int, tuple[float, float]],
+                    reached: Mapping[int, tuple[float, float]]) -> dict[str, dict[str, Any]]:
     plan, config = calibrated.plan, calibrated.config
     records = {}
     for tensor, p in params.items():
@@ -323,6 +334,8 @@ def _tensor_records(calibrated: Calibrated, params: dict[str, QuantParams],
         if group.id in flat:  # the calibrated range, cut where every reader is flat
             record["readers_flat_outside"] = [float(np.float32(x)) if math.isfinite(x) else None
                                               for x in flat[group.id]]
+        if group.id in reached:  # the calibrated range, widened to what the Conv writing it can reach
+            record["reachable_from_inputs"] = [float(np.float32(x)) for x in reached[group.id]]
         if len(group.members) > 1:
             record["shared_with"] = [m for m in group.members if m != tensor]
         records[tensor] = record

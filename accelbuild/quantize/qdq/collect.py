@@ -16,18 +16,22 @@ from onnx import helper
 from accelbuild.quantize import measure
 from accelbuild.quantize.calibration import DEFAULT_BINS, TensorStats
 from accelbuild.quantize.qdq.bias_correction import ChannelMean
+from accelbuild.quantize.qdq.reach import ChannelRange
 
 log = logging.getLogger(__name__)
 
 
 def collect(model: onnx.ModelProto, tensors: list[str], feeds: Iterable[dict[str, np.ndarray]],
             histogram: bool = True, bins: int = DEFAULT_BINS,
-            mean_axes: Mapping[str, int] | None = None) -> tuple[dict[str, TensorStats], dict[str, np.ndarray]]:
-    """Statistics of ``tensors`` (graph inputs or node outputs) over every frame of ``feeds``, and the
-    per-channel means of the tensors of ``mean_axes`` (tensor -> channel axis)."""
+            mean_axes: Mapping[str, int] | None = None, channel_ranges: Iterable[str] = ()
+            ) -> tuple[dict[str, TensorStats], dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Statistics of ``tensors`` (graph inputs or node outputs) over every frame of ``feeds``, the
+    per-channel means of the tensors of ``mean_axes`` (tensor -> channel axis), and the per-channel
+    minimum and maximum (channels on axis 1) of the tensors of ``channel_ranges``."""
     stats = {t: TensorStats(bins, histogram) for t in tensors}
     means = {t: ChannelMean(axis) for t, axis in (mean_axes or {}).items()}
-    wanted = list(dict.fromkeys([*tensors, *means]))
+    ranges = {t: ChannelRange() for t in channel_ranges}
+    wanted = list(dict.fromkeys([*tensors, *means, *ranges]))
     sess = measure.session(_with_outputs(model, wanted))
     input_names = [i.name for i in sess.get_inputs()]
     fetched = [t for t in wanted if t not in input_names]
@@ -40,11 +44,13 @@ def collect(model: onnx.ModelProto, tensors: list[str], feeds: Iterable[dict[str
                 stats[name].add(value)
             if name in means:
                 means[name].add(value)
+            if name in ranges:
+                ranges[name].add(value)
         frames += 1
     if frames == 0:
         raise ValueError("calibration needs at least one input frame")
     log.debug("calibrated %d tensor(s) over %d frame(s)", len(tensors), frames)
-    return stats, {t: m.mean for t, m in means.items()}
+    return stats, {t: m.mean for t, m in means.items()}, {t: r.range for t, r in ranges.items()}
 
 
 def channel_peaks(model: onnx.ModelProto, tensors: list[str],
