@@ -18,7 +18,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def family_help() -> str:
-    """``target family: mx3 (default), npu, ... or qnn``: the registered families, the default first."""
+    """``target family: <default> (default), <others> or <last>``: the registered families."""
     from accelbuild.families import DEFAULT, registered
 
     others = [name for name in registered() if name != DEFAULT]

@@ -95,7 +95,7 @@ def _safe(text: str) -> str:
 def pipeline_name(stem: str, family: str, platform: str | None, names_family: bool = False) -> str:
     """``<stem>-<family>[-<platform>]``: pipelines init writes for one model on different targets get
     different names, so their default ``build/<name>/`` folders never overwrite each other. A platform whose
-    names already say the family (``names_family``: ``tinycls-ethos-u55-128``) stands alone; a profile file
+    names already say the family (``PlatformRule.names_family``) stands alone; a profile file
     is named by its stem."""
     if platform is not None:
         label = _safe(Path(platform).stem if platform.endswith((".yaml", ".yml")) else platform)
