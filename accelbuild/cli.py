@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 a stage or a check failed, 2 bad usage, config or input
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import re
 import sys
@@ -14,20 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from accelbuild import __version__
-from accelbuild.commands import (
-    bench,
-    cache,
-    clean,
-    compare,
-    init,
-    inspect,
-    run,
-    schema,
-    status,
-    tensors,
-    toolchain,
-    validate,
-)
+from accelbuild.commands import init
 from accelbuild.commands.arguments import days, input_shape, positive_int, size
 from accelbuild.errors import AccelbuildError, UserError, render_user_error
 from accelbuild.stages.declaration import STAGE_ORDER as STAGES
@@ -155,19 +143,26 @@ def _add_cache_commands(sub: argparse._SubParsersAction, state: argparse.Argumen
         command.add_argument("--remote-cache", metavar="URL", help="the remote cache (or $ACCELBUILD_REMOTE_CACHE)")
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {  # a new command: its module's main, one line
-    "run": run.main,
-    "validate": validate.main,
-    "status": status.main,
-    "clean": clean.main,
-    "inspect": inspect.main,
-    "bench": bench.main,
-    "schema": schema.main,
-    "compare": compare.main,
-    "cache": cache.main,
-    "tensors": tensors.main,
-    "init": init.main,
-    "toolchain": toolchain.main,
+def _command(module: str) -> Callable[[argparse.Namespace], int]:
+    """``accelbuild.commands.<module>.main``, imported when the command runs (the others never are)."""
+    def run(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(f"accelbuild.commands.{module}").main(args))
+    return run
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {  # a new command: one line
+    "run": _command("run"),
+    "validate": _command("validate"),
+    "status": _command("status"),
+    "clean": _command("clean"),
+    "inspect": _command("inspect"),
+    "bench": _command("bench"),
+    "schema": _command("schema"),
+    "compare": _command("compare"),
+    "cache": _command("cache"),
+    "tensors": _command("tensors"),
+    "init": _command("init"),
+    "toolchain": _command("toolchain"),
 }
 
 
