@@ -12,7 +12,8 @@ def main(args: argparse.Namespace) -> int:
     from accelbuild.families import DEFAULT
 
     family = args.family or DEFAULT
-    out, info = api.init(Path(args.model), Path(args.output) if args.output else None, family, args.platform, args.data, dict(args.input_shape))
+    output = Path(args.output) if args.output else None
+    out, info = api.init(Path(args.model), output, family, args.platform, args.data, dict(args.input_shape))
     print(f"wrote {out}: family {family}, {len(info.inputs)} input(s); suggested crop points are commented in it")
     return 0
 

@@ -6,7 +6,9 @@ each reads, writes, depends on, and which module runs it), the precision rules t
 follow, the family's part of the quantize stage's parameters and record, the program files ``inspect`` and
 ``bench`` read, its ``--show-mapping`` view and its sections of docs/supported_ops.md. Its ``target`` keys and
 its own ``checks`` are data: the schema fragment ``target.schema.json`` beside the module that defines
-``TARGET`` (``accelbuild.families``). ``TargetBase`` gives the optional members their defaults. A family is a plug-in registered in the entry-point group
+``TARGET`` (``accelbuild.families``). ``TargetBase`` gives the optional members (``chip_ops``,
+``model_problems``, ``starter_target``, ``platform``, ``device_runtime``) their defaults, so core code calls
+them without asking whether they exist. A family is a plug-in registered in the entry-point group
 ``accelbuild.families``; see "Writing a family" in docs/architecture.md.
 """
 
