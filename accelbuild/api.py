@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from accelbuild.engine.model_info import ModelInfo
     from accelbuild.engine.plan import Job
 
-__all__ = ["build", "clean", "compare", "inspect_model", "load", "metrics", "options", "plan", "status"]
+__all__ = ["build", "clean", "compare", "init", "inspect_model", "load", "metrics", "options", "plan", "status"]
 
 
 def load(*paths: str | Path) -> list[PipelineSpec]:
@@ -102,3 +102,13 @@ def inspect_model(path: str | Path, input_shapes: dict[str, list[int]] | None = 
     from accelbuild.engine import model_info
 
     return model_info.read_model(Path(path), input_shapes)
+
+
+def init(model: str | Path, output: str | Path | None = None, family: str | None = None, platform: str | None = None,
+         data: str | Path | None = None, input_shapes: dict[str, list[int]] | None = None) -> tuple[Path, ModelInfo]:
+    """``accelbuild init``: write a starter pipeline for ``model`` that builds as written (``output``: default the
+    model's stem + .yaml, never overwritten; ``family``: default the default family; ``platform``: what the
+    family's ``Target.platform`` says; ``data``: a folder of representative inputs); (the file, the model)."""
+    from accelbuild.engine import starter
+
+    return starter.write(Path(model), None if output is None else Path(output), family, platform, data, input_shapes)

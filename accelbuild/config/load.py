@@ -280,9 +280,9 @@ class _Checker:
         """``benchmark.device``, for a family that can run its builds on a device (``Target.device_runtime``)."""
         if d is None:
             return None
-        if not callable(getattr(family, "device_runtime", None)):
-            why = getattr(family, "no_device_runtime", None) or "its figures are not measured on a board"
-            self.error(("benchmark", "device"), f"family {family.family} has no device runtime ({why}); "
+        if family.device_runtime is None:
+            self.error(("benchmark", "device"), f"family {family.family} has no device runtime "
+                                                f"({family.no_device_runtime}); "
                                                 "remove benchmark.device", key=True)
         return DeviceSpec(d.get("farm", "").rstrip("/") or None, d["resource"])
 

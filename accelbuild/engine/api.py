@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from accelbuild.config.spec import PipelineSpec
 from accelbuild.engine import doit_backend, plan, remote_cache, worker
@@ -17,6 +18,9 @@ from accelbuild.engine import metrics as metrics_
 from accelbuild.engine.doit_backend import Explanation, RunOptions, TaskResult
 from accelbuild.engine.state import locked
 from accelbuild.toolchains.environment import ROOT_ENV as TOOLCHAINS_ENV
+
+if TYPE_CHECKING:
+    from accelbuild.engine.stamp import Replay
 
 
 @dataclass
@@ -256,3 +260,25 @@ def clean(pipelines: list[PipelineSpec], options: RunOptions, remove_cache: bool
             shutil.rmtree(options.cache_dir)
             removed.append(options.cache_dir)
     return removed
+
+
+def failures_text(summary: RunSummary) -> str:
+    """The line naming every failure of a run (empty when none failed)."""
+    failures = summary.failures()
+    return f"{failures}\n" if failures else ""
+
+
+def json_text(summary: RunSummary) -> str:
+    """``run --json``'s output."""
+    return json.dumps(summary.as_json(), indent=2) + "\n"
+
+
+def as_replay(noop: RunSummary, jobs: list[plan.Job], log_lines: list[str], quiet: bool, as_json: bool) -> Replay:
+    """What ``run`` prints for ``noop`` (a RunSummary with every task up to date), as the no-op fast path
+    replays it (``stamp.Replay``)."""
+    from accelbuild.engine.stamp import Replay
+
+    width = doit_backend.name_width(jobs)
+    tasks = [] if quiet else [doit_backend.task_line(r.name, width, r.status, r.seconds) for r in noop.results]
+    return Replay(stderr="".join([*log_lines, *tasks, *noop.notes, failures_text(noop)]), closing=noop.head(),
+                  stdout=json_text(noop) if as_json else "", exit_code=noop.exit_code)

@@ -52,9 +52,7 @@ class CheckedModels:
                     material += [[role, file_sha256(path)] for role, path in sorted(job.inputs.items())]
                 except OSError:
                     return None  # a missing model: the full check says so
-        target = get_target(pipeline.target.family)
-        if getattr(target, "model_problems", None) is not None:
-            material.append(code_digest(tuple(target.code)))
+        material.append(code_digest(tuple(get_target(pipeline.target.family).code)))  # its model_problems
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
 
     def warnings(self, key: str) -> list[str] | None:

@@ -25,7 +25,7 @@ SENSE = {"fps": True, "latency_ms": False, "weight_bytes": False, "cosine": True
 
 
 def family_figures() -> dict[str, bool]:
-    """The figures of the registered families' own checks (mx3: num_chips; npu, ethos-u: host_layers), in
+    """The figures of the registered families' own checks (a chip count, host layers, ...), in
     the order of their checks' names, and whether higher is better."""
     return {c.metric: c.higher_is_better for c in all_checks().values() if c.source is not None}
 

@@ -4,7 +4,7 @@ The build stays here: doit decides what is up to date and in which order, the ar
 remote) is read and written here, outputs are published here. What goes to the cluster is the work of
 each task that misses the cache: its inputs travel by content (``accelbuild.engine.shipping``), the stage
 runs in a temp folder on a worker, and its outputs come back with their SHA-256, verified on arrival.
-A stage that fans out work of its own (the mx3 closed loop) runs here and maps that work over the cluster
+A stage that fans out work of its own (a family's closed loop) runs here and maps that work over the cluster
 (``accelbuild.engine.executor``), so its per-split cache keeps working.
 
 Workers must run the same accelbuild: on connecting (and whenever a new worker joins) each worker reports

@@ -140,7 +140,7 @@ class _Lost(Exception):
 
 
 class DeviceFanOut:
-    """``ctx.fan_out`` of a stage whose own work measures (cpu's closed loop): each item runs on the device,
+    """``ctx.fan_out`` of a stage whose own work measures (a measured closed loop): each item runs on the device,
     ``shared`` sent to the device's workers once; results in the order of the items. When the device's worker
     dies, the data goes to the device again (once it is back, or to another worker with its resource) and
     the items not yet measured are measured there, up to ``RESENDS`` times."""

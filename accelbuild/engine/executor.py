@@ -1,5 +1,5 @@
 """Where build work runs when it does not run here: the executor a run was started with, and the hook
-through which a stage's own parallel work (the mx3 closed loop's splits) reaches it.
+through which a stage's own parallel work (a closed loop's splits) reaches it.
 
 An executor (``accelbuild.engine.dask_executor``) is opened by the build for the whole run and registered
 by its address; the worker looks it up to run a task elsewhere. A stage that fans out work of its own

@@ -11,7 +11,7 @@ Regions come from the format:
 - an ONNX model (``.onnx``): the ``raw_data`` of each initializer tensor of at least ``MIN_REGION``
   bytes, found by walking the protobuf wire format (ModelProto.graph -> GraphProto.initializer ->
   TensorProto.raw_data); the ``onnx`` package parses messages but does not say where their bytes lie;
-- a family's program file: its ``ProgramFile.parts`` handler (an mx3 DFP: its section payloads).
+- a family's program file: its ``ProgramFile.parts`` handler (a program file's section payloads).
 
 Regions only decide what is shared: wrong ones cost space, never bytes (a part is whatever bytes lie
 between the cuts, and the restore is verified).

@@ -2,7 +2,7 @@
 
 Every family writes the contract fields of ``benchmark.json`` (``fps``, ``latency_ms``, ``models``
 with per-model ``fps``, ``latency_ms`` and ``accuracy.cosine``) and ``quantize.json`` (``weight_bytes``).
-A family's own figures (mx3: ``num_chips``; npu, ethos-u: ``offload.host_layers``) are read where its
+A family's own figures (a chip count, ``offload.host_layers``, ...) are read where its
 checks say (``Check.source``, ``accelbuild.families``), so metrics, checks and ``compare`` name no
 family. The one figure over several models is the family's combined figure, named by its ``fps_is``.
 """

@@ -1,4 +1,4 @@
-"""``accelbuild tensors MODEL`` and ``accelbuild init MODEL``: a model's inputs, outputs and candidate
+"""``accelbuild tensors MODEL`` (and ``init``, ``engine/starter.py``): a model's inputs, outputs and candidate
 crop points, read through the import stage itself (so the names are those a pipeline's crop must use).
 
 Candidate crop tensors are the single tensors the imported graph can be cut at: after some node in
@@ -9,14 +9,13 @@ crop stage's own prediction (``crop: {auto: true}``).
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelbuild.engine import info_cache
-from accelbuild.errors import ConfigError, InputFileError, UserError
+from accelbuild.errors import ConfigError, InputFileError
 
 if TYPE_CHECKING:
     import onnx
@@ -154,96 +153,3 @@ def channel_last(entry: dict[str, Any]) -> list[int]:
     if entry["layout"] == "NCHW" or (entry["layout"] == "as-is" and looks_channel_first(shape)):
         return [shape[2], shape[3], shape[1]]
     return list(shape[1:])
-
-
-TARGETS = {  # what init writes under target: for each family (the platform added for npu)
-    "mx3": ["  family: mx3", "  chip_gen: mx3", "  num_chips: min               # the fewest chips the model fits on",
-            "  effort: normal"],
-    "npu": ["  family: npu", "  platform: {platform}"],
-    "ethos-u": ["  family: ethos-u", "  accelerator: {platform}"],
-    "cpu": ["  family: cpu", "  precision: float"],
-    "rknn": ["  family: rknn", "  platform: {platform}            # rknn-toolkit2's target_platform (docs/rknn.md)"],
-    "qnn": ["  family: qnn", "  soc: {platform}               # the Snapdragon SoC (docs/qnn.md)"],
-}
-DEFAULT_PLATFORMS = {"ethos-u": "ethos-u55-128", "rknn": "rk3588", "qnn": "sm8650"}  # --platform left out
-
-
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text).lstrip("._-")
-
-
-def pipeline_name(stem: str, family: str, platform: str | None) -> str:
-    """``<stem>-<family>[-<platform>]``: pipelines init writes for one model on different targets get
-    different names, so their default ``build/<name>/`` folders never overwrite each other. An ethos-u
-    accelerator's name already says its family (``tinycls-ethos-u55-128``); a profile file is named by its stem."""
-    if platform is not None:
-        label = _safe(Path(platform).stem if platform.endswith((".yaml", ".yml")) else platform)
-        parts = [stem, label] if family == "ethos-u" else [stem, family, label]
-    else:
-        parts = [stem, family]
-    return "-".join(p for p in parts if p)[:128]
-
-
-def image_color(info: ModelInfo) -> str:
-    """The ``preprocess.color`` an image folder needs for the model's (first) input: gray for 1 channel,
-    rgb for 3; anything else cannot come from images (``UserError``: give .npy arrays), nor several inputs."""
-    if len(info.inputs) != 1:
-        names = ", ".join(i["name"] for i in info.inputs)
-        raise UserError(f"init: --data is a folder of images, but the model has {len(info.inputs)} inputs ({names}); "
-                        "images feed a model with one image input: give one subfolder of .npy arrays per input "
-                        "(docs/data.md)")
-    entry = info.inputs[0]
-    channels = channel_last(entry)[-1] if len(entry["shape"]) == 4 else None
-    if channels == 1:
-        return "gray"
-    if channels == 3:
-        return "rgb"
-    raise UserError(f"init: --data is a folder of images, but input {entry['name']!r} {entry['shape']} does not "
-                    "take 1 (gray) or 3 (rgb) channels; give a folder of .npy arrays (docs/data.md)")
-
-
-def starter_pipeline(info: ModelInfo, yaml_path: Path, family: str = "mx3", platform: str | None = None,
-                     data: Path | None = None, data_kind: str = "images") -> str:
-    """A pipeline YAML for the model that builds as written: its inputs and shapes (channel-last), the
-    family's target, the data folder when given (for images, the colour the input's channel count needs);
-    crop points suggested as comments. The name carries the family and platform (``pipeline_name``)."""
-    stem = _safe(info.path.stem) or "model"
-    written_platform = platform or DEFAULT_PLATFORMS.get(family)
-    name = pipeline_name(stem, family, written_platform)
-    relative = os.path.relpath(info.path.absolute(), yaml_path.absolute().parent)
-    shapes = "\n".join(f"      {json.dumps(i['name'])}: {json.dumps(channel_last(i))}" for i in info.inputs)
-    crop_in = json.dumps(info.auto_inputs)
-    crop_out = json.dumps(info.auto_outputs)
-    reasons = "".join(f"    #   ({reason})\n" for reason in info.auto_reasons)
-    target = "\n".join(TARGETS[family]).format(platform=written_platform)
-    stanza = ""
-    if data is not None:
-        folder = os.path.relpath(data.absolute(), yaml_path.absolute().parent)
-        stanza = ("    data:                          # representative inputs (docs/data.md)\n"
-                  f"      path: {json.dumps(folder)}\n")
-        if data_kind == "images":
-            stanza += (f"      preprocess: {{color: {image_color(info)}, mean: [0], std: [255]}}"
-                       "   # check what the model was trained on\n")
-    return (
-        f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
-        "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
-        "accelbuild: 1\n"
-        f"name: {name}\n"
-        "target:\n"
-        f"{target}\n"
-        "models:\n"
-        f"  - name: {stem}\n"
-        f"    path: {json.dumps(relative)}\n"
-        "    input_shapes:                # channel-last (H, W, C), no batch\n"
-        f"{shapes}\n"
-        f"{stanza}"
-        "    # Suggested crop points (accelbuild's auto crop); `accelbuild tensors MODEL` lists others.\n"
-        "    # crop:\n"
-        f"    #   inputs: {crop_in}\n"
-        f"    #   outputs: {crop_out}\n"
-        f"{reasons}"
-        "    quantize:\n"
-        "      weight_bits: 8\n"
-        "benchmark:\n"
-        "  frames: 200\n"
-    )

@@ -124,7 +124,7 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         jobs=jobs or 1,
         fans_out=jobs is not None,
         folders=(pipeline.yaml_path.parent, pipeline.output.dir),
-        # a benchmark, or a stage whose own work measures (cpu's closed loop), on the pipeline's device
+        # a benchmark, or a stage whose own work measures (a measured closed loop), on the pipeline's device
         device=_device(pipeline) if stage.name == "benchmark" or jobs is not None else None,
     )
 

@@ -191,15 +191,11 @@ def _check_data(crop_job: Job, pipelines: list[PipelineSpec], outputs: dict[str,
 
 
 def _check_family(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:
-    """What the pipeline's family can already tell from the AI section (an optional ``model_problems``
-    of the family's target: ethos-u names the operators its TFLite writer cannot emit)."""
+    """What the pipeline's family can already tell from the AI section (``Target.model_problems``)."""
+    import onnx
+
     from accelbuild.families import get_target
 
     pipeline = next(p for p in pipelines if p.name == crop_job.pipeline_name)
-    check = getattr(get_target(pipeline.target.family), "model_problems", None)
-    if check is None:
-        return
-    import onnx
-
-    for problem in check(onnx.load(str(ai))):
+    for problem in get_target(pipeline.target.family).model_problems(onnx.load(str(ai))):
         errors.append(ConfigError(crop_job.locate("path"), f"model {crop_job.model_name!r}: {problem}"))

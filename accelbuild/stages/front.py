@@ -86,8 +86,7 @@ def _crop_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, 
 def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CropParams:
     assert model is not None
     crop = model.crop
-    chip_ops = getattr(pipeline.target_impl, "chip_ops", None)  # optional member of a Target
-    ops = chip_ops(pipeline) if chip_ops is not None else None
+    ops = pipeline.target_impl.chip_ops(pipeline)  # None: the family's chip is not told apart by operator
     return CropParams(model.name, crop.inputs, crop.outputs, crop.auto, crop.in_out_file_text, crop.allow_partial,
                       None if ops is None else tuple(sorted(ops)), pipeline.target.family if ops is not None else "")
 

@@ -1,5 +1,5 @@
 
-from accelbuild.cli import MAX_DIMENSION
+from accelbuild.commands.arguments import MAX_DIMENSION
 from accelbuild.config import schema_doc
 from accelbuild.config.schema_check import apply_defaults, load_schema, resolve_ref, validate
 from accelbuild.config.yaml_source import parse_yaml

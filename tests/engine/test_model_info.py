@@ -125,7 +125,7 @@ def test_init_writes_the_vendor_families_with_their_default_platforms(project: P
         assert f"name: {name}\n" in text and line in text
     assert run_cli("validate", "r.yaml", "q.yaml", cwd=project).code == 0
     wrong = run_cli("init", "models/tinycls.onnx", "--family", "cpu", "--platform", "x", cwd=project)
-    assert wrong.code == 2 and "--platform applies to --family npu, ethos-u, rknn, qnn, not cpu" in wrong.stderr
+    assert wrong.code == 2 and "--platform applies to --family ethos-u, npu, qnn, rknn, not cpu" in wrong.stderr
 
 
 def test_init_data_needs_images_or_arrays(project: Path) -> None:

@@ -7,6 +7,7 @@ a program file; benchmark: figures from that program), its own check, and ``insp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from typing import Any
 from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import Stage, model_dir
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import TargetBase
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def _params(pipeline, model):
     return ToyParams(tuple(m.name for m in pipeline.models), pipeline.target.lanes)
 
 
-class ToyTarget:
+class ToyTarget(TargetBase):  # the optional members (chip_ops, model_problems, ...) as defaults
     family = "toy"
     code = ("toyfam",)
     integer_activations = False
@@ -231,8 +233,13 @@ def _project(tmp_path: Path, lanes: str = "4", checks: str = "{max_ops: 1000, mi
     return tmp_path
 
 
+def _python_path(site: Path) -> dict[str, str]:
+    """The plug-in's folder first, then the caller's PYTHONPATH (the accelbuild under test)."""
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def _cli(site: Path, project: Path, *args: str):
-    return run_cli(*args, cwd=project, env={"PYTHONPATH": str(site)})
+    return run_cli(*args, cwd=project, env=_python_path(site))
 
 
 def test_a_plugin_family_builds_checks_and_is_inspected(site: Path, tmp_path: Path) -> None:
@@ -287,7 +294,7 @@ def test_loading_a_pipeline_imports_only_its_family(site: Path, tmp_path: Path) 
     project = _project(tmp_path)
     code = ("import sys; from accelbuild.config.load import load_pipelines; load_pipelines(['t.yaml']); "
             "print(sorted(m for m in sys.modules if m.startswith(('accelbuild.targets.', 'toyfam'))))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=project, env={"PYTHONPATH": str(site)},
+    out = subprocess.run([sys.executable, "-c", code], cwd=project, env=_python_path(site),
                          capture_output=True, text=True, check=True).stdout
     loaded = eval(out)  # a printed list of module names
     assert "toyfam.target" in loaded

@@ -37,6 +37,7 @@ from accelbuild.stages.declaration import (
 )
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import tvm_compiler
+from accelbuild.targets.base import TargetBase
 from accelbuild.targets.cpu.spec import (
     ClosedLoopParams,
     CpuBenchmarkParams,
@@ -146,7 +147,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
                               device.resource if device is not None else None)
 
 
-class CpuTarget:
+class CpuTarget(TargetBase):
     family = "cpu"
     code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report")
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
@@ -159,6 +160,9 @@ class CpuTarget:
         Stage("benchmark", False, "accelbuild.targets.cpu.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: cpu", "precision: float"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
         if t["backend"] == "tvm" and not tvm_compiler.available():

@@ -36,7 +36,7 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
-from accelbuild.targets.base import SupportSection
+from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (
     MAX_STEPS,
@@ -128,7 +128,7 @@ def vela_ini_names() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in names.items()}
 
 
-class EthosUTarget:
+class EthosUTarget(TargetBase):
     family = "ethos-u"
     code = _CODE
     files = ()  # its program is a Vela TFLite file; Vela itself inspects it
@@ -141,6 +141,11 @@ class EthosUTarget:
         Stage("benchmark", False, "accelbuild.targets.ethos_u.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    platform = PlatformRule("the Vela accelerator config", "ethos-u55-128", names_family=True)
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: ethos-u", f"accelerator: {platform}"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> EthosUTargetSpec:
         spec = EthosUTargetSpec("ethos-u", t["accelerator"], t.get("system_config"), t.get("memory_mode"),

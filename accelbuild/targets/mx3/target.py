@@ -12,7 +12,7 @@ from accelbuild.quantize.precision import BITS
 from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import credibility
-from accelbuild.targets.base import SupportSection
+from accelbuild.targets.base import SupportSection, TargetBase
 from accelbuild.targets.mx3.hardware import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (
     AssembleParams,
@@ -149,7 +149,7 @@ _CODE = ("accelbuild.targets.mx3", "accelbuild.targets.profile_files", "accelbui
          "accelbuild.report")
 
 
-class Mx3Target:
+class Mx3Target(TargetBase):
     family = "mx3"
     code = _CODE
     files = (ProgramFile("mx3 DFP program file", (".dfp",), (b"ACCELDFP",), "accelbuild.targets.mx3.files:inspect",
@@ -164,6 +164,10 @@ class Mx3Target:
         Stage("benchmark", False, "accelbuild.targets.mx3.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: mx3", "chip_gen: mx3", "num_chips: min               # the fewest chips the model fits on",
+                "effort: normal"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
         chip_gen = t["chip_gen"]

@@ -19,7 +19,7 @@ from accelbuild.stages.declaration import (
 )
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import tvm_compiler
-from accelbuild.targets.base import SupportSection
+from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.npu.hardware import NPU_PROFILES
 from accelbuild.targets.npu.spec import (
     HostCompileParams,
@@ -132,7 +132,7 @@ _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbui
          "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report")
 
 
-class NpuTarget:
+class NpuTarget(TargetBase):
     family = "npu"
     code = _CODE
     files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
@@ -146,6 +146,12 @@ class NpuTarget:
         Stage("benchmark", False, "accelbuild.targets.npu.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    platform = PlatformRule("the platform", required="a built-in platform (am62a, am68a, mlsoc, tda4vm, x3, x5; "
+                            "docs/npu.md) or a profile .yaml", example="tda4vm, x5")
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: npu", f"platform: {platform}"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> NpuTargetSpec:
         platform = t["platform"]

@@ -27,6 +27,7 @@ from accelbuild.stages.declaration import (
     models_data,
 )
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.qnn.socs import SOCS
 from accelbuild.targets.qnn.spec import BenchmarkParams, CompileParams, NoQuantizeParams, QnnTargetSpec
 from accelbuild.targets.qnn.toolchain import TOOLCHAIN
@@ -75,7 +76,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
                            tuple(calibration_frames(m) for m in pipeline.models), pipeline.toolchain_ref)
 
 
-class QnnTarget:
+class QnnTarget(TargetBase):
     family = "qnn"
     code = ("accelbuild.targets.qnn", "accelbuild.toolchains", "accelbuild.quantize", "accelbuild.accuracy",
             "accelbuild.data",
@@ -88,6 +89,11 @@ class QnnTarget:
         Stage("benchmark", False, "accelbuild.targets.qnn.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    platform = PlatformRule("the SoC", "sm8650")
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: qnn", f"soc: {platform}               # the Snapdragon SoC (docs/qnn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> QnnTargetSpec:
         return QnnTargetSpec("qnn", t["soc"], t["activations"], ToolchainRef.python_given(t, checker))

@@ -29,6 +29,7 @@ from accelbuild.stages.declaration import (
     model_files,
 )
 from accelbuild.stages.params import PrecisionRules
+from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.rknn import platforms
 from accelbuild.targets.rknn.spec import (
     ALGORITHMS,
@@ -106,7 +107,7 @@ def _version(pipeline: PipelineSpec) -> str:
     return pipeline.toolchain_ref.version_of(TOOLKIT) or "(not in the environment)"
 
 
-class RknnTarget:
+class RknnTarget(TargetBase):
     family = "rknn"
     code = ("accelbuild.targets.rknn", "accelbuild.toolchains", "accelbuild.quantize.frames", "accelbuild.accuracy",
             "accelbuild.data",
@@ -121,6 +122,11 @@ class RknnTarget:
         Stage("benchmark", False, "accelbuild.targets.rknn.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
+
+    platform = PlatformRule("the SoC", "rk3588")
+
+    def starter_target(self, platform: str | None) -> list[str]:
+        return ["family: rknn", f"platform: {platform}            # rknn-toolkit2's target_platform (docs/rknn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> RknnTargetSpec:
         return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"),
