@@ -630,12 +630,16 @@ def counts(results: list[Result]) -> str:
     return ", ".join(f"{o} {n}" for o, n in total.items()) + f" (of {len(results)})"
 
 
-def _git_commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                          check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "accelbuild"], cwd=REPO, capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return done.stdout.strip() + (" (accelbuild/ modified)" if dirty else "")
+def per_family(results: list[Result]) -> str:
+    """One row per family (in the order first met) and a total: how many builds ended each way."""
+    families = list(dict.fromkeys(r.family for r in results))
+    rows = ["| family | " + " | ".join(OUTCOMES) + " | built % |", "|---|" + "---:|" * (len(OUTCOMES) + 1)]
+    for family in [*families, "all"]:
+        chosen = [r for r in results if family in ("all", r.family)]
+        numbers = [sum(r.outcome == o for r in chosen) for o in OUTCOMES]
+        share = f"{100 * numbers[0] / len(chosen):.0f}" if chosen else "-"
+        rows.append(f"| {family} | " + " | ".join(map(str, numbers)) + f" | {share} |")
+    return "\n".join(rows)
 
 
 BEGIN, END = "<!-- corpus.py: begin generated -->", "<!-- corpus.py: end generated -->"
@@ -643,9 +647,9 @@ BEGIN, END = "<!-- corpus.py: begin generated -->", "<!-- corpus.py: end generat
 
 def markdown(results: list[Result], models: list[Model], timeout: float) -> str:
     date = datetime.date.today().isoformat()
-    lines = [BEGIN, "", f"Run on {date}, accelbuild commit {_git_commit()}, Python {sys.version.split()[0]}, "
-             f"timeout {timeout:.0f} s per build, seeded random inputs: {counts(results)}.", "",
-             "### Models", "", "| model | what | wheel | member | input_shapes |", "|---|---|---|---|---|"]
+    lines = [BEGIN, "", f"Run on {date}, Python {sys.version.split()[0]}, {len(models)} models from "
+             f"{len({m.wheel for m in models})} wheels, timeout {timeout:.0f} s per build, seeded random inputs: "
+             f"{counts(results)}.", "", per_family(results), "", "### Models", "", "| model | what | wheel | member | input_shapes |", "|---|---|---|---|---|"]
     for m in models:
         project, version = WHEELS[m.wheel]
         shapes = _flow(m.input_shapes) if m.input_shapes else "(the model's own)"

@@ -214,3 +214,11 @@ def test_a_run_resumes_from_its_log_and_skips_a_torn_line(tmp_path, monkeypatch)
 def test_cpu_figures_name_no_chips():
     figures = {"fps": 14.0, "cosine": 1.0, "num_chips": None}
     assert corpus.summarize(figures, "cpu") == "14.0 fps, cosine 1.0000"
+
+
+def test_the_outcomes_are_counted_per_family():
+    results = [corpus.Result("a", "mx3", "built", "", 1.0), corpus.Result("b", "mx3", "refused", "", 1.0),
+               corpus.Result("a", "cpu", "built", "", 1.0)]
+    rows = corpus.per_family(results).splitlines()
+    assert rows[2:] == ["| mx3 | 1 | 1 | 0 | 0 | 0 | 50 |", "| cpu | 1 | 0 | 0 | 0 | 0 | 100 |",
+                        "| all | 2 | 1 | 0 | 0 | 0 | 67 |"]
