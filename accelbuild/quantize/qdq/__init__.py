@@ -254,8 +254,9 @@ def build(calibrated: Calibrated, bits: Mapping[str, Bits] | None = None) -> Qdq
     for const in plan.constants:
         value = g.constant(graph, const.tensor)
         const_bits = activation_bits_of(overrides.get(const.node), config.activation_bits)
+        low, high = (float(value.min()), float(value.max())) if value.size else (0.0, 0.0)  # empty: no values
         params = groups[const.group] if const.group is not None else quant_params(
-            float(value.min()), float(value.max()), const_bits, *_grid(config, const_bits))
+            low, high, const_bits, *_grid(config, const_bits))
         constants[(const.node, const.index)] = (params.quantize(value), params)
     model = eight_bit_opset(write_qdq(calibrated.model, plan, Numbers(groups, weights, constants)))
     params = {t: groups[gid] for t, gid in plan.group_of.items()}

@@ -70,7 +70,7 @@ class QGraph:
 
 
 def read_qdq(model: onnx.ModelProto) -> QGraph:
-    model = infer_shapes(_constants_as_initializers(model))
+    model = _with_static_shapes(infer_shapes(_constants_as_initializers(model)))
     graph = model.graph
     producers = g.producers(graph)
     inits = g.initializers(graph)
@@ -112,6 +112,45 @@ def read_qdq(model: onnx.ModelProto) -> QGraph:
     for value in graph.output:
         (qg.outputs if value.name in alias else qg.unquantized_io).append(alias.get(value.name, value.name))
     return qg
+
+
+def _with_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every main-graph tensor's shape static: where onnx's inference leaves a dimension
+    symbolic or a tensor unshaped (an LSTM's sequence length, a Shape of a branch inlined at import), the shape
+    one onnxruntime run on a seeded random sample produces. The inputs' shapes are fixed by the pipeline, so
+    that run's shapes are the ones the device sees; a model onnxruntime cannot run keeps what inference gave."""
+    known = {v.name for v in (*model.graph.value_info, *model.graph.input, *model.graph.output)
+             if g.static_shape(model, v.name) is not None}
+    known |= {t.name for t in model.graph.initializer}
+    missing = [name for node in model.graph.node for name in node.output if name and name not in known]
+    if not missing:
+        return model
+    observed = _observed_shapes(model, missing)
+    kept = [v for v in model.graph.value_info if v.name not in observed]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    for name, (elem_type, shape) in observed.items():
+        model.graph.value_info.append(onnx.helper.make_tensor_value_info(name, elem_type, shape))
+    return model
+
+
+def _observed_shapes(model: onnx.ModelProto, names: list[str]) -> dict[str, tuple[int, list[int]]]:
+    """The element type and shape of tensors ``names`` in one onnxruntime run ({} when it cannot run)."""
+    from accelbuild.data.random import random_inputs
+    from accelbuild.util.onnx_runtime import session
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    outputs = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names if name not in outputs)
+    try:
+        sess = session(probe)
+        feeds = {k: v for k, v in random_inputs(model, 1, 0)[0].items() if k in {i.name for i in sess.get_inputs()}}
+        values = sess.run(names, feeds)
+    except Exception:  # noqa: BLE001  the writer then names the tensor it cannot shape
+        return {}
+    return {name: (onnx.helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape))
+            for name, value in zip(names, values) if isinstance(value, np.ndarray)}
 
 
 def _constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
