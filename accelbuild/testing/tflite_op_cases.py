@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from flatbuffers import flexbuffers
 
 from accelbuild.util.tflite_builder import TFLiteBuilder
 
@@ -225,7 +226,87 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     _levels(c)
     _scatters(c)
     _recurrent(c)
+    _control(c)
     return c
+
+
+def composite() -> Case:
+    """STABLEHLO_COMPOSITE whose decomposition subgraph computes tanh(a) * b + k."""
+    def body(b: TFLiteBuilder, x: int, y: int) -> int:
+        sub = b.subgraph()
+        a, c = sub.add_tensor("a", (2, 3)), sub.add_tensor("b", (2, 3))
+        t = op(sub, "TANH", [a], (2, 3), name="t")
+        product = op(sub, "MUL", [t, c], (2, 3), {}, name="p")
+        result = op(sub, "ADD", [product, const(sub, "k", (2, 3))], (2, 3), {}, name="r")
+        index = b.add_subgraph(sub, [a, c], [result], "decomposition")
+        return op(b, "STABLEHLO_COMPOSITE", [x, y], (2, 3), {
+            "name": "accelbuild.tanh_mul_add", "decomposition_subgraph_index": index, "version": 1,
+            "composite_attributes": bytes(flexbuffers.Dumps({"k": 1}))})
+    return build([(2, 3), (2, 3)], body)
+
+
+def if_case(low: float, high: float) -> Case:
+    """IF on ``s > 0`` (drawn from [low, high)): then x * x + s, else tanh(x - k) (one branch a constant's)."""
+    def body(b: TFLiteBuilder, x: int, s: int) -> int:
+        cond = op(b, "GREATER", [s, b.const("zero", np.zeros((1,), np.float32))], (1,), dtype="bool", name="cond")
+        then = b.subgraph()
+        tx, ts = then.add_tensor("x", (2, 3)), then.add_tensor("s", (1,))
+        square = op(then, "MUL", [tx, tx], (2, 3), {}, name="square")
+        then_out = op(then, "ADD", [square, ts], (2, 3), {}, name="out")
+        other = b.subgraph()
+        ex, es = other.add_tensor("x", (2, 3)), other.add_tensor("s", (1,))
+        moved = op(other, "SUB", [ex, const(other, "k", (2, 3))], (2, 3), {}, name="moved")
+        else_out = op(other, "TANH", [moved], (2, 3), name="out")
+        options = {"then_subgraph_index": b.add_subgraph(then, [tx, ts], [then_out], "then"),
+                   "else_subgraph_index": b.add_subgraph(other, [ex, es], [else_out], "else")}
+        return op(b, "IF", [cond, x, s], (2, 3), options)
+    return build([(2, 3), (1,)], body, low=low, high=high)
+
+
+def while_case() -> Case:
+    """WHILE i < 3: i += 1, x = tanh(x) * 1.5 + x (the counter starts as a constant)."""
+    def body(b: TFLiteBuilder, x: int) -> list[int]:
+        cond = b.subgraph()
+        ci, cx = cond.add_tensor("i", (), "int32"), cond.add_tensor("x", (2, 3))
+        more = op(cond, "LESS", [ci, ints(cond, "n", 3)], (), dtype="bool", name="more")
+        loop = b.subgraph()
+        li, lx = loop.add_tensor("i", (), "int32"), loop.add_tensor("x", (2, 3))
+        step = op(loop, "ADD", [li, ints(loop, "one", 1)], (), {}, "int32", "next_i")
+        t = op(loop, "TANH", [lx], (2, 3), name="t")
+        scaled = op(loop, "MUL", [t, loop.const("k", np.float32(1.5))], (2, 3), {}, name="scaled")
+        nx = op(loop, "ADD", [scaled, lx], (2, 3), {}, name="next_x")
+        options = {"cond_subgraph_index": b.add_subgraph(cond, [ci, cx], [more], "cond"),
+                   "body_subgraph_index": b.add_subgraph(loop, [li, lx], [step, nx], "body")}
+        outs = [b.add_tensor("count", (), "int32"), b.add_tensor("y", (2, 3))]
+        b.add_op("WHILE", [ints(b, "start", 0), x], outs, options)
+        return outs
+    return build([(2, 3)], body)
+
+
+def variables() -> Case:
+    """CALL_ONCE's initializer assigns a constant to variable ``v``; the main graph reads it, adds the input,
+    assigns the sum and reads it again."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        init = b.subgraph()
+        handle = op(init, "VAR_HANDLE", [], (), {"shared_name": "v"}, "resource", "v")
+        init.add_op("ASSIGN_VARIABLE", [handle, const(init, "v0", (2, 3))], [])
+        b.add_op("CALL_ONCE", [], [], {"init_subgraph_index": b.add_subgraph(init, [], [], "init")})
+        main = op(b, "VAR_HANDLE", [], (), {"shared_name": "v"}, "resource", "v")
+        value = op(b, "READ_VARIABLE", [main], (2, 3), name="value")
+        total = op(b, "ADD", [x, value], (2, 3), {}, name="total")
+        b.add_op("ASSIGN_VARIABLE", [main, total], [])
+        again = op(b, "READ_VARIABLE", [main], (2, 3), name="again")
+        return op(b, "MUL", [again, x], (2, 3), {})
+    return build([(2, 3)], body)
+
+
+def _control(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """Subgraph calls (STABLEHLO_COMPOSITE, IF both ways, WHILE) and resource variables."""
+    c["STABLEHLO_COMPOSITE"] = [composite]
+    c["IF"] = [lambda: if_case(0.1, 3.0), lambda: if_case(-3.0, -0.1)]
+    c["WHILE"] = [while_case]
+    for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
+        c[name] = [variables]
 
 
 def _indexing(c: dict[str, list[Callable[[], Case]]]) -> None:

@@ -9,6 +9,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     arithmetic,
     arrays,
     blocks,
+    control,
     conv,
     conv3d,
     detection,
