@@ -300,11 +300,67 @@ def variables() -> Case:
     return build([(2, 3)], body)
 
 
+def body_subgraph(b: TFLiteBuilder, function: str | None, dtype: str = "float32") -> int:
+    """A reduction body: ``function`` of two scalars (``None``: returns the second, a scatter's "take the
+    update")."""
+    sub = b.subgraph()
+    acc, x = sub.add_tensor("acc", (), dtype), sub.add_tensor("x", (), dtype)
+    out = x if function is None else op(sub, function, [acc, x], (), dtype=dtype, name="out")
+    return b.add_subgraph(sub, [acc, x], [out], "body")
+
+
+def stablehlo_reduce_window(function: str, init: float) -> Case:
+    """A [1, 2, 3, 1] window with strides [1, 1, 2, 1], window dilations [1, 2, 1, 1] and padding (one side
+    negative) over a [2, 5, 6, 3] input."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        options = {"window_dimensions": [1, 2, 3, 1], "window_strides": [1, 1, 2, 1], "base_dilations": [1, 1, 1, 1],
+                   "window_dilations": [1, 2, 1, 1], "padding": [0, 0, 1, 0, 0, 1, 0, -1],
+                   "body_subgraph_index": body_subgraph(b, function)}
+        return op(b, "STABLEHLO_REDUCE_WINDOW", [x, b.const("init", np.float32(init))], (2, 4, 3, 2), options)
+    return build([(2, 5, 6, 3)], body, low=0.5, high=1.5)
+
+
+def stablehlo_gather(rows: bool, implicit: bool = False) -> Case:
+    """GatherND form: [3, 2] index pairs into a [4, 3, 2] operand (one pair out of range: clamped), or rows
+    of it picked by a [2, 3, 1] int32 input in [0, 3] (``tf.gather`` on axis 0; ``implicit``: a [2, 3] input
+    with the index vector implicit after its last axis, a form LiteRT 2.3's kernel reads past memory on)."""
+    def pairs(b: TFLiteBuilder, x: int) -> int:
+        return op(b, "STABLEHLO_GATHER", [x, ints(b, "idx", [[2, 1], [0, 5], [3, -1]])], (3, 2), {
+            "offset_dims": [1], "collapsed_slice_dims": [0, 1], "start_index_map": [0, 1], "index_vector_dim": 1,
+            "slice_sizes": [1, 1, 2]})
+
+    def picked(b: TFLiteBuilder, x: int, idx: int) -> int:
+        return op(b, "STABLEHLO_GATHER", [x, idx], (2, 3, 3, 2), {
+            "offset_dims": [2, 3], "collapsed_slice_dims": [0], "start_index_map": [0],
+            "index_vector_dim": 2, "slice_sizes": [1, 3, 2]})
+    if rows:
+        return build([(4, 3, 2), (2, 3) if implicit else (2, 3, 1)], picked, ("float32", "int32"), low=0, high=3)
+    return build([(4, 3, 2)], pairs)
+
+
+def stablehlo_scatter(function: str | None) -> Case:
+    """ScatterND form: [3, 2] updates of rows [1, 3, 4] (or [1, 3, 1], repeated, when the body reduces) of a
+    [5, 2] operand."""
+    def body(b: TFLiteBuilder, x: int, u: int) -> int:
+        rows = [[1], [3], [4]] if function is None else [[1], [3], [1]]
+        return op(b, "STABLEHLO_SCATTER", [x, ints(b, "idx", rows), u], (5, 2), {
+            "update_window_dims": [1], "inserted_window_dims": [0], "scatter_dims_to_operand_dims": [0],
+            "index_vector_dim": 1, "update_computation_subgraph_index": body_subgraph(b, function)})
+    return build([(5, 2), (3, 2)], body)
+
+
 def _control(c: dict[str, list[Callable[[], Case]]]) -> None:
     """Subgraph calls (STABLEHLO_COMPOSITE, IF both ways, WHILE) and resource variables."""
     c["STABLEHLO_COMPOSITE"] = [composite]
     c["IF"] = [lambda: if_case(0.1, 3.0), lambda: if_case(-3.0, -0.1)]
     c["WHILE"] = [while_case]
+    c["STABLEHLO_GATHER"] = [lambda: stablehlo_gather(False), lambda: stablehlo_gather(True)]
+    c["STABLEHLO_SCATTER"] = [lambda f=f: stablehlo_scatter(f) for f in (None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY",
+                                                                         "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM")]
+    c["STABLEHLO_REDUCE_WINDOW"] = [lambda: stablehlo_reduce_window("STABLEHLO_ADD", 0.0),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MAXIMUM", 1.25),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MINIMUM", 0.75),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MULTIPLY", 1.0)]
     for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
         c[name] = [variables]
 

@@ -86,3 +86,18 @@ def test_an_assigned_variable_warns_that_one_invocation_is_converted(tmp_path: P
     assert [r.getMessage() for r in caplog.records] == [
         "m.tflite: the model assigns resource variable 'v', which LiteRT keeps for its next invocation: the "
         "converted model computes one invocation"]
+
+
+def test_gather_with_an_implicit_index_vector_picks_clamped_rows(tmp_path: Path) -> None:
+    """``index_vector_dim`` after the indices' last axis (``tf.gather``'s form): checked against numpy, as
+    LiteRT 2.3's kernel reads past memory on it; out-of-range rows are clamped as StableHLO says."""
+    import onnxruntime as ort
+
+    from accelbuild.testing.tflite_op_cases import stablehlo_gather
+
+    model = _load(tmp_path, stablehlo_gather(True, implicit=True).data)
+    x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    rows = np.array([[0, 3, -2], [7, 1, 2]], np.int32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"in0": x, "in1": rows})[0]
+    np.testing.assert_array_equal(got, x[np.clip(rows, 0, 3)])

@@ -31,11 +31,6 @@ _HOST = "export the model without it (the graph cut before or after it) and run 
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE"),
                     "a hash table resource (usually over strings); " + _HOST),
-    **dict.fromkeys(("STABLEHLO_REDUCE_WINDOW", "STABLEHLO_SCATTER"),
-                    "its reduction is a body subgraph (only the first subgraph is read); convert the model to "
-                    "builtin operators (REDUCE_WINDOW, SCATTER_ND) instead of StableHLO"),
-    "STABLEHLO_GATHER": "general gather dimension numbers; convert the model to builtin operators (GATHER, "
-                        "GATHER_ND) instead of StableHLO",
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"),
                     "draws random numbers, which no converted result can reproduce; give the random values as a "
                     "model input instead"),
