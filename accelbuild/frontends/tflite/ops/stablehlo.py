@@ -209,7 +209,7 @@ def _scatter_ok(g: Graph, op: Operator) -> Result:
 
 
 @register("STABLEHLO_SCATTER", "ScatterND with the body's reduction (none, add, mul, max, min)", input_count(3),
-          const_inputs(1, what="the scatter indices"),
+          const_inputs(1, what="input 1 (the indices)"),
           _body("update_computation_subgraph_index", replace=True),
           Check("the ScatterND form: index vectors on the last axis address operand axes 0..k-1, the inserted "
                 "axes; the updates' trailing axes are whole windows; indices inside the operand, unique when the "
