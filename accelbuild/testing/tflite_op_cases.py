@@ -349,11 +349,23 @@ def stablehlo_scatter(function: str | None) -> Case:
     return build([(5, 2), (3, 2)], body)
 
 
+def lookup_sparse(combiner: str) -> Case:
+    """EMBEDDING_LOOKUP_SPARSE of 5 ids (an int32 input in [0, 3]) with weights (an input in [0, 3)) at sparse
+    indices of a [5, 4] dense shape (rows 0, 0, 1, 3, 3: rows 2 and 4 empty) into a [4, 2, 3] table."""
+    def body(b: TFLiteBuilder, ids: int, weights: int) -> int:
+        indices = ints(b, "indices", [[0, 0], [0, 2], [1, 1], [3, 0], [3, 1]])
+        return op(b, "EMBEDDING_LOOKUP_SPARSE", [ids, indices, ints(b, "dense_shape", [5, 4]), weights,
+                                                 const(b, "table", (4, 2, 3))], (5, 2, 3),
+                  {"combiner": {"SUM": 0, "MEAN": 1, "SQRTN": 2}[combiner]})
+    return build([(5,), (5,)], body, ("int32", "float32"), low=0, high=3)
+
+
 def _control(c: dict[str, list[Callable[[], Case]]]) -> None:
     """Subgraph calls (STABLEHLO_COMPOSITE, IF both ways, WHILE) and resource variables."""
     c["STABLEHLO_COMPOSITE"] = [composite]
     c["IF"] = [lambda: if_case(0.1, 3.0), lambda: if_case(-3.0, -0.1)]
     c["WHILE"] = [while_case]
+    c["EMBEDDING_LOOKUP_SPARSE"] = [lambda f=f: lookup_sparse(f) for f in ("SUM", "MEAN", "SQRTN")]
     c["STABLEHLO_GATHER"] = [lambda: stablehlo_gather(False), lambda: stablehlo_gather(True)]
     c["STABLEHLO_SCATTER"] = [lambda f=f: stablehlo_scatter(f) for f in (None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY",
                                                                          "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM")]

@@ -58,6 +58,7 @@ OPTIONS_TABLE = {
     "IF": "IfOptions", "WHILE": "WhileOptions", "CALL_ONCE": "CallOnceOptions", "VAR_HANDLE": "VarHandleOptions",
     "STABLEHLO_COMPOSITE": "StableHLOCompositeOptions", "STABLEHLO_REDUCE_WINDOW": "StablehloReduceWindowOptions",
     "STABLEHLO_SCATTER": "StablehloScatterOptions", "STABLEHLO_GATHER": "StablehloGatherOptions",
+    "EMBEDDING_LOOKUP_SPARSE": "EmbeddingLookupSparseOptions",
 }
 
 

@@ -36,8 +36,7 @@ REFUSED: dict[str, str] = {
                     "model input instead"),
     **dict.fromkeys(("WHERE", "UNIQUE"),
                     "its output size depends on the values (a shape no static graph has); " + _HOST),
-    **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM", "EMBEDDING_LOOKUP_SPARSE"),
-                    "hashing or sparse text features; " + _HOST),
+    **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM"), "hashing or text features; " + _HOST),
     "BITCAST": "reinterprets a tensor's bits as another type, which ONNX cannot express; " + _HOST,
 }
 

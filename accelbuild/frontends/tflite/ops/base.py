@@ -191,7 +191,7 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
 
 # which input carries the data (and so the element type of the outputs), where it is not input 0
 DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2, "CONV_3D_TRANSPOSE": 2, "SELECT_V2": 1, "SELECT": 1, "FILL": 1, "EMBEDDING_LOOKUP": 1,
-              "SCATTER_ND": 1, "ONE_HOT": 2, "SPARSE_TO_DENSE": 2}
+              "SCATTER_ND": 1, "ONE_HOT": 2, "SPARSE_TO_DENSE": 2, "EMBEDDING_LOOKUP_SPARSE": 4}
 COMPARISONS = frozenset({"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"})
 SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION", "PACK",
                               "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD", "LOGICAL_AND", "LOGICAL_OR",
