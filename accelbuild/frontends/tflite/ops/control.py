@@ -69,10 +69,19 @@ def _takes(sub: Model, inner: Graph, passed: list[tuple[str, tuple[int, ...]]] |
     return [(dtype, shape if index in read else None) for index, (dtype, shape) in zip(sub.inputs, signature)]
 
 
-def calls(*roles: tuple[str, str], inputs: str = "inputs", outputs: str = "outputs",
-          no_variables: bool = False) -> Check:
-    """Each called subgraph exists, converts, and takes/gives what the operator passes (``roles``: option
-    key and its name; ``inputs``/``outputs``: ``"inputs"``, ``"outputs"``, or ``"bool"`` for a condition)."""
+def _gives(g: Graph, op: Operator, key: str, sub: Model, inner: Graph) -> tuple[list, list]:
+    """What the subgraph gives and what the operator expects of it: a WHILE condition one bool, a WHILE body
+    the loop-carried tensors, any other subgraph the operator's outputs."""
+    have = _signature(inner, sub.outputs)
+    if key == "cond_subgraph_index":
+        return [(dtype, ()) for dtype, shape in have if all(d == 1 for d in shape[:1]) and len(shape) <= 1], \
+            [("BOOL", ())]
+    return have, _signature(g, op.inputs if key == "body_subgraph_index" else op.outputs)
+
+
+def calls(*roles: tuple[str, str], no_variables: bool = False) -> Check:
+    """Each called subgraph (``roles``: option key and its name) exists, converts, and takes and gives what
+    the operator passes and expects; with ``no_variables`` it uses no resource variables."""
     def predicate(g: Graph, op: Operator) -> Result:
         for key, role in roles:
             index = int(op.options.get(key, 0))
@@ -90,12 +99,7 @@ def calls(*roles: tuple[str, str], inputs: str = "inputs", outputs: str = "outpu
             if _takes(sub, inner) != _takes(sub, inner, passed):
                 return fail(f"{role} subgraph {index} takes {_signature(inner, sub.inputs)}, the operator passes "
                             f"{passed}")
-            want = [("BOOL", ())] if (key == "cond_subgraph_index") else _signature(g, op.outputs)
-            have = _signature(inner, sub.outputs)
-            if key == "cond_subgraph_index":
-                have = [(t, ()) for t, s in have if len(s) <= 1 and all(d == 1 for d in s)]
-            elif key == "body_subgraph_index":
-                want = _signature(g, op.inputs)
+            have, want = _gives(g, op, key, sub, inner)
             if have != want:
                 return fail(f"{role} subgraph {index} gives {_signature(inner, sub.outputs)}, expected {want}")
         return OK
@@ -169,6 +173,7 @@ def while_(g: Graph, op: Operator) -> None:
     first = _scalar_cond(g, op, "cond", inline(g, op, cond_sub, "cond", [g.value(i) for i in op.inputs])[0])
     carried = [g.fresh(f"{name}/body/in{k}") for k in range(len(op.inputs))]
     iteration, cond_in = g.fresh(f"{name}/body/iteration"), g.fresh(f"{name}/body/cond_in")
+    # the Loop body: a graph of its own nodes and initializers (no tensors of its own: the subgraphs fill it)
     body = g.called(Model(g.model.path, g.model.version, (), (), (), ()), {}, f"{name}/loop", [], own_nodes=True)
     results = inline(g, op, body_sub, "body", carried, into=body)
     again = inline(g, op, cond_sub, "next", results, into=body)[0]
