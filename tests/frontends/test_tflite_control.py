@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flatbuffers import flexbuffers
 
 from accelbuild.errors import InputFileError
 from accelbuild.frontends.tflite import load_tflite
@@ -101,3 +102,26 @@ def test_gather_with_an_implicit_index_vector_picks_clamped_rows(tmp_path: Path)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = session.run(None, {"in0": x, "in1": rows})[0]
     np.testing.assert_array_equal(got, x[np.clip(rows, 0, 3)])
+
+
+def test_a_branch_whose_composite_assigns_a_variable_is_refused(tmp_path: Path) -> None:
+    """Both branches are computed, so a variable assigned in one, even inside a composite it calls, would
+    change unconditionally: refused."""
+    def body(b: TFLiteBuilder, x: int, s: int) -> int:
+        cond = op(b, "GREATER", [s, b.const("zero", np.zeros((1,), np.float32))], (1,), dtype="bool", name="cond")
+        inner = b.subgraph()
+        ix = inner.add_tensor("x", (2, 3))
+        handle = op(inner, "VAR_HANDLE", [], (), {"shared_name": "v"}, "resource", "v")
+        inner.add_op("ASSIGN_VARIABLE", [handle, ix], [])
+        inner_out = op(inner, "TANH", [ix], (2, 3), name="t")
+        decomposition = b.add_subgraph(inner, [ix], [inner_out], "decomposition")
+        branch = b.subgraph()
+        bx = branch.add_tensor("x", (2, 3))
+        out = op(branch, "STABLEHLO_COMPOSITE", [bx], (2, 3), {
+            "name": "n", "decomposition_subgraph_index": decomposition, "version": 1,
+            "composite_attributes": bytes(flexbuffers.Dumps({}))}, name="out")
+        index = b.add_subgraph(branch, [bx], [out], "branch")
+        return op(b, "IF", [cond, x], (2, 3), {"then_subgraph_index": index, "else_subgraph_index": index})
+    message = _refusal(tmp_path, build([(2, 3), (1,)], body).data)
+    assert message.splitlines()[1] == ("  IF (tensor 'y'): then subgraph 2 uses resource variables (state changed "
+                                       "inside a branch or loop)")

@@ -55,6 +55,15 @@ def _subgraph_problem(g: Graph, sub: Model, role: str, index: int) -> str | None
     return None
 
 
+def _uses_variables(root: Model, sub: Model, depth: int = 0) -> bool:
+    """``sub`` or a subgraph it calls (to :data:`MAX_DEPTH`) uses resource variables."""
+    if any(o.name in VARIABLE_OPS for o in sub.operators):
+        return True
+    called = {value for o in sub.operators for key, value in o.options.items()
+              if key.endswith("_subgraph_index") and isinstance(value, int) and 0 < value <= len(root.subgraphs)}
+    return depth < MAX_DEPTH and any(_uses_variables(root, root.subgraph(k), depth + 1) for k in sorted(called))
+
+
 def _signature(g: Graph, indices: Sequence[int]) -> list[tuple[str, tuple[int, ...]]]:
     return [(g.tensor(i).dtype, tuple(g.shape(i))) for i in indices]
 
@@ -93,7 +102,7 @@ def calls(*roles: tuple[str, str], no_variables: bool = False) -> Check:
             if problem:
                 return fail(problem)
             inner = Graph(sub, {})
-            if no_variables and any(o.name in VARIABLE_OPS for o in sub.operators):
+            if no_variables and _uses_variables(g.root, sub):
                 return fail(f"{role} subgraph {index} uses resource variables (state changed inside a branch or loop)")
             passed = _signature(g, [i for i in op.inputs[1 if op.name == "IF" else 0:] if i >= 0])
             if _takes(sub, inner) != _takes(sub, inner, passed):
