@@ -125,3 +125,31 @@ def test_a_branch_whose_composite_assigns_a_variable_is_refused(tmp_path: Path) 
     message = _refusal(tmp_path, build([(2, 3), (1,)], body).data)
     assert message.splitlines()[1] == ("  IF (tensor 'y'): then subgraph 2 uses resource variables (state changed "
                                        "inside a branch or loop)")
+
+
+def test_tensorflow_s_while_loop_and_cond_match_litert(tmp_path: Path) -> None:
+    """What TensorFlow's own converter writes for ``tf.while_loop`` and ``tf.cond`` (WHILE and IF over four
+    subgraphs) converts and agrees with LiteRT on both branches."""
+    tf = pytest.importorskip("tensorflow")
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+    def looped(x: tf.Tensor) -> tf.Tensor:
+        _, y = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, tf.tanh(y) * 1.5 + y), [tf.constant(0), x])
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: y * 2.0, lambda: y - 1.0)
+
+    data = tf.lite.TFLiteConverter.from_concrete_functions([looped.get_concrete_function()], looped).convert()
+    model = _load(tmp_path, data)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sums = []
+    for seed in (0, 2):
+        x = np.random.default_rng(seed).standard_normal((2, 3)).astype(np.float32)
+        interpreter = Interpreter(model_content=data)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        want = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        np.testing.assert_allclose(session.run(None, {model.graph.input[0].name: x})[0], want, rtol=1e-5, atol=1e-5)
+        sums.append(float(x.sum()) > 0)
+    assert sums == [True, False]
