@@ -19,6 +19,9 @@ Naming scheme (so crop points and per-layer bit tables can use the names Netron 
 * Quantized (int8/uint8/int16) graph inputs and outputs keep their integer type under the name ``T``;
   the float value is ``T/float``, made by node ``T/dequantize`` (inputs) or consumed by ``T/quantize``
   (outputs).
+* A subgraph an operator calls (IF's branches, a composite's decomposition, WHILE's body) is converted with
+  its tensors named ``T/<role>/<name>`` (``T``: the calling operator's first output; roles ``then``,
+  ``else``, ``decomposition``, ``cond``, ``body``, ``next``; a CALL_ONCE's initializer ``init<k>/<name>``).
 * Weights permuted for ONNX are initializers ``W/oihw`` (Conv, grouped Conv) or ``W/iohw``
   (ConvTranspose); constants used as they are keep the TFLite name ``W``.
 
