@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from flatbuffers import flexbuffers
 
 from accelbuild.util.tflite_builder import TFLiteBuilder
 
@@ -225,7 +226,155 @@ def _cases() -> dict[str, list[Callable[[], Case]]]:
     _levels(c)
     _scatters(c)
     _recurrent(c)
+    _control(c)
     return c
+
+
+def composite() -> Case:
+    """STABLEHLO_COMPOSITE whose decomposition subgraph computes tanh(a) * b + k."""
+    def body(b: TFLiteBuilder, x: int, y: int) -> int:
+        sub = b.subgraph()
+        a, c = sub.add_tensor("a", (2, 3)), sub.add_tensor("b", (2, 3))
+        t = op(sub, "TANH", [a], (2, 3), name="t")
+        product = op(sub, "MUL", [t, c], (2, 3), {}, name="p")
+        result = op(sub, "ADD", [product, const(sub, "k", (2, 3))], (2, 3), {}, name="r")
+        index = b.add_subgraph(sub, [a, c], [result], "decomposition")
+        return op(b, "STABLEHLO_COMPOSITE", [x, y], (2, 3), {
+            "name": "accelbuild.tanh_mul_add", "decomposition_subgraph_index": index, "version": 1,
+            "composite_attributes": bytes(flexbuffers.Dumps({"k": 1}))})
+    return build([(2, 3), (2, 3)], body)
+
+
+def if_case(low: float, high: float) -> Case:
+    """IF on ``s > 0`` (drawn from [low, high)): then x * x + s, else tanh(x - k) (one branch a constant's)."""
+    def body(b: TFLiteBuilder, x: int, s: int) -> int:
+        cond = op(b, "GREATER", [s, b.const("zero", np.zeros((1,), np.float32))], (1,), dtype="bool", name="cond")
+        then = b.subgraph()
+        tx, ts = then.add_tensor("x", (2, 3)), then.add_tensor("s", (1,))
+        square = op(then, "MUL", [tx, tx], (2, 3), {}, name="square")
+        then_out = op(then, "ADD", [square, ts], (2, 3), {}, name="out")
+        other = b.subgraph()
+        ex, es = other.add_tensor("x", (2, 3)), other.add_tensor("s", (1,))
+        moved = op(other, "SUB", [ex, const(other, "k", (2, 3))], (2, 3), {}, name="moved")
+        else_out = op(other, "TANH", [moved], (2, 3), name="out")
+        options = {"then_subgraph_index": b.add_subgraph(then, [tx, ts], [then_out], "then"),
+                   "else_subgraph_index": b.add_subgraph(other, [ex, es], [else_out], "else")}
+        return op(b, "IF", [cond, x, s], (2, 3), options)
+    return build([(2, 3), (1,)], body, low=low, high=high)
+
+
+def while_case() -> Case:
+    """WHILE i < 3: i += 1, x = tanh(x) * 1.5 + x (the counter starts as a constant)."""
+    def body(b: TFLiteBuilder, x: int) -> list[int]:
+        cond = b.subgraph()
+        ci, cx = cond.add_tensor("i", (), "int32"), cond.add_tensor("x", (2, 3))
+        more = op(cond, "LESS", [ci, ints(cond, "n", 3)], (), dtype="bool", name="more")
+        loop = b.subgraph()
+        li, lx = loop.add_tensor("i", (), "int32"), loop.add_tensor("x", (2, 3))
+        step = op(loop, "ADD", [li, ints(loop, "one", 1)], (), {}, "int32", "next_i")
+        t = op(loop, "TANH", [lx], (2, 3), name="t")
+        scaled = op(loop, "MUL", [t, loop.const("k", np.float32(1.5))], (2, 3), {}, name="scaled")
+        nx = op(loop, "ADD", [scaled, lx], (2, 3), {}, name="next_x")
+        options = {"cond_subgraph_index": b.add_subgraph(cond, [ci, cx], [more], "cond"),
+                   "body_subgraph_index": b.add_subgraph(loop, [li, lx], [step, nx], "body")}
+        outs = [b.add_tensor("count", (), "int32"), b.add_tensor("y", (2, 3))]
+        b.add_op("WHILE", [ints(b, "start", 0), x], outs, options)
+        return outs
+    return build([(2, 3)], body)
+
+
+def variables() -> Case:
+    """CALL_ONCE's initializer assigns a constant to variable ``v``; the main graph reads it, adds the input,
+    assigns the sum and reads it again."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        init = b.subgraph()
+        handle = op(init, "VAR_HANDLE", [], (), {"shared_name": "v"}, "resource", "v")
+        init.add_op("ASSIGN_VARIABLE", [handle, const(init, "v0", (2, 3))], [])
+        b.add_op("CALL_ONCE", [], [], {"init_subgraph_index": b.add_subgraph(init, [], [], "init")})
+        main = op(b, "VAR_HANDLE", [], (), {"shared_name": "v"}, "resource", "v")
+        value = op(b, "READ_VARIABLE", [main], (2, 3), name="value")
+        total = op(b, "ADD", [x, value], (2, 3), {}, name="total")
+        b.add_op("ASSIGN_VARIABLE", [main, total], [])
+        again = op(b, "READ_VARIABLE", [main], (2, 3), name="again")
+        return op(b, "MUL", [again, x], (2, 3), {})
+    return build([(2, 3)], body)
+
+
+def body_subgraph(b: TFLiteBuilder, function: str | None, dtype: str = "float32") -> int:
+    """A reduction body: ``function`` of two scalars (``None``: returns the second, a scatter's "take the
+    update")."""
+    sub = b.subgraph()
+    acc, x = sub.add_tensor("acc", (), dtype), sub.add_tensor("x", (), dtype)
+    out = x if function is None else op(sub, function, [acc, x], (), dtype=dtype, name="out")
+    return b.add_subgraph(sub, [acc, x], [out], "body")
+
+
+def stablehlo_reduce_window(function: str, init: float) -> Case:
+    """A [1, 2, 3, 1] window with strides [1, 1, 2, 1], window dilations [1, 2, 1, 1] and padding (one side
+    negative) over a [2, 5, 6, 3] input."""
+    def body(b: TFLiteBuilder, x: int) -> int:
+        options = {"window_dimensions": [1, 2, 3, 1], "window_strides": [1, 1, 2, 1], "base_dilations": [1, 1, 1, 1],
+                   "window_dilations": [1, 2, 1, 1], "padding": [0, 0, 1, 0, 0, 1, 0, -1],
+                   "body_subgraph_index": body_subgraph(b, function)}
+        return op(b, "STABLEHLO_REDUCE_WINDOW", [x, b.const("init", np.float32(init))], (2, 4, 3, 2), options)
+    return build([(2, 5, 6, 3)], body, low=0.5, high=1.5)
+
+
+def stablehlo_gather(rows: bool, implicit: bool = False) -> Case:
+    """GatherND form: [3, 2] index pairs into a [4, 3, 2] operand (one pair out of range: clamped), or rows
+    of it picked by a [2, 3, 1] int32 input in [0, 3] (``tf.gather`` on axis 0; ``implicit``: a [2, 3] input
+    with the index vector implicit after its last axis, a form LiteRT 2.3's kernel reads past memory on)."""
+    def pairs(b: TFLiteBuilder, x: int) -> int:
+        return op(b, "STABLEHLO_GATHER", [x, ints(b, "idx", [[2, 1], [0, 5], [3, -1]])], (3, 2), {
+            "offset_dims": [1], "collapsed_slice_dims": [0, 1], "start_index_map": [0, 1], "index_vector_dim": 1,
+            "slice_sizes": [1, 1, 2]})
+
+    def picked(b: TFLiteBuilder, x: int, idx: int) -> int:
+        return op(b, "STABLEHLO_GATHER", [x, idx], (2, 3, 3, 2), {
+            "offset_dims": [2, 3], "collapsed_slice_dims": [0], "start_index_map": [0],
+            "index_vector_dim": 2, "slice_sizes": [1, 3, 2]})
+    if rows:
+        return build([(4, 3, 2), (2, 3) if implicit else (2, 3, 1)], picked, ("float32", "int32"), low=0, high=3)
+    return build([(4, 3, 2)], pairs)
+
+
+def stablehlo_scatter(function: str | None) -> Case:
+    """ScatterND form: [3, 2] updates of rows [1, 3, 4] (or [1, 3, 1], repeated, when the body reduces) of a
+    [5, 2] operand."""
+    def body(b: TFLiteBuilder, x: int, u: int) -> int:
+        rows = [[1], [3], [4]] if function is None else [[1], [3], [1]]
+        return op(b, "STABLEHLO_SCATTER", [x, ints(b, "idx", rows), u], (5, 2), {
+            "update_window_dims": [1], "inserted_window_dims": [0], "scatter_dims_to_operand_dims": [0],
+            "index_vector_dim": 1, "update_computation_subgraph_index": body_subgraph(b, function)})
+    return build([(5, 2), (3, 2)], body)
+
+
+def lookup_sparse(combiner: str) -> Case:
+    """EMBEDDING_LOOKUP_SPARSE of 5 ids (an int32 input in [0, 3]) with weights (an input in [0, 3)) at sparse
+    indices of a [5, 4] dense shape (rows 0, 0, 1, 3, 3: rows 2 and 4 empty) into a [4, 2, 3] table."""
+    def body(b: TFLiteBuilder, ids: int, weights: int) -> int:
+        indices = ints(b, "indices", [[0, 0], [0, 2], [1, 1], [3, 0], [3, 1]])
+        return op(b, "EMBEDDING_LOOKUP_SPARSE", [ids, indices, ints(b, "dense_shape", [5, 4]), weights,
+                                                 const(b, "table", (4, 2, 3))], (5, 2, 3),
+                  {"combiner": {"SUM": 0, "MEAN": 1, "SQRTN": 2}[combiner]})
+    return build([(5,), (5,)], body, ("int32", "float32"), low=0, high=3)
+
+
+def _control(c: dict[str, list[Callable[[], Case]]]) -> None:
+    """Subgraph calls (STABLEHLO_COMPOSITE, IF both ways, WHILE) and resource variables."""
+    c["STABLEHLO_COMPOSITE"] = [composite]
+    c["IF"] = [lambda: if_case(0.1, 3.0), lambda: if_case(-3.0, -0.1)]
+    c["WHILE"] = [while_case]
+    c["EMBEDDING_LOOKUP_SPARSE"] = [lambda f=f: lookup_sparse(f) for f in ("SUM", "MEAN", "SQRTN")]
+    c["STABLEHLO_GATHER"] = [lambda: stablehlo_gather(False), lambda: stablehlo_gather(True)]
+    c["STABLEHLO_SCATTER"] = [lambda f=f: stablehlo_scatter(f) for f in (None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY",
+                                                                         "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM")]
+    c["STABLEHLO_REDUCE_WINDOW"] = [lambda: stablehlo_reduce_window("STABLEHLO_ADD", 0.0),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MAXIMUM", 1.25),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MINIMUM", 0.75),
+                                    lambda: stablehlo_reduce_window("STABLEHLO_MULTIPLY", 1.0)]
+    for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
+        c[name] = [variables]
 
 
 def _indexing(c: dict[str, list[Callable[[], Case]]]) -> None:

@@ -1,7 +1,8 @@
 """A deterministic writer of TFLite flatbuffers (the ``tflite`` package's schema and generated builder
 functions): tensors (constant data, per-tensor or per-axis quantization, sparsity), operators with builtin
 options given as a dict of snake_case fields (``{"padding": "SAME", "fused_activation_function":
-"RELU6"}``), custom operators with raw custom options bytes, one subgraph. Buffers and custom options can
+"RELU6"}``), custom operators with raw custom options bytes, a main subgraph and the subgraphs its operators call
+(:meth:`TFLiteBuilder.subgraph`, :meth:`TFLiteBuilder.add_subgraph`). Buffers and custom options can
 be stored inline or after the flatbuffer (the offset/size "large model" format). Equal calls give equal
 bytes. Used by family ethos-u's int8 TFLite writer and by the test model builders.
 """
@@ -54,10 +55,15 @@ OPTIONS_TABLE = {
     "BIDIRECTIONAL_SEQUENCE_RNN": "BidirectionalSequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
     "STABLEHLO_PAD": "StablehloPadOptions", "REDUCE_WINDOW": "ReduceWindowOptions",
+    "IF": "IfOptions", "WHILE": "WhileOptions", "CALL_ONCE": "CallOnceOptions", "VAR_HANDLE": "VarHandleOptions",
+    "STABLEHLO_COMPOSITE": "StableHLOCompositeOptions", "STABLEHLO_REDUCE_WINDOW": "StablehloReduceWindowOptions",
+    "STABLEHLO_SCATTER": "StablehloScatterOptions", "STABLEHLO_GATHER": "StablehloGatherOptions",
+    "EMBEDDING_LOOKUP_SPARSE": "EmbeddingLookupSparseOptions",
 }
 
 
-_INT64_VECTORS = frozenset({"StablehloPadOptions"})  # options tables whose integer vectors are int64
+_INT64_VECTORS = frozenset({"StablehloPadOptions", "StablehloReduceWindowOptions", "StablehloScatterOptions",
+                            "StablehloGatherOptions"})  # options tables whose integer vectors are int64
 
 
 def _module(name: str) -> Any:
@@ -121,6 +127,20 @@ class TFLiteBuilder:
         self.ops: list[_Op] = []
         self.opcodes: list[tuple[int, str, int]] = []
         self.buffers: list[bytes] = [b""]
+        self.called: list[tuple[TFLiteBuilder, list[int], list[int], str]] = []  # subgraphs 1, 2, ...
+
+    def subgraph(self) -> TFLiteBuilder:
+        """A builder of another subgraph of this model: tensors and operators of its own, this model's
+        buffers and operator codes; :meth:`add_subgraph` gives it its index."""
+        sub = TFLiteBuilder.__new__(TFLiteBuilder)
+        sub.rng, sub.description, sub.opcodes, sub.buffers = self.rng, self.description, self.opcodes, self.buffers
+        sub.tensors, sub.ops, sub.called = [], [], []
+        return sub
+
+    def add_subgraph(self, sub: TFLiteBuilder, inputs: Sequence[int], outputs: Sequence[int], name: str) -> int:
+        """Store ``sub`` (from :meth:`subgraph`) with its inputs and outputs; its subgraph index."""
+        self.called.append((sub, list(inputs), list(outputs), name))
+        return len(self.called)
 
     def add_tensor(self, name: str, shape: Sequence[int], dtype: str = "float32", data: Any = None,
                    quant: Quant | None = None, sparsity: SparseSpec | None = None,
@@ -186,11 +206,14 @@ class TFLiteBuilder:
         tensors = [self._tensor(b, t) for t in self.tensors]
         ops = [self._operator(b, op, None if placed is None else placed[len(self.buffers) + i])
                for i, op in enumerate(self.ops)]
-        graph = self._subgraph(b, tensors, ops, inputs, outputs)
+        graphs = [self._subgraph(b, tensors, ops, inputs, outputs)]
+        for sub, sub_inputs, sub_outputs, name in self.called:
+            graphs.append(sub._subgraph(b, [sub._tensor(b, t) for t in sub.tensors],
+                                        [sub._operator(b, op, None) for op in sub.ops], sub_inputs, sub_outputs, name))
         codes = [self._opcode(b, *key) for key in self.opcodes]
         description = b.CreateString(self.description)
         m = _module("Model")
-        vectors = [_offsets(b, codes), _offsets(b, [graph]), _offsets(b, buffers)]
+        vectors = [_offsets(b, codes), _offsets(b, graphs), _offsets(b, buffers)]
         m.Start(b)
         m.AddVersion(b, SCHEMA_VERSION)
         m.AddOperatorCodes(b, vectors[0])
@@ -260,10 +283,10 @@ class TFLiteBuilder:
         return m.End(b)
 
     def _subgraph(self, b: flatbuffers.Builder, tensors: list[int], ops: list[int],
-                  inputs: Sequence[int], outputs: Sequence[int]) -> int:
+                  inputs: Sequence[int], outputs: Sequence[int], name: str = "main") -> int:
         vectors = [_offsets(b, tensors), b.CreateNumpyVector(np.asarray(inputs, np.int32)),
                    b.CreateNumpyVector(np.asarray(outputs, np.int32)), _offsets(b, ops)]
-        name = b.CreateString("main")
+        name = b.CreateString(name)
         m = _module("SubGraph")
         m.Start(b)
         m.AddTensors(b, vectors[0])
@@ -302,14 +325,16 @@ def _camel(name: str) -> str:
 
 def _options(b: flatbuffers.Builder, table: str, values: dict[str, Any]) -> int:
     """An options table from snake_case fields; lists become int32 vectors (float32 where they hold floats),
-    enum names are looked up."""
+    enum names are looked up, other strings are stored as strings, bytes as byte vectors."""
     m = _module(table)
     integer = np.int64 if table in _INT64_VECTORS else np.int32
     vectors = {k: b.CreateNumpyVector(np.asarray(v, np.float32 if any(isinstance(e, float) for e in v) else integer))
                for k, v in values.items() if isinstance(v, (list, tuple))}
+    vectors.update({k: b.CreateString(v) for k, v in values.items() if isinstance(v, str) and k not in _ENUMS})
+    vectors.update({k: b.CreateByteVector(v) for k, v in values.items() if isinstance(v, bytes)})
     m.Start(b)
     for key, value in values.items():
-        if isinstance(value, str):
+        if isinstance(value, str) and key in _ENUMS:
             value = getattr(_ENUMS[key], value)
         getattr(m, "Add" + _camel(key))(b, vectors.get(key, value))
     return m.End(b)

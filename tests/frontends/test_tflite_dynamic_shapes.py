@@ -115,3 +115,37 @@ def test_a_placeholder_input_litert_cannot_run_asks_for_input_shapes(tmp_path: P
     assert "CONV_2D (tensor 'conv')" in result.stderr
     assert "'frames' (signature [1, -1, 12, 3], stored [1, 1, 12, 3])" in result.stderr
     assert "input_shapes" in result.stderr
+
+
+def _loop_over_a_dynamic_input() -> bytes:
+    """WHILE i < 2: x = tanh(x) + x, over ``x`` stored [1, 1] (signature [1, -1]); the loop body's tensors are
+    stored at the placeholder too."""
+    b = TFLiteBuilder(0)
+    x = b.add_tensor("x", (1, 1), shape_signature=(1, -1))
+    cond = b.subgraph()
+    ci, cx = cond.add_tensor("i", (), "int32"), cond.add_tensor("x", (1, 1), shape_signature=(1, -1))
+    more = cond.add_tensor("more", (), "bool")
+    cond.add_op("LESS", [ci, cond.const("n", np.int32(2), "int32")], [more])
+    body = b.subgraph()
+    bi, bx = body.add_tensor("i", (), "int32"), body.add_tensor("x", (1, 1), shape_signature=(1, -1))
+    ni, t, nx = body.add_tensor("next_i", (), "int32"), body.add_tensor("t", (1, 1)), body.add_tensor("next_x", (1, 1))
+    body.add_op("ADD", [bi, body.const("one", np.int32(1), "int32")], [ni], {})
+    body.add_op("TANH", [bx], [t])
+    body.add_op("ADD", [t, bx], [nx], {})
+    options = {"cond_subgraph_index": b.add_subgraph(cond, [ci, cx], [more], "cond"),
+               "body_subgraph_index": b.add_subgraph(body, [bi, bx], [ni, nx], "body")}
+    count, y = b.add_tensor("count", (), "int32"), b.add_tensor("y", (1, 1), shape_signature=(1, -1))
+    b.add_op("WHILE", [b.const("start", np.int32(0), "int32"), x], [count, y], options)
+    return b.finish([x], [y])
+
+
+def test_the_shapes_of_a_loop_body_are_recomputed_too(tmp_path: Path) -> None:
+    """LiteRT's shapes at the given input replace the placeholders in the subgraphs WHILE calls as well."""
+    from accelbuild.frontends.tflite import load_tflite
+
+    data = _loop_over_a_dynamic_input()
+    (tmp_path / "m.tflite").write_bytes(data)
+    model = load_tflite(tmp_path / "m.tflite", {"x": [6]})
+    x = np.random.default_rng(3).standard_normal((1, 6)).astype(np.float32)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, _litert(data, x), rtol=1e-5, atol=1e-6)

@@ -88,17 +88,26 @@ def placeholder_hint(model: Model) -> str:
 
 
 def with_shapes_at(model: Model, wanted: dict[int, tuple[int, ...]]) -> Model:
-    """``model`` with every tensor's shape as LiteRT computes it for the ``wanted`` input shapes."""
+    """``model`` with every tensor's shape as LiteRT computes it for the ``wanted`` input shapes, in the main
+    graph and in the subgraphs its operators call (branches, loop bodies)."""
     if not wanted:
         return model
-    shapes = _litert_shapes(model.path, wanted)
-    tensors = tuple(dataclasses.replace(t, shape=shapes.get(t.index, t.shape)) for t in model.tensors)
-    changed = sum(1 for old, new in zip(model.tensors, tensors) if old.shape != new.shape)
+    shapes = _litert_shapes(model.path, wanted, len(model.subgraphs) + 1)
+    graphs = [_reshaped(model.subgraph(k), shapes.get(k, {})) for k in range(len(model.subgraphs) + 1)]
+    changed = sum(1 for k, graph in enumerate(graphs)
+                  for old, new in zip(model.subgraph(k).tensors, graph.tensors) if old.shape != new.shape)
     log.info("%s: %d tensor shapes recomputed by LiteRT at the given input shapes", model.path.name, changed)
-    return dataclasses.replace(model, tensors=tensors)
+    return dataclasses.replace(graphs[0], subgraphs=tuple(graphs[1:]))
 
 
-def _litert_shapes(path: Path, wanted: dict[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
+def _reshaped(graph: Model, shapes: dict[int, tuple[int, ...]]) -> Model:
+    tensors = tuple(dataclasses.replace(t, shape=shapes.get(t.index, t.shape)) for t in graph.tensors)
+    return dataclasses.replace(graph, tensors=tensors)
+
+
+def _litert_shapes(path: Path, wanted: dict[int, tuple[int, ...]], subgraphs: int
+                   ) -> dict[int, dict[int, tuple[int, ...]]]:
+    """Subgraph index -> tensor index -> shape, after one invocation at the ``wanted`` input shapes."""
     names = ", ".join(f"{list(shape)}" for shape in wanted.values())
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -119,4 +128,5 @@ def _litert_shapes(path: Path, wanted: dict[int, tuple[int, ...]]) -> dict[int, 
     except (RuntimeError, ValueError) as exc:
         reason = " ".join(str(exc).split())[:300]
         raise InputFileError(path, f"LiteRT cannot run the model at input shape(s) {names}: {reason}") from None
-    return {d["index"]: tuple(int(x) for x in d["shape"]) for d in interpreter.get_tensor_details()}
+    return {k: {d["index"]: tuple(int(x) for x in d["shape"]) for d in interpreter.get_tensor_details(k)}
+            for k in range(subgraphs)}

@@ -19,6 +19,9 @@ Naming scheme (so crop points and per-layer bit tables can use the names Netron 
 * Quantized (int8/uint8/int16) graph inputs and outputs keep their integer type under the name ``T``;
   the float value is ``T/float``, made by node ``T/dequantize`` (inputs) or consumed by ``T/quantize``
   (outputs).
+* A subgraph an operator calls (IF's branches, a composite's decomposition, WHILE's body) is converted with
+  its tensors named ``T/<role>/<name>`` (``T``: the calling operator's first output; roles ``then``,
+  ``else``, ``decomposition``, ``cond``, ``body``, ``next``; a CALL_ONCE's initializer ``init<k>/<name>``).
 * Weights permuted for ONNX are initializers ``W/oihw`` (Conv, grouped Conv) or ``W/iohw``
   (ConvTranspose); constants used as they are keep the TFLite name ``W``.
 
@@ -75,6 +78,32 @@ class Graph:
         self.initializers: dict[str, onnx.TensorProto] = {}
         self._taken = set(self.names)  # TFLite names are reserved; helpers never shadow them
         self._cache: dict[tuple, str] = {}
+        self.variables: dict[str, str] = {}  # resource variable -> ONNX tensor of its current value
+        self.handles: dict[int, str] = {}  # VAR_HANDLE output tensor -> its resource variable
+        self.root = model  # the file's main graph: subgraph indices refer to its list
+        self.depth = 0  # how many subgraph calls deep this graph is
+
+    def called(self, sub: Model, consts: dict[int, np.ndarray], prefix: str, inputs: Sequence[str],
+               own_nodes: bool = False) -> Graph:
+        """The graph of a called subgraph ``sub``, its tensors named ``<prefix>/<name>`` and its inputs bound
+        to the ONNX tensors ``inputs``.
+
+        Its nodes and initializers go into this graph (inlined), or with ``own_nodes`` into lists of its own
+        (an ONNX subgraph such as a Loop body); names stay unique across both, and resource variables are
+        shared.
+        """
+        child = Graph.__new__(Graph)
+        child.model, child.consts = sub, consts
+        child.names = [self.fresh(f"{prefix}/{name}") for name in unique_names(sub)]
+        child.values = list(child.names)
+        for index, name in zip(sub.inputs, inputs):
+            child.values[index] = name
+        child.nodes = [] if own_nodes else self.nodes
+        child.initializers = {} if own_nodes else self.initializers
+        child._taken, child._cache = self._taken, {}
+        child.variables, child.handles = self.variables, {}
+        child.root, child.depth = self.root, self.depth + 1
+        return child
 
     # ------------------------------------------------------------------ TFLite side
 

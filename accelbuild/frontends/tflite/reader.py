@@ -11,7 +11,9 @@ fields of the large-model format of TFLite >= 2.10), operators' custom options (
 before any data is touched. Whatever decoding error remains becomes
 ``InputFileError(path, "malformed TFLite file: ...")``.
 
-Only the first subgraph (the model's main function) is decoded.
+The first subgraph is the model's main function; the others (the branches, loop bodies, initializers and
+decompositions that control-flow and StableHLO operators call by index) are decoded alike, each a
+:class:`Model` of its own in ``Model.subgraphs``.
 """
 
 from __future__ import annotations
@@ -108,6 +110,15 @@ class Model:
     operators: tuple[Operator, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    subgraphs: tuple[Model, ...] = ()  # subgraphs 1, 2, ... of the file (each with no subgraphs of its own)
+
+    def subgraph(self, index: int) -> Model:
+        """Subgraph ``index`` of the file (0 is this main graph); an ``IndexError`` past the last one."""
+        if index == 0:
+            return self
+        if not 0 < index <= len(self.subgraphs):
+            raise IndexError(f"subgraph {index} does not exist (the file has {len(self.subgraphs) + 1})")
+        return self.subgraphs[index - 1]
 
 
 def read_model(path: Path) -> Model:
@@ -245,17 +256,22 @@ class _Decoder:
             raise self.bad("the model has no subgraph")
         buffers = self.buffers(model)
         opcodes = [self.opcode(model.OperatorCodes(i)) for i in range(self.count(model, "OperatorCodes", 4))]
-        graph = model.Subgraphs(0)
+        graphs = [self.graph(model, k, buffers, opcodes) for k in range(self.count(model, "Subgraphs", 4))]
+        result = dataclasses.replace(graphs[0], subgraphs=tuple(graphs[1:]))
+        _check_not_compiled(result)
+        for graph in graphs:
+            _check_dataflow(graph)
+        return result
+
+    def graph(self, model: Any, k: int, buffers: list, opcodes: list) -> Model:
+        graph = model.Subgraphs(k)
         tensors = tuple(self.tensor(graph.Tensors(i), i, buffers) for i in range(self.count(graph, "Tensors", 4)))
         operators = tuple(self.operator(graph.Operators(i), i, opcodes, len(tensors))
                           for i in range(self.count(graph, "Operators", 4)))
         inputs = self.indices(graph, "Inputs", len(tensors), "subgraph input")
         outputs = self.indices(graph, "Outputs", len(tensors), "subgraph output")
         tensors = _empty_constants(tensors, operators, inputs)
-        result = Model(self.path, model.Version(), tensors, operators, inputs, outputs)
-        _check_not_compiled(result)
-        _check_dataflow(result)
-        return result
+        return Model(self.path, model.Version(), tensors, operators, inputs, outputs)
 
     def indices(self, obj: Any, vector: str, n_tensors: int, what: str, optional: bool = False) -> tuple[int, ...]:
         values = self.numbers(obj, vector, 4)
@@ -392,6 +408,9 @@ class _Decoder:
         options: dict[str, Any] = {}
         for name, is_vector in fields:
             value = self.numbers(obj, name, 4) if is_vector else getattr(obj, name)()
-            if isinstance(value, (int, float, bool, tuple)):
+            if isinstance(value, bytes):  # a string field (a variable's shared_name, a composite's name)
+                self.budget -= len(value)
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, (int, float, bool, tuple, str)):
                 options[_snake(name)] = value
         return options

@@ -31,26 +31,13 @@ _HOST = "export the model without it (the graph cut before or after it) and run 
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_LOOKUP", "HASHTABLE_SIZE"),
                     "a hash table resource (usually over strings); " + _HOST),
-    **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"),
-                    "resource variables (state kept between invocations); export the model with its variables "
-                    "frozen to constants"),
-    **dict.fromkeys(("IF", "WHILE"), "control flow over subgraphs (only the first subgraph is read); export the "
-                                     "model with its loops unrolled and its branches chosen"),
-    **dict.fromkeys(("STABLEHLO_REDUCE_WINDOW", "STABLEHLO_SCATTER"),
-                    "its reduction is a body subgraph (only the first subgraph is read); convert the model to "
-                    "builtin operators (REDUCE_WINDOW, SCATTER_ND) instead of StableHLO"),
-    "STABLEHLO_GATHER": "general gather dimension numbers; convert the model to builtin operators (GATHER, "
-                        "GATHER_ND) instead of StableHLO",
     **dict.fromkeys(("RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"),
                     "draws random numbers, which no converted result can reproduce; give the random values as a "
                     "model input instead"),
     **dict.fromkeys(("WHERE", "UNIQUE"),
                     "its output size depends on the values (a shape no static graph has); " + _HOST),
-    **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM", "EMBEDDING_LOOKUP_SPARSE"),
-                    "hashing or sparse text features; " + _HOST),
+    **dict.fromkeys(("LSH_PROJECTION", "SKIP_GRAM"), "hashing or text features; " + _HOST),
     "BITCAST": "reinterprets a tensor's bits as another type, which ONNX cannot express; " + _HOST,
-    "STABLEHLO_COMPOSITE": "calls a decomposition subgraph; convert the model with the composite lowered to "
-                           "builtin operators",
 }
 
 

@@ -9,6 +9,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     arithmetic,
     arrays,
     blocks,
+    control,
     conv,
     conv3d,
     detection,
@@ -20,6 +21,7 @@ from accelbuild.frontends.tflite.ops import (  # noqa: F401  (register)
     slicing,
     spatial,
     spectral,
+    stablehlo,
 )
 from accelbuild.frontends.tflite.ops.base import (
     CUSTOM_OPS,

@@ -19,6 +19,7 @@ from accelbuild.frontends.tflite.reader import Operator
 from accelbuild.frontends.tflite.tensors import is_quantized, onnx_type
 
 COMPLEX_OPS = frozenset({"RFFT2D", "COMPLEX_ABS", "REAL", "IMAG"})  # the readers and writer of complex64 tensors
+RESOURCE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})  # those of resource handles
 Converter = Callable[[Graph, Operator], None]
 Result = tuple[bool, str]
 OK: Result = (True, "")
@@ -152,13 +153,14 @@ def padding_known() -> Check:
 
 def _tensor_types(g: Graph, op: Operator) -> Result:
     """Activations are float32, int32, int64, bool or quantized int8/uint8/int16 (with a scale), complex64
-    between RFFT2D and its readers; float16, float64 and sparse tensors only as constants."""
+    between RFFT2D and its readers, resource handles between VAR_HANDLE and its readers; float16, float64 and sparse tensors only as constants."""
     for index in (*op.inputs, *op.outputs):
         if index < 0 or g.const(index) is not None:
             continue
         tensor = g.tensor(index)
         plain = tensor.dtype in ("FLOAT32", "INT32", "INT64", "BOOL") or \
-            (tensor.dtype == "COMPLEX64" and op.name in COMPLEX_OPS)
+            (tensor.dtype == "COMPLEX64" and op.name in COMPLEX_OPS) or \
+            (tensor.dtype == "RESOURCE" and op.name in RESOURCE_OPS)
         if tensor.sparsity is None and (plain or is_quantized(tensor)):
             continue
         kind = "sparse " if tensor.sparsity is not None else ("unquantized " if tensor.dtype in
@@ -189,7 +191,7 @@ def _fused_activation(g: Graph, op: Operator) -> Result:
 
 # which input carries the data (and so the element type of the outputs), where it is not input 0
 DATA_INPUT = {"SPLIT": 1, "TRANSPOSE_CONV": 2, "CONV_3D_TRANSPOSE": 2, "SELECT_V2": 1, "SELECT": 1, "FILL": 1, "EMBEDDING_LOOKUP": 1,
-              "SCATTER_ND": 1, "ONE_HOT": 2, "SPARSE_TO_DENSE": 2}
+              "SCATTER_ND": 1, "ONE_HOT": 2, "SPARSE_TO_DENSE": 2, "EMBEDDING_LOOKUP_SPARSE": 4}
 COMPARISONS = frozenset({"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL"})
 SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "PRELU", "CONCATENATION", "PACK",
                               "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD", "LOGICAL_AND", "LOGICAL_OR",
@@ -197,7 +199,7 @@ SAME_TYPE_INPUTS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", 
 # their outputs' type is the op's own (BOOL, the shape's int type, the index type, the cast's target)
 OWN_OUTPUT_TYPE = frozenset({"SHAPE", "CAST", "ARG_MAX", "ARG_MIN", "RANK", "TOPK_V2", "BUCKETIZE",
                              "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5", *COMPARISONS,
-                             *COMPLEX_OPS})
+                             *COMPLEX_OPS, "READ_VARIABLE", "IF", "WHILE", "STABLEHLO_COMPOSITE"})
 
 
 def _element_types(g: Graph, op: Operator) -> Result:

@@ -1,5 +1,5 @@
 """Index-driven operators: EMBEDDING_LOOKUP, GATHER_ND, SCATTER_ND, the segment reductions, ONE_HOT,
-TOPK_V2, ARG_MAX, ARG_MIN, SPARSE_TO_DENSE and DYNAMIC_UPDATE_SLICE.
+TOPK_V2, ARG_MAX, ARG_MIN, SPARSE_TO_DENSE, DYNAMIC_UPDATE_SLICE and EMBEDDING_LOOKUP_SPARSE.
 
 Indices are cast to int64 for ONNX; index results are cast back to the TFLite output's integer type. The
 segment reductions are ScatterND with a reduction onto a tensor holding the reduction's identity (TFLite's
@@ -253,3 +253,80 @@ def dynamic_update_slice(g: Graph, op: Operator) -> None:
            clamped)
     g.node("Add", [g.add_const(f"{name}/grid", grid), clamped], [positions], positions)
     g.emit(op, "ScatterND", [g.value(op.inputs[0]), positions, g.value(op.inputs[1])])
+
+
+_COMBINERS = {0: "SUM", 1: "MEAN", 2: "SQRTN"}
+
+
+def _sparse_buckets(g: Graph, op: Operator) -> tuple[np.ndarray, int] | str:
+    """Each lookup's output row (its sparse index without the last entry, flattened over ``dense_shape``)
+    and the number of rows; or why the lookups do not form rows in order."""
+    indices = np.asarray(g.const_value(op.inputs[1]), np.int64)
+    dense = [int(d) for d in np.asarray(g.const_value(op.inputs[2])).reshape(-1)]
+    if indices.ndim != 2 or indices.shape[1] != len(dense) or len(dense) < 2 or min(dense) < 1:
+        return f"sparse indices {list(indices.shape)} for dense shape {dense}"
+    if np.any(indices < 0) or np.any(indices >= np.asarray(dense)):
+        return "a sparse index lies outside the dense shape"
+    rows = np.ravel_multi_index(indices[:, :-1].T, dense[:-1]) if len(indices) else np.zeros(0, np.int64)
+    if np.any(np.diff(rows) < 0):
+        return "the sparse indices are not in row order (LiteRT combines each run of one row on its own)"
+    return rows.astype(np.int64), int(np.prod(dense[:-1]))
+
+
+def _lookup_sparse_ok(g: Graph, op: Operator) -> Result:
+    buckets = _sparse_buckets(g, op)
+    if isinstance(buckets, str):
+        return fail(buckets)
+    ids, weights, table = (g.shape(op.inputs[k]) for k in (0, 3, 4))
+    dense = np.asarray(g.const_value(op.inputs[2])).reshape(-1)
+    if len(ids) != 1 or tuple(weights) != tuple(ids) or ids[0] != len(buckets[0]) or len(table) < 2:
+        return fail(f"ids {list(ids)}, weights {list(weights)}, table {list(table)} for {len(buckets[0])} lookups")
+    if op.options.get("combiner", 0) not in _COMBINERS:
+        return fail(f"unknown combiner {op.options.get('combiner')}")
+    want = (*(int(d) for d in dense[:-1]), *table[1:])
+    have = tuple(g.shape(op.outputs[0]))
+    return OK if have == want else fail(f"output shape {list(have)} should be {list(want)}")
+
+
+@register("EMBEDDING_LOOKUP_SPARSE", "Gather of the table rows, times the weights, ScatterND (add) into each "
+                                     "output row, divided by the weights' sum (MEAN) or root sum of squares (SQRTN)",
+          input_count(5), _index_input(0), const_inputs(1, 2, what="sparse indices and dense shape"),
+          Check("1-D ids and weights, one per sparse index; sparse indices in row order inside the dense shape; "
+                "output [dense shape without its last entry, table row]", _lookup_sparse_ok))
+def embedding_lookup_sparse(g: Graph, op: Operator) -> None:
+    name, table = g.name(op), g.shape(op.inputs[4])
+    rows, n_rows = _sparse_buckets(g, op)
+    width = int(np.prod(table[1:]))
+    picked, flat, weighted = g.fresh(f"{name}/rows"), g.fresh(f"{name}/flat"), g.fresh(f"{name}/weighted")
+    g.node("Gather", [g.value(op.inputs[4]), _int64(g, op, 0, "ids")], [picked], picked, axis=0)
+    g.node("Reshape", [picked, g.ints(f"{flat}/shape", [len(rows), width])], [flat], flat)
+    column = g.fresh(f"{name}/weight_column")
+    g.node("Unsqueeze", [g.value(op.inputs[3]), g.ints(f"{column}/axes", [1])], [column], column)
+    g.node("Mul", [flat, column], [weighted], weighted)
+    targets = g.add_const(f"{name}/targets", rows.reshape(-1, 1))
+    summed = g.fresh(f"{name}/sum")
+    g.node("ScatterND", [g.add_const(f"{name}/zeros", np.zeros((n_rows, width), np.float32)), targets, weighted],
+           [summed], summed, reduction="add")
+    combiner = _COMBINERS[op.options.get("combiner", 0)]
+    if combiner != "SUM":
+        weights = g.value(op.inputs[3])
+        if combiner == "SQRTN":
+            squares = g.fresh(f"{name}/squares")
+            g.node("Mul", [weights, weights], [squares], squares)
+            weights = squares
+        total = g.fresh(f"{name}/total")
+        g.node("ScatterND", [g.add_const(f"{name}/no_weight", np.zeros(n_rows, np.float32)), targets, weights],
+               [total], total, reduction="add")
+        if combiner == "SQRTN":
+            root = g.fresh(f"{name}/root")
+            g.node("Sqrt", [total], [root], root)
+            total = root
+        # a row no lookup falls in stays zero (LiteRT does not divide it)
+        filled = np.isin(np.arange(n_rows), rows)
+        divisor, column = g.fresh(f"{name}/divisor"), g.fresh(f"{name}/divisor_column")
+        g.node("Where", [g.add_const(f"{name}/filled", filled), total, g.scalar(1.0)], [divisor], divisor)
+        g.node("Unsqueeze", [divisor, g.ints(f"{column}/axes", [1])], [column], column)
+        combined = g.fresh(f"{name}/combined")
+        g.node("Div", [summed, column], [combined], combined)
+        summed = combined
+    g.node("Reshape", [summed, g.ints(f"{name}/shape", g.shape(op.outputs[0]))], [g.out(op)], name)
