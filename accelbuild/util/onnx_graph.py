@@ -248,6 +248,20 @@ def static_shape(model: onnx.ModelProto, name: str) -> list[int] | None:
     return None
 
 
+def static_shapes(model: onnx.ModelProto) -> dict[str, list[int] | None]:
+    """``static_shape`` of every tensor the graph describes, in one pass (a name it does not describe: absent,
+    which ``.get`` reads as None like ``static_shape``)."""
+    graph = model.graph
+    shapes: dict[str, list[int] | None] = {}
+    for tensor in graph.initializer:
+        shapes.setdefault(tensor.name, list(tensor.dims))
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.name not in shapes and value.type.tensor_type.HasField("shape"):
+            dims = value.type.tensor_type.shape.dim
+            shapes[value.name] = [d.dim_value for d in dims] if all(d.HasField("dim_value") for d in dims) else None
+    return shapes
+
+
 def elem_type(model: onnx.ModelProto, name: str) -> int | None:
     graph = model.graph
     for tensor in graph.initializer:

@@ -56,3 +56,21 @@ def test_a_cycle_is_named() -> None:
     graph = _graph([("a", ["x", "b"]), ("b", ["a"])])
     with pytest.raises(ValueError, match="graph has a cycle near: a, b"):
         g.topological_order(graph)
+
+
+def test_static_shapes_agrees_with_static_shape_name_by_name() -> None:
+    """The one-pass index gives what the per-name lookup gives: an initializer first, then the first shaped
+    description among inputs, value_info and outputs (a symbolic one: None; none at all: absent)."""
+    shaped = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [], "g",
+        [shaped("x", TensorProto.FLOAT, [1, 3]), shaped("w", TensorProto.FLOAT, [9]),
+         helper.make_tensor_value_info("unshaped", TensorProto.FLOAT, None)],
+        [shaped("y", TensorProto.FLOAT, ["n", 2]), shaped("v", TensorProto.FLOAT, [7])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])],
+        value_info=[shaped("v", TensorProto.FLOAT, [5, 5]), shaped("unshaped", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph)
+    shapes = g.static_shapes(model)
+    for name in ["x", "w", "y", "v", "unshaped", "missing"]:
+        assert shapes.get(name) == g.static_shape(model, name), name
+    assert shapes["w"] == [2] and shapes["v"] == [5, 5] and shapes["unshaped"] == [4] and shapes["y"] is None
