@@ -139,8 +139,9 @@ def sole_consumer(graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
 
 
 def readers(graph: onnx.GraphProto, tensor: str) -> list[onnx.NodeProto]:
-    """Nodes that read ``tensor``, as an input or from inside a subgraph."""
-    return [n for n in graph.node if tensor in node_reads(n)]
+    """Nodes that read ``tensor``, as an input or from inside a subgraph (``node_reads``, which walks a node's
+    bodies only when it has some: most nodes are answered by their input list)."""
+    return [n for n in graph.node if (tensor and tensor in n.input) or (subgraphs(n) and tensor in node_reads(n))]
 
 
 def replace_uses(graph: onnx.GraphProto, old: str, new: str) -> None:
