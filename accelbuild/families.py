@@ -214,15 +214,26 @@ def program_file(path: Path) -> tuple[str, ProgramFile] | None:
     return program_file_of(path.name, head)
 
 
-def program_file_of(filename: str, head: bytes) -> tuple[str, ProgramFile] | None:
-    """As ``program_file``, for a file named ``filename`` that starts with ``head``."""
-    kinds = [(name, kind) for name, fam in registered().items() for kind in getattr(fam.target, "files", ())]
+def program_file_of(filename: str, head: bytes, family: str | None = None) -> tuple[str, ProgramFile] | None:
+    """As ``program_file``, for a file named ``filename`` that starts with ``head``; ``family``: only that
+    family's kinds (what a stage of that family wrote), without importing every other family's target."""
+    asked = {family: registered()[family]} if family in registered() else registered()
+    kinds = [(name, kind) for name, fam in asked.items() for kind in getattr(fam.target, "files", ())]
     for name, kind in kinds:
         if head and any(head.startswith(m) for m in kind.magic):
             return name, kind
     for name, kind in kinds:
         if any(filename.lower().endswith(s) for s in kind.suffixes):
             return name, kind
+    return None
+
+
+def family_of_module(module: str) -> str | None:
+    """The registered family whose package holds ``module`` (a stage's module), found without importing it."""
+    for name, fam in registered().items():
+        package = fam.module.rpartition(".")[0]
+        if package and module.startswith(package + "."):
+            return name
     return None
 
 

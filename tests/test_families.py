@@ -35,3 +35,24 @@ def test_program_files_are_chosen_by_magic_before_suffix(tmp_path) -> None:
     dfp.write_bytes(b"not a dfp")
     assert families.program_file(dfp)[0] == "mx3"
     assert families.program_file(tmp_path / "x.bin") is None
+
+
+def test_a_stage_module_belongs_to_the_family_whose_package_holds_it() -> None:
+    assert families.family_of_module("accelbuild.targets.mx3.assemble_stage") == "mx3"
+    assert families.family_of_module("accelbuild.targets.ethos_u.map_stage") == "ethos-u"
+    assert families.family_of_module("accelbuild.stages.import_") is None  # the shared front stages
+    assert families.family_of_module("accelbuild.targets.mx30.stage") is None
+
+
+def test_a_family_named_is_the_only_one_asked_and_imported() -> None:
+    """The artifact cache asks only the family whose stage wrote a large file: a cpu stage's file is not
+    taken for an mx3 DFP, and no other family's target is imported to ask it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom accelbuild import families\n"
+            "print(families.program_file_of('m.dfp', b'ACCELDFP', 'cpu'))\n"
+            "print(sorted(m for m in sys.modules if m.endswith('.target')))\n"
+            "print(families.program_file_of('m.dfp', b'ACCELDFP', 'mx3')[0])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["None", "['accelbuild.targets.cpu.target']", "mx3"]

@@ -166,17 +166,19 @@ class ArtifactCache:
     def _object_path(self, sha: str) -> Path:
         return self.root / "objects" / sha[:2] / sha
 
-    def store(self, key: str, files: Mapping[str, Path | bytes], inputs: Mapping[str, Path] | None = None) -> None:
+    def store(self, key: str, files: Mapping[str, Path | bytes], inputs: Mapping[str, Path] | None = None,
+              family: str | None = None) -> None:
         """Record ``files`` (name -> produced file, or its bytes) under ``key``; large ones as parts, of
         which those found in ``inputs`` (role -> the task's input file) are recorded as references to them
-        (the inputs are read for that only when an output has parts)."""
+        (the inputs are read for that only when an output has parts). ``family``: the family whose stage
+        wrote them (only its program files are looked for: ``file_parts.regions``)."""
         shared: dict[str, tuple[str, int]] | None = None
         listing = {}
         for name, source in sorted(files.items()):
             path = source if isinstance(source, Path) else None
             size = path.stat().st_size if path is not None else len(source)
             data = source if isinstance(source, bytes) else path.read_bytes() if size >= file_parts.MIN_FILE else None
-            found = file_parts.regions(path or name, data) if data is not None else []
+            found = file_parts.regions(path or name, data, family) if data is not None else []
             if not found:
                 sha = file_sha256(path) if data is None else hashlib.sha256(data).hexdigest()
                 self._put_object(sha, path, data)

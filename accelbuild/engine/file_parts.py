@@ -31,8 +31,9 @@ _GRAPH, _INITIALIZER, _RAW_DATA = 7, 5, 9  # field numbers: ModelProto.graph, Gr
 _LEN = 2  # wire type of length-delimited fields
 
 
-def regions(name: str | Path, data: bytes) -> list[tuple[int, int]]:
-    """The sorted, non-overlapping (start, end) ranges of ``data`` (a file named ``name``) worth sharing."""
+def regions(name: str | Path, data: bytes, family: str | None = None) -> list[tuple[int, int]]:
+    """The sorted, non-overlapping (start, end) ranges of ``data`` (a file named ``name``) worth sharing;
+    ``family``: the family that wrote it, the only one asked whether it is one of its program files."""
     name = Path(name).name
     if len(data) < MIN_FILE:
         return []
@@ -40,7 +41,7 @@ def regions(name: str | Path, data: bytes) -> list[tuple[int, int]]:
         if name.lower().endswith(".onnx"):
             found = onnx_tensor_regions(data)
         else:
-            found = _program_file_regions(name, data)
+            found = _program_file_regions(name, data, family)
     except Exception as exc:  # a splitter that trips on odd bytes costs sharing only
         log.debug("no parts for %s: %s", name, exc)
         return []
@@ -69,10 +70,10 @@ def _clean(found: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
     return kept
 
 
-def _program_file_regions(name: str, data: bytes) -> list[tuple[int, int]]:
+def _program_file_regions(name: str, data: bytes, family: str | None) -> list[tuple[int, int]]:
     from accelbuild import families
 
-    found = families.program_file_of(name, data[:64])
+    found = families.program_file_of(name, data[:64], family)
     if found is None or found[1].parts is None:
         return []
     return list(families.handler(found[1].parts)(data))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbuild.engine import info_cache
 from accelbuild.errors import ConfigError, InputFileError
+from accelbuild.util.files import scratch
 
 if TYPE_CHECKING:
     import onnx
@@ -59,7 +60,7 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
         raise InputFileError(path, f"not a model file (expected {', '.join(MODEL_FORMATS)})")
     if not path.is_file():
         raise InputFileError(path, "no such file")
-    with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp, scratch(Path(tmp)):
         yaml_path = Path(tmp) / "model.yaml"
         shapes = json.dumps({name: list(shape) for name, shape in (input_shapes or {}).items()} or "auto")
         yaml_path.write_text(f"accelbuild: 1\nname: model\nmodels:\n  - name: model\n"

@@ -23,6 +23,7 @@ from accelbuild.engine.state import conversions_dir
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError, StageError, UserError
 from accelbuild.frontends.tensorflow import conversion_cache
 from accelbuild.stages.context import StageContext
+from accelbuild.util.files import scratch
 
 
 def check_models(pipelines: list[PipelineSpec]) -> None:
@@ -55,7 +56,7 @@ def _check(pipelines: list[PipelineSpec], errors: list[UserError], failed: set[t
     model_said: dict[tuple[str, str | None], list[str]] = {}
     model_errors = dict.fromkeys(keys, 0)
     try:
-        with tempfile.TemporaryDirectory(prefix="accelbuild-validate-") as tmp, \
+        with tempfile.TemporaryDirectory(prefix="accelbuild-validate-") as tmp, scratch(Path(tmp)), \
                 conversion_cache(conversions_dir()):
             _check_jobs(todo, pipelines, errors, failed, Path(tmp), said, model_said, model_errors)
     finally:

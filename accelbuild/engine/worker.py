@@ -22,7 +22,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from accelbuild import __version__
+from accelbuild import __version__, families
 from accelbuild.engine import executor as executors
 from accelbuild.engine import read_guard
 from accelbuild.engine.cache import ArtifactCache, cache_key
@@ -101,7 +101,7 @@ def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Exec
         if missing:
             raise RuntimeError(f"stage {job.stage} did not write {', '.join(missing)}")
         if status == "ran":
-            cache.store(key, _cache_files(produced), job.inputs)
+            cache.store(key, _cache_files(produced), job.inputs, families.family_of_module(job.module))
         for name, final in job.outputs.items():
             _publish(produced.get(name), final, staging)
     finally:

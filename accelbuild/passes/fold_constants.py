@@ -2,7 +2,8 @@
 
 Once input shapes are fixed, ``Shape``/``Size`` of a tensor with a static shape is a constant; the
 Gather/Concat/Range/... chains hanging off them then have only constant inputs. We evaluate every such
-node (with onnx's reference evaluator, in one batch per round), store the results as initializers and
+node (the common shape operators with the reference's own numpy code, ``constant_ops``; any other batch with
+onnx's reference evaluator, one batch per round), store the results as initializers and
 drop the nodes; ``Constant`` nodes become initializers the same way. Rounds repeat with fresh shape
 inference until nothing changes. Folding is exact: it runs the same operators on the same values.
 Nodes with subgraphs are never folded, and a folded value that only a subgraph reads stays (the graph
@@ -15,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from accelbuild.passes import constant_ops
 from accelbuild.util import onnx_graph as g
 from accelbuild.util.shape_inference import infer_shapes
 
@@ -47,13 +49,14 @@ def _fold_round(model: onnx.ModelProto) -> list[str]:
     known = {t.name for t in graph.initializer} | {""}
     values: dict[str, np.ndarray] = {}
     foldable: list[onnx.NodeProto] = []
+    shapes = g.static_shapes(model)  # the graph does not change until the values are stored
     for node in g.topological_order(graph):
-        shape_value = _static_shape_value(model, node)
+        shape_value = _static_shape_value(shapes, node)
         if shape_value is not None:
             values[node.output[0]] = shape_value
             foldable.append(node)
             known.add(node.output[0])
-        elif _can_fold(model, node, known):
+        elif _can_fold(shapes, node, known):
             foldable.append(node)
             known.update(node.output)
     if not foldable:
@@ -63,7 +66,7 @@ def _fold_round(model: onnx.ModelProto) -> list[str]:
             values[node.output[0]] = _constant_value(node)
     values.update(_evaluate(model, [n for n in foldable if n.output[0] not in values], values))
     for name, value in list(values.items()):  # the evaluator may drop scalar ranks: trust inference
-        shape = g.static_shape(model, name)
+        shape = shapes.get(name)
         if shape is not None and list(value.shape) != shape and value.size == int(np.prod(shape, dtype=np.int64)):
             values[name] = value.reshape(shape)
     for name, value in values.items():
@@ -72,11 +75,11 @@ def _fold_round(model: onnx.ModelProto) -> list[str]:
     return [f"{n.op_type} {n.name or n.output[0]}" for n in foldable]
 
 
-def _static_shape_value(model: onnx.ModelProto, node: onnx.NodeProto) -> np.ndarray | None:
+def _static_shape_value(shapes: dict[str, list[int] | None], node: onnx.NodeProto) -> np.ndarray | None:
     """The value of Shape/Size on a tensor whose shape is known."""
     if node.op_type not in ("Shape", "Size") or node.domain not in ("", "ai.onnx"):
         return None
-    shape = g.static_shape(model, node.input[0])
+    shape = shapes.get(node.input[0])
     if shape is None:
         return None
     if node.op_type == "Size":
@@ -97,31 +100,38 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
 
 
-def _can_fold(model: onnx.ModelProto, node: onnx.NodeProto, known: set[str]) -> bool:
+def _can_fold(shapes: dict[str, list[int] | None], node: onnx.NodeProto, known: set[str]) -> bool:
     if node.op_type in _NEVER_FOLD or node.domain not in ("", "ai.onnx") or g.subgraphs(node):
         return False
     if not all(name in known for name in node.input):
         return False
-    limit = max([MAX_FOLDED_ELEMENTS, *(_elements(model, name) for name in node.input if name)])
-    return all(_elements(model, out) <= limit for out in node.output)
+    limit = max([MAX_FOLDED_ELEMENTS, *(_elements(shapes, name) for name in node.input if name)])
+    return all(_elements(shapes, out) <= limit for out in node.output)
 
 
-def _elements(model: onnx.ModelProto, name: str) -> int:
+def _elements(shapes: dict[str, list[int] | None], name: str) -> int:
     """A tensor's element count where its shape is known, else 0."""
-    shape = g.static_shape(model, name)
+    shape = shapes.get(name)
     return 0 if shape is None else int(np.prod(shape, dtype=np.int64))
 
 
 def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],
               computed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run the constant nodes once, on the constants they read, with onnx's reference evaluator."""
+    """Run the constant nodes once, on the constants they read: with ``constant_ops`` where it has every node,
+    else with onnx's reference evaluator."""
     if not nodes:
         return {}
-    from onnx.reference import ReferenceEvaluator
-
     produced = {o for n in nodes for o in n.output if o}
     needed = {i for n in nodes for i in n.input if i and i not in produced}
     inits = [t for t in model.graph.initializer if t.name in needed]
+    if not any(onnx.external_data_helper.uses_external_data(t) for t in inits):
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        read = {t.name: numpy_helper.to_array(t) for t in inits}
+        found = constant_ops.evaluate(nodes, {**read, **{k: v for k, v in computed.items() if k in needed}}, opset)
+        if found is not None:
+            return {name: found[name] for name in sorted(produced)}
+    from onnx.reference import ReferenceEvaluator
+
     inits += [numpy_helper.from_array(v, k) for k, v in computed.items() if k in needed]
     outputs = [helper.make_empty_tensor_value_info(name) for name in sorted(produced)]
     sub = helper.make_graph(nodes, "constants", [], outputs, initializer=inits)

@@ -139,8 +139,9 @@ def sole_consumer(graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
 
 
 def readers(graph: onnx.GraphProto, tensor: str) -> list[onnx.NodeProto]:
-    """Nodes that read ``tensor``, as an input or from inside a subgraph."""
-    return [n for n in graph.node if tensor in node_reads(n)]
+    """Nodes that read ``tensor``, as an input or from inside a subgraph (``node_reads``, which walks a node's
+    bodies only when it has some: most nodes are answered by their input list)."""
+    return [n for n in graph.node if (tensor and tensor in n.input) or (subgraphs(n) and tensor in node_reads(n))]
 
 
 def replace_uses(graph: onnx.GraphProto, old: str, new: str) -> None:
@@ -246,6 +247,20 @@ def static_shape(model: onnx.ModelProto, name: str) -> list[int] | None:
                 return [d.dim_value for d in dims]
             return None
     return None
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, list[int] | None]:
+    """``static_shape`` of every tensor the graph describes, in one pass (a name it does not describe: absent,
+    which ``.get`` reads as None like ``static_shape``)."""
+    graph = model.graph
+    shapes: dict[str, list[int] | None] = {}
+    for tensor in graph.initializer:
+        shapes.setdefault(tensor.name, list(tensor.dims))
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.name not in shapes and value.type.tensor_type.HasField("shape"):
+            dims = value.type.tensor_type.shape.dim
+            shapes[value.name] = [d.dim_value for d in dims] if all(d.HasField("dim_value") for d in dims) else None
+    return shapes
 
 
 def elem_type(model: onnx.ModelProto, name: str) -> int | None:

@@ -56,3 +56,40 @@ def test_a_cycle_is_named() -> None:
     graph = _graph([("a", ["x", "b"]), ("b", ["a"])])
     with pytest.raises(ValueError, match="graph has a cycle near: a, b"):
         g.topological_order(graph)
+
+
+def test_static_shapes_agrees_with_static_shape_name_by_name() -> None:
+    """The one-pass index gives what the per-name lookup gives: an initializer first, then the first shaped
+    description among inputs, value_info and outputs (a symbolic one: None; none at all: absent)."""
+    shaped = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [], "g",
+        [shaped("x", TensorProto.FLOAT, [1, 3]), shaped("w", TensorProto.FLOAT, [9]),
+         helper.make_tensor_value_info("unshaped", TensorProto.FLOAT, None)],
+        [shaped("y", TensorProto.FLOAT, ["n", 2]), shaped("v", TensorProto.FLOAT, [7])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])],
+        value_info=[shaped("v", TensorProto.FLOAT, [5, 5]), shaped("unshaped", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph)
+    shapes = g.static_shapes(model)
+    for name in ["x", "w", "y", "v", "unshaped", "missing"]:
+        assert shapes.get(name) == g.static_shape(model, name), name
+    assert shapes["w"] == [2] and shapes["v"] == [5, 5] and shapes["unshaped"] == [4] and shapes["y"] is None
+
+
+def test_readers_are_the_nodes_whose_reads_name_the_tensor() -> None:
+    """An input, an If branch reading an outer value, a branch defining its own value of that name, an
+    empty optional input: readers agrees with node_reads, node by node."""
+    outer = helper.make_graph([helper.make_node("Identity", ["w"], ["t"])], "then", [],
+                              [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])])
+    own = helper.make_graph([helper.make_node("Constant", [], ["w"], value_float=1.0),
+                             helper.make_node("Identity", ["w"], ["e"])], "else", [],
+                            [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1])])
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+             helper.make_node("If", ["c"], ["i"], name="if", then_branch=outer, else_branch=own),
+             helper.make_node("Clip", ["a", "", "w"], ["clip"], name="clip"),
+             helper.make_node("If", ["c"], ["j"], name="if_own", then_branch=own, else_branch=own)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("clip", TensorProto.FLOAT, [1])])
+    for tensor in ["x", "w", "a", "c", "", "t", "missing"]:
+        assert g.readers(graph, tensor) == [n for n in graph.node if tensor in g.node_reads(n)], tensor
+    assert [n.name for n in g.readers(graph, "w")] == ["add", "if", "clip"]

@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import onnx
-from google.protobuf.message import DecodeError
-
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.targets.mx3.hardware import HardwareProfile
+from accelbuild.util import onnx_wire
 
 
 @dataclass(frozen=True)
@@ -86,22 +84,21 @@ def mac_weight_sizes(path: Path, hw: HardwareProfile) -> list[int]:
 @lru_cache(maxsize=32)
 def _weighted_nodes(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, int], ...]:
     """(op type, elements of its input-1 initializer) of every live node that has one; parsed once per file
-    version (the variants of a matrix load one model many times)."""
+    version (the variants of a matrix load one model many times), from the wire format (``onnx_wire``: loading
+    a pipeline does not import onnx)."""
     try:
-        model = onnx.ModelProto()
-        model.ParseFromString(Path(path).read_bytes())
-    except (OSError, DecodeError, ValueError, RuntimeError):  # the import stage reports an unreadable model
+        graph = onnx_wire.read_graph(Path(path).read_bytes())
+    except (OSError, ValueError):  # the import stage reports an unreadable model
         return ()
-    graph = model.graph
-    dims = {t.name: list(t.dims) for t in graph.initializer}
+    dims = graph.initializer_dims
     return tuple((node.op_type, math.prod(dims[node.input[1]])) for node in _live_nodes(graph)
                  if len(node.input) > 1 and node.input[1] in dims)
 
 
-def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def _live_nodes(graph: onnx_wire.Graph) -> list[onnx_wire.Node]:
     """The nodes a graph output depends on."""
     producer = {out: node for node in graph.node for out in node.output if out}
-    wanted = [o.name for o in graph.output]
+    wanted = list(graph.output)
     seen: set[int] = set()
     live = []
     while wanted:

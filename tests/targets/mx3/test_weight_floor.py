@@ -54,3 +54,18 @@ def test_the_floor_is_what_the_mapper_needs_and_a_cropped_model_is_not_counted(p
     assert run_cli("validate", "p.yaml", cwd=project).code == 0
     mapped = run_cli("run", "p.yaml", "--until", "map", cwd=project)
     assert mapped.code == 2 and "p.yaml:3:43: the models need at least 2 chips" in mapped.stderr
+
+
+def test_loading_a_pipeline_counts_the_weights_without_importing_onnx(project: Path) -> None:
+    """A warm validate (the model checked before) reads the weight floor from the wire format: onnx, the
+    slowest import there is, stays out of the process."""
+    import subprocess
+    import sys
+
+    onnx.save(chain(["conv", "relu"] * 6, channels=64, size=8), project / "models/wide.onnx")
+    _pipeline(project, "1")
+    code = ("import sys\nfrom accelbuild.config.load import load_pipelines\nfrom accelbuild.errors import ConfigErrors\n"
+            "try:\n    load_pipelines(['p.yaml'])\nexcept ConfigErrors as e:\n    print(e.errors[0].message[:39])\n"
+            "print('onnx' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["num_chips is 1, but the models' weights", "False"], done.stderr
