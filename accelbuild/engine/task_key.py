@@ -43,13 +43,14 @@ def definition(stage: str, code: str, params_json: Any) -> str:
     return json_digest({"stage": stage, "code": code, "params": params_json})
 
 
-def task_key(definition_digest: str, input_digests: Mapping[str, str], version: str = __version__) -> str:
-    """The key of one task run: its ``definition``, the SHA-256 of each input by role, accelbuild's version."""
+def task_key(definition_digest: str, input_digests: Mapping[str, str], version: str | None = None) -> str:
+    """The key of one task run: its ``definition``, the SHA-256 of each input by role, accelbuild's version
+    (``version``, else this one's)."""
     return json_digest({
         "format": FORMAT,
         "task": definition_digest,
         "inputs": dict(sorted(input_digests.items())),
-        "accelbuild": version,
+        "accelbuild": version or __version__,
     })
 
 
@@ -69,7 +70,7 @@ def object_name(sha256: str) -> str:
 
 
 def invocation_key(cwd: str, argv: Sequence[str], environment: Mapping[str, str], python: Sequence[Any],
-                   package_folder: str, version: str = __version__) -> str:
+                   package_folder: str, version: str | None = None) -> str:
     """The no-op stamp's key: one command line (``argv``, ``-j`` included) run from ``cwd`` with these
     ``ACCELBUILD_*`` variables, this interpreter (executable, version, ``sys.path``) and this accelbuild."""
     return json_digest({
@@ -78,12 +79,12 @@ def invocation_key(cwd: str, argv: Sequence[str], environment: Mapping[str, str]
         "argv": list(argv),
         "env": sorted(environment.items()),
         "python": list(python),
-        "accelbuild": [version, package_folder],
+        "accelbuild": [version or __version__, package_folder],
     })
 
 
 def checked_model_key(family: str, definitions: Sequence[tuple[str, str]], model_digests: Mapping[str, str],
-                      family_code: str | None, version: str = __version__) -> str:
+                      family_code: str | None, version: str | None = None) -> str:
     """A model ``validate`` checked: the family, its import and crop tasks' ``(stage, definition)``, the
     SHA-256 of the model's files by role and, where the family checks the model itself, its code digest."""
     return json_digest({
@@ -92,7 +93,7 @@ def checked_model_key(family: str, definitions: Sequence[tuple[str, str]], model
         "tasks": sorted([stage, digest] for stage, digest in definitions),
         "model": dict(sorted(model_digests.items())),
         "family_code": family_code,
-        "accelbuild": version,
+        "accelbuild": version or __version__,
     })
 
 

@@ -48,9 +48,10 @@ def test_the_key_ignores_parameter_and_input_order() -> None:
 
 
 def test_the_version_is_hashed_once_in_the_task_key_not_in_the_definition(monkeypatch) -> None:
-    before = task_key.definition("import", "code1", {})
+    before = task_key.definition("import", "code1", {}), task_key.task_key(D, INPUTS)
     monkeypatch.setattr(task_key, "__version__", "99.0.0")
-    assert task_key.definition("import", "code1", {}) == before
+    assert task_key.definition("import", "code1", {}) == before[0]
+    assert task_key.task_key(D, INPUTS) == task_key.task_key(D, INPUTS, "99.0.0") != before[1]
 
 
 def test_cache_entries_local_and_remote_are_named_by_the_key() -> None:
