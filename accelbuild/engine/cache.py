@@ -12,8 +12,8 @@ that input of the task: the key pins the input's content, so they are there when
 32 closed-loop splits then share one weights section, and an imported model shares its tensors with the
 user's file. ``usage`` tells the bytes stored from the logical size (every entry's files as restored).
 
-A key digests the stage, its parameter digest, the contents of its inputs and the tool version, never a
-path, so a cache copied to another checkout (CI) still hits. Objects are written before the entry that
+An entry's key is the task key (``engine/task_key.py``: the stage's definition, the contents of its inputs
+and accelbuild's version), never a path, so a cache copied to another checkout (CI) still hits. Objects are written before the entry that
 names them, each atomically, so a killed build never leaves an entry pointing at a partial object. On
 restore every object is re-hashed: an entry whose objects were edited or truncated is dropped (and the
 stage rebuilt), never served.
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelbuild.engine import file_parts
+from accelbuild.engine.task_key import entry_name, object_name
 from accelbuild.util.files import (
     atomic_writer,
     copy_atomic,
     file_sha256,
-    json_digest,
     write_bytes_atomic,
     write_json_atomic,
 )
@@ -144,27 +144,16 @@ def _touch(path: Path) -> None:
         pass  # a read-only cache is still a cache
 
 
-def cache_key(stage: str, param_digest: str, input_digests: Mapping[str, str], version: str) -> str:
-    """The build key of one stage run: what it does, with what, on which inputs, by which tool."""
-    return json_digest({
-        "format": ENTRY_FORMAT,
-        "stage": stage,
-        "params": param_digest,
-        "inputs": dict(sorted(input_digests.items())),
-        "version": version,
-    })
-
-
 class ArtifactCache:
     def __init__(self, root: Path, remote: RemoteStore | None = None) -> None:
         self.root = Path(root)
         self.remote = remote  # a shared cache behind this one: read on a local miss, written back
 
     def _entry_path(self, key: str) -> Path:
-        return self.root / "entries" / key[:2] / f"{key}.json"
+        return self.root / entry_name(key)
 
     def _object_path(self, sha: str) -> Path:
-        return self.root / "objects" / sha[:2] / sha
+        return self.root / object_name(sha)
 
     def store(self, key: str, files: Mapping[str, Path | bytes], inputs: Mapping[str, Path] | None = None,
               family: str | None = None) -> None:

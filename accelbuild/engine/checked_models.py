@@ -1,24 +1,25 @@
 """The state dir's record of models ``validate`` has opened without a problem, by content.
 
 ``validate`` runs the import and crop stages on every model (``preflight``): most of its time, and the
-reason it imports onnx and onnxruntime at all. A model that passed is recorded under a key that digests
-everything those checks read: the import job's input files (the model and its external data, by content),
-the import and crop jobs' parameter digests (their parameters, the code of their stages and accelbuild's
-version), and, where the pipeline's family checks the AI section itself (``model_problems``), that family's
-code. The next ``validate`` of the same model with the same settings says the same without opening it, and
-repeats the warnings the stages gave. A model with representative data (``models[].data``: a folder whose
-images are checked one by one) or per-layer ``bits`` is always checked in full.
+reason it imports onnx and onnxruntime at all. A model that passed is recorded under a key
+(``task_key.checked_model_key``) that digests everything those checks read: the import job's input files
+(the model and its external data, by content), the import and crop tasks' definitions (their parameters
+and the code of their stages), accelbuild's version and, where the pipeline's family checks the AI section
+itself (``model_problems``), that family's code. The next ``validate`` of the same model with the same
+settings says the same without opening it, and repeats the warnings the stages gave. A model with
+representative data (``models[].data``: a folder whose images are checked one by one) or per-layer
+``bits`` is always checked in full.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from accelbuild.engine.task_key import checked_model_key
 from accelbuild.util.files import file_sha256, write_json_atomic
 
 if TYPE_CHECKING:
@@ -44,16 +45,16 @@ class CheckedModels:
         model = next((m for m in pipeline.models if m.name == jobs[0].model_name), None)
         if model is None or model.data is not None or model.quantize.bits or model.quantize.bits_file is not None:
             return None
-        material: list[object] = [FORMAT, pipeline.target.family]
-        for job in sorted(jobs, key=lambda j: j.stage):
-            material.append([job.stage, job.param_digest])
+        files: dict[str, str] = {}
+        for job in jobs:
             if job.stage == "import":
                 try:
-                    material += [[role, file_sha256(path)] for role, path in sorted(job.inputs.items())]
+                    files = {role: file_sha256(path) for role, path in job.inputs.items()}
                 except OSError:
                     return None  # a missing model: the full check says so
-        material.append(code_digest(tuple(get_target(pipeline.target.family).code)))  # its model_problems
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+        family_code = code_digest(tuple(get_target(pipeline.target.family).code))  # its model_problems
+        return checked_model_key(pipeline.target.family, [(job.stage, job.param_digest) for job in jobs], files,
+                                 family_code)
 
     def warnings(self, key: str) -> list[str] | None:
         """The warnings recorded with a passed model, or None if ``key`` has not passed."""

@@ -1,10 +1,12 @@
 """The doit side of a build: jobs become doit tasks (through a ``TaskLoader2``), results come back
 through a reporter, and up-to-date checks are explained for ``status``.
 
-doit decides what is up to date (``file_dep`` contents by MD5, ``targets`` present, ``config_changed``
-on the parameter digest, and ``outputs_unedited``: every output as the task's last run wrote it) and
-schedules tasks, in parallel processes with ``-j N``. Its state DB is a SQLite file in the state dir,
-written in one transaction at the end of a run.
+A task is up to date when its task key (``engine/task_key.py``: definition, inputs by content, version) is
+the one its last successful run recorded in doit's values (``key_unchanged``), its targets exist and every
+output is as that run wrote it (``outputs_unedited``). Inputs are not doit ``file_dep``: an input whose stat
+is as recorded keeps its recorded SHA-256, any other is hashed, and the key decides. doit orders tasks by
+``task_dep`` (each input's producer) and runs them, in parallel processes with ``-j N``. Its state DB is a
+SQLite file in the state dir, written in one transaction at the end of a run.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from doit.dependency import Dependency, MD5Checker, SqliteDB
 from doit.doit_cmd import DoitMain
 from doit.exceptions import BaseFail, UnmetDependency
 from doit.task import Task
-from doit.tools import config_changed
 
 from accelbuild.engine import executor as executors
-from accelbuild.engine import worker
+from accelbuild.engine import task_key, worker
 from accelbuild.engine.cache import ArtifactCache
 from accelbuild.engine.plan import Job
 from accelbuild.engine.remote_cache import REMOTE_DOWN_MARKER, RemoteSpec
@@ -218,14 +219,30 @@ def _relative(path: Path) -> str:
     return os.path.relpath(path)
 
 
-def to_doit_task(job: Job, options: RunOptions) -> Task:
+def key_unchanged(task: Task, values: dict[str, Any], definition: str, inputs: dict[str, str]) -> bool:
+    """doit ``uptodate`` check: the task key of ``definition`` and the ``inputs`` (role -> path) as they are
+    now is the key the last run recorded (never true without a record)."""
+    recorded = values.get("key")
+    if not isinstance(recorded, str):
+        return False
+    current = worker.input_record(inputs, values.get("inputs"))
+    return current is not None and task_key.task_key(definition, worker.digests_of(current)) == recorded
+
+
+def producers(jobs: list[Job]) -> dict[str, str]:
+    """Each output path -> the task id of the job that writes it."""
+    return {str(path): job.task_id for job in jobs for path in job.outputs.values()}
+
+
+def to_doit_task(job: Job, options: RunOptions, made_by: dict[str, str]) -> Task:
+    """``made_by``: ``producers`` of the run's jobs (each input's producer runs first)."""
     return Task(
         job.task_id,
         actions=[(worker.execute, [job, str(options.cache_dir), options.force, options.remote, options.executor])],
-        file_dep=[_relative(p) for p in job.inputs.values()],
+        task_dep=sorted({made_by[str(p)] for p in job.inputs.values() if str(p) in made_by}),
         targets=[_relative(p) for p in job.required_outputs],
         uptodate=[
-            config_changed(job.param_digest),
+            (key_unchanged, [job.param_digest, {role: _relative(p) for role, p in job.inputs.items()}], {}),
             (outputs_unedited, [output_paths(job)], {}),
         ],
         doc=f"{job.stage} {job.model_name or job.pipeline_name}",
@@ -259,7 +276,8 @@ class JobLoader(TaskLoader2):
         }
 
     def load_tasks(self, cmd: Any, pos_args: list[str]) -> list[Task]:
-        return [to_doit_task(job, self.options) for job in self.jobs]
+        made_by = producers(self.jobs)
+        return [to_doit_task(job, self.options, made_by) for job in self.jobs]
 
 
 def run_jobs(jobs: list[Job], options: RunOptions, stream: TextIO | None = None,
@@ -304,8 +322,10 @@ def explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
 
 def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     db_path = options.state_dir / DB_NAME
-    tasks = {job.task_id: to_doit_task(job, options) for job in jobs}
-    producers = {out: job.name for job in jobs for out in map(str, job.outputs.values())}
+    made_by = producers(jobs)
+    tasks = {job.task_id: to_doit_task(job, options, made_by) for job in jobs}
+    names = {job.task_id: job.name for job in jobs}
+    producers_of = {out: names[task] for out, task in made_by.items()}
     explanations: list[Explanation] = []
     will_run: set[str] = set()  # out of date and not in the cache: their outputs are unknown
     restored: dict[str, str] = {}  # output path -> SHA-256 it will have once restored from the cache
@@ -314,11 +334,12 @@ def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
     try:
         for job in jobs:
             reasons = _reasons(job, tasks, dep, options.force)
-            upstream = sorted({producers[p] for p in map(str, job.inputs.values()) if producers.get(p) in will_run})
+            upstream = sorted({producers_of[p] for p in map(str, job.inputs.values())
+                               if producers_of.get(p) in will_run})
             if not reasons and upstream:
                 reasons = [f"runs if {', '.join(upstream)} changes its outputs"]
             listing = None if not reasons or options.force else _cached_outputs(job, cache, restored, will_run,
-                                                                                producers)
+                                                                                producers_of)
             if listing is not None:
                 restored.update({str(job.outputs[name]): sha for name, sha in listing.items() if name in job.outputs})
             elif reasons:
@@ -326,7 +347,7 @@ def _explain(jobs: list[Job], options: RunOptions) -> list[Explanation]:
             explanations.append(Explanation(job.name, bool(reasons), reasons, cached=listing is not None))
     finally:
         if dep is not None:
-            dep.backend._conn.close()  # read-only use: never write the DB back
+            dep.close()  # nothing was set: writes nothing back
     return explanations
 
 
@@ -347,13 +368,14 @@ def _cached_outputs(job: Job, cache: ArtifactCache, restored: dict[str, str], wi
         digests = worker.input_digests(job, digest)
     except OSError:
         return None
-    return None if digests is None else cache.listing(worker.key_of(job, digests))
+    return None if digests is None else cache.listing(task_key.job_key(job, digests))
 
 
 def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bool) -> list[str]:
     if force:
         return ["--force"]
-    if dep is None or not dep._in(job.task_id):
+    values = dep.get_values(job.task_id) if dep is not None else {}
+    if dep is None or not values:
         return ["never built (no record in the state dir)"]
     task = tasks[job.task_id]
     status = dep.get_status(task, tasks, get_log=True)
@@ -364,27 +386,32 @@ def _reasons(job: Job, tasks: dict[str, Task], dep: Dependency | None, force: bo
         if kind == "uptodate_false":
             for check, args, _ in detail:
                 if check is outputs_unedited:
-                    reasons.extend(_output_edits(args[0], dep.get_values(job.task_id)))
+                    reasons.extend(_output_edits(args[0], values))
                 else:
-                    reasons.extend(_parameter_changes(job, dep.get_values(job.task_id)))
-        elif kind == "changed_file_dep":
-            reasons.extend(f"input {_role(job, d)} changed: {d}" for d in detail)
+                    reasons.extend(_key_changes(job, values))
         elif kind == "missing_target":
             reasons.extend(f"output missing: {t}" for t in detail if f"output missing: {t}" not in reasons)
-        elif kind == "missing_file_dep":
-            reasons.extend(f"input {_role(job, d)} missing: {d}" for d in detail)
-        elif kind in ("added_file_dep", "removed_file_dep") and detail:
-            reasons.append(f"inputs {kind.split('_')[0]}: {', '.join(detail)}")
-        elif kind == "checker_changed":
-            reasons.append("dependency checker changed")
     return reasons or ["out of date"]
 
 
-def _role(job: Job, path: str) -> str:
-    for role, p in job.inputs.items():
-        if _relative(p) == path:
-            return role
-    return "file"
+def _key_changes(job: Job, values: dict[str, Any]) -> list[str]:
+    """What moved the task key since the last run: inputs (by role), parameters, code, version."""
+    if not isinstance(values.get("key"), str):
+        return ["built by an older accelbuild (no task key recorded)"]
+    recorded = values.get("inputs") if isinstance(values.get("inputs"), dict) else {}
+    changes = []
+    for role, path in sorted(job.inputs.items()):
+        name = _relative(path)
+        now = worker.input_record({role: path}, {role: recorded.get(role)})
+        before = recorded.get(role)
+        if now is None:
+            changes.append(f"input {role} missing: {name}")
+        elif not isinstance(before, list) or len(before) != 5:
+            changes.append(f"input {role} added: {name}")
+        elif now[role][4] != before[4]:
+            changes.append(f"input {role} changed: {name}")
+    changes.extend(f"input {role} removed" for role in sorted(set(recorded) - set(job.inputs)))
+    return changes + _parameter_changes(job, values, quiet=bool(changes))
 
 
 def _output_edits(outputs: list[str], values: dict[str, Any]) -> list[str]:
@@ -394,7 +421,8 @@ def _output_edits(outputs: list[str], values: dict[str, Any]) -> list[str]:
     return [f"output {'edited' if Path(p).exists() else 'missing'}: {p}" for p in edited]
 
 
-def _parameter_changes(job: Job, values: dict[str, Any]) -> list[str]:
+def _parameter_changes(job: Job, values: dict[str, Any], quiet: bool = False) -> list[str]:
+    """Parameter and code changes; with neither (and not ``quiet``: no input changed either), the version."""
     old = values.get("params")
     changes = [] if isinstance(old, dict) else ["parameters changed"]
     if isinstance(old, dict):
@@ -402,7 +430,7 @@ def _parameter_changes(job: Job, values: dict[str, Any]) -> list[str]:
                    for key, before, after in _differences(old, job.params_json)]
     if values.get("code") != job.code:
         changes.append("accelbuild changed (the code that builds this stage)")
-    return changes or ["accelbuild version changed"]
+    return changes or ([] if quiet else ["accelbuild version changed"])
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:

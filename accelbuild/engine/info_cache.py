@@ -2,15 +2,14 @@
 
 ``accelbuild tensors MODEL`` and ``init`` import the model through the import stage (``model_info``), which
 loads onnx and onnxruntime and runs the graph passes: most of their time. The description (inputs, outputs,
-candidate crop tensors, the auto-crop suggestion) is kept under a key that digests the model's files (by
-content), the import job's parameter digest (its parameters, the import stage's code, accelbuild's
-version) and the code that describes the imported graph; the next command on the same model and shapes
+candidate crop tensors, the auto-crop suggestion) is kept under a key that digests the import task's key
+(the model's files by content, its parameters, the import stage's code, accelbuild's version) and the code
+that describes the imported graph; the next command on the same model and shapes
 reads it back without importing anything heavy.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -35,15 +34,16 @@ def folder() -> Path:
 
 
 def key(job: Job) -> str | None:
-    """The key of the import ``job``'s description; None when a file it reads cannot be read."""
+    """The key of the import ``job``'s description (``task_key.model_info_key``); None when a file it reads
+    cannot be read."""
+    from accelbuild.engine import task_key
     from accelbuild.engine.code_identity import code_digest
 
     try:
-        files = [[role, file_sha256(path)] for role, path in sorted(job.inputs.items())]
+        files = {role: file_sha256(path) for role, path in job.inputs.items()}
     except OSError:
         return None
-    material = [FORMAT, job.param_digest, files, code_digest(DESCRIBING)]
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+    return task_key.model_info_key(task_key.job_key(job, files), code_digest(DESCRIBING))
 
 
 def read(key: str | None, path: Path) -> ModelInfo | None:

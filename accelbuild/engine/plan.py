@@ -6,13 +6,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from accelbuild import __version__
 from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.engine import task_key
 from accelbuild.engine.code_identity import code_digest
 from accelbuild.stages.context import Locator, jsonable
 from accelbuild.stages.declaration import STAGE_ORDER, Stage
 from accelbuild.stages.front import stages_of
-from accelbuild.util.files import json_digest
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Job:
     params: Any  # the stage's frozen parameter object
     params_json: dict[str, Any]  # its canonical JSON form (what ``status`` compares)
     code: str  # digest of the code that produces the outputs
-    param_digest: str  # of stage, params, code and version: doit's config_changed and the cache key
+    param_digest: str  # ``task_key.definition``: stage, code and params (the task key adds inputs, version)
     locate: Locator
     jobs: int = 1
     fans_out: bool = False  # the stage has parallel work of its own (with an executor, it runs here)
@@ -118,8 +117,7 @@ def _job(pipeline: PipelineSpec, stage: Stage, model: ModelSpec | None, memo: di
         params=params,
         params_json=params_json,
         code=code,
-        param_digest=json_digest({"stage": stage.name, "params": params_json, "code": code,
-                                  "version": __version__}),
+        param_digest=task_key.definition(stage.name, code, params_json),
         locate=Locator(pipeline.source, prefix),
         jobs=jobs or 1,
         fans_out=jobs is not None,

@@ -1,7 +1,8 @@
 """A shared artifact cache at an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``file:///…``), behind the
 local ``ArtifactCache``.
 
-The remote keeps the local layout (``objects/ab/<sha256>``, ``entries/12/<key>.json``). Reads go local
+The remote keeps the local layout (``objects/ab/<sha256>``, ``entries/12/<key>.json``, both named by
+``engine/task_key.py``: an entry by its task key, the same key as locally). Reads go local
 first: a local miss fetches the entry, downloads each object it names into the local cache, verifying its
 SHA-256 and size, and records the entry locally last. Writes go back after a task succeeds: each object
 is uploaded once (skipped when the remote already holds one of that size), then the entry, so a reader
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelbuild.engine.cache import ENTRY_FORMAT, objects_in
+from accelbuild.engine.task_key import entry_name, object_name
 from accelbuild.errors import AccelbuildError, UserError
 from accelbuild.util.files import atomic_writer
 
@@ -131,10 +133,10 @@ class RemoteStore:
 
     # layout
     def _entry(self, key: str) -> str:
-        return f"{self.root}/entries/{key[:2]}/{key}.json"
+        return f"{self.root}/{entry_name(key)}"
 
     def _object(self, sha: str) -> str:
-        return f"{self.root}/objects/{sha[:2]}/{sha}"
+        return f"{self.root}/{object_name(sha)}"
 
     # health
     def available(self) -> bool:

@@ -10,8 +10,8 @@ stamp, an unreadable one, another invocation's, any entry moved) the full run ha
 
 What a stamp covers
     - the invocation: current folder, the command line, every ``ACCELBUILD_*`` environment variable, the
-      interpreter and its ``sys.path``, accelbuild's version and folder (the key; another ``-j`` is another
-      stamp);
+      interpreter and its ``sys.path``, accelbuild's version and folder (the key, ``task_key.invocation_key``;
+      another ``-j`` is another stamp);
     - every file that loading the configs and planning opened for reading (configs, ``extends`` bases,
       profile files, models read for their inputs): stat taken when it was opened, before the read, and the
       SHA-256 of its bytes when it is at most ``HASH_AT_MOST`` (the configs are compared by content);
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import accelbuild
-from accelbuild import __version__
+from accelbuild.engine.task_key import invocation_key
 
 log = logging.getLogger(__name__)
 
@@ -100,15 +100,10 @@ class Invocation:
 
 
 def invocation(argv: Iterable[str], state_dir: Path) -> Invocation:
-    material = {
-        "format": FORMAT,
-        "cwd": os.getcwd(),
-        "argv": list(argv),
-        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("ACCELBUILD_")),
-        "python": [sys.executable, sys.version, sys.path],
-        "accelbuild": [__version__, os.path.dirname(os.path.abspath(accelbuild.__file__))],
-    }
-    key = hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+    """This process's invocation (``task_key.invocation_key``) and where its stamp lives."""
+    key = invocation_key(os.getcwd(), list(argv),
+                         {k: v for k, v in os.environ.items() if k.startswith("ACCELBUILD_")},
+                         [sys.executable, sys.version, sys.path], os.path.dirname(os.path.abspath(accelbuild.__file__)))
     return Invocation(key, Path(os.path.abspath(state_dir)))
 
 

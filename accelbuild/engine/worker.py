@@ -16,20 +16,20 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from accelbuild import __version__, families
+from accelbuild import families
 from accelbuild.engine import executor as executors
-from accelbuild.engine import read_guard
-from accelbuild.engine.cache import ArtifactCache, cache_key
+from accelbuild.engine import read_guard, task_key
+from accelbuild.engine.cache import ArtifactCache
 from accelbuild.engine.code_identity import code_digest
 from accelbuild.engine.plan import Job
 from accelbuild.engine.remote_cache import RemoteSpec, open_store
-from accelbuild.errors import AccelbuildError, InputFileError, UserError, render_user_error
+from accelbuild.errors import AccelbuildError, InputFileError, StageError, UserError, render_user_error
 from accelbuild.stages.context import StageContext
 from accelbuild.util.files import file_sha256
 
@@ -56,8 +56,12 @@ def execute(job: Job, cache_dir: str, force: bool = False, remote: RemoteSpec | 
     cache behind the local one; ``executor`` the address of the (open) executor that runs the stage."""
     started = time.monotonic()
     try:
+        inputs = input_record(job.inputs)
+        if inputs is None:
+            raise StageError(f"an input is missing: {', '.join(_missing(job))}")
+        key = task_key.job_key(job, digests_of(inputs))
         cache = ArtifactCache(Path(cache_dir), open_store(remote) if remote is not None else None)
-        status = _build(job, cache, force, executors.get(executor) if executor else None)
+        status = _build(job, key, cache, force, executors.get(executor) if executor else None)
     except UserError as exc:
         return UserFailure(render_user_error(exc))
     except AccelbuildError as exc:  # a stage that cannot do its job on valid input: say why, no traceback
@@ -71,17 +75,20 @@ def execute(job: Job, cache_dir: str, force: bool = False, remote: RemoteSpec | 
         "seconds": round(time.monotonic() - started, 3),
         "params": job.params_json,
         "code": job.code,
+        "key": key,
+        "inputs": inputs,
         "outputs": output_record(job.outputs.values()),
     }
 
 
-def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Executor | None = None) -> str:
-    """Restore or run the stage into a staging folder, then move its files into place.
+def _build(job: Job, key: str, cache: ArtifactCache, force: bool,
+           executor: executors.Executor | None = None) -> str:
+    """Restore the outputs of task key ``key`` or run the stage into a staging folder, then move its files
+    into place.
 
     A restore goes through the staging folder too, so a kill mid-copy leaves nothing in the build dir
     but a staging folder, which the next build that touches this folder sweeps (restored or not).
     """
-    key = job_key(job)
     folder = next(iter(job.outputs.values())).parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -110,8 +117,8 @@ def _build(job: Job, cache: ArtifactCache, force: bool, executor: executors.Exec
 
 
 def job_key(job: Job) -> str:
-    """The job's cache key (hashes its input files, which must exist)."""
-    return key_of(job, _input_digests(job))
+    """The job's task key (hashes its input files, which must exist)."""
+    return task_key.job_key(job, _input_digests(job))
 
 
 def _run_stage(job: Job, staged: dict[str, Path], cache: ArtifactCache | None,
@@ -283,7 +290,32 @@ def input_digests(job: Job, digest: Callable[[Path], str | None]) -> dict[str, s
     return digests
 
 
-def key_of(job: Job, digests: dict[str, str]) -> str:
-    """The job's artifact-cache key."""
-    return cache_key(job.stage, job.param_digest, digests, __version__)
+def input_record(inputs: Mapping[str, Path | str], recorded: Any = None) -> dict[str, list] | None:
+    """``[path, size, mtime_ns, inode, sha256]`` of each input by role (path relative to the current folder,
+    the project root while doit runs); None when one is missing.
 
+    An input whose path and stat are as in ``recorded`` (the record of the task's last run) keeps its
+    recorded SHA-256 without being read, as git and doit do; any other is hashed.
+    """
+    previous = recorded if isinstance(recorded, dict) else {}
+    record: dict[str, list] = {}
+    for role, path in sorted(inputs.items()):
+        name = os.path.relpath(path)
+        try:
+            st = os.stat(name)
+            stat = [name, st.st_size, st.st_mtime_ns, st.st_ino]
+            before = previous.get(role)
+            same = isinstance(before, list) and len(before) == 5 and before[:4] == stat
+            record[role] = [*stat, before[4] if same else file_sha256(Path(name))]
+        except OSError:
+            return None
+    return record
+
+
+def digests_of(record: Mapping[str, list]) -> dict[str, str]:
+    """The SHA-256 of each input by role, from an ``input_record``."""
+    return {role: entry[4] for role, entry in record.items()}
+
+
+def _missing(job: Job) -> list[str]:
+    return [f"{role} ({os.path.relpath(p)})" for role, p in sorted(job.inputs.items()) if not os.path.isfile(p)]

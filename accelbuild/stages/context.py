@@ -1,8 +1,8 @@
 """What every stage's ``run`` receives: one typed, frozen parameter object, its files, and where to say
 what went wrong. Nothing here knows about doit, the state dir or the cache's storage layout.
 
-``params`` is exactly what the build digests for doit's ``config_changed`` and for the artifact cache
-key (``params_digest``), so a stage cannot depend on a setting the build does not track. Positions in the
+``params`` is exactly what the build digests into the task key (``engine/task_key.py``: doit's up-to-date
+check and the artifact cache), so a stage cannot depend on a setting the build does not track. Positions in the
 YAML (``locate``) are not parameters: moving a line does not rebuild anything.
 """
 
