@@ -10,14 +10,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config import compose, schema_check
+from accelbuild.config import compose, formats, schema_check
 from accelbuild.config import validated as validated_module
 from accelbuild.config.spec import (
     MODEL_FORMATS,
     SAVED_MODEL,
     AutoPrecision,
     BenchmarkSpec,
-    ClosedLoopSpec,
     CropSpec,
     DataParams,
     DataSettings,
@@ -76,13 +75,14 @@ def load_file(path: str) -> list[PipelineSpec]:
     merged first; every message points into the file that holds the value."""
     doc = load_yaml(Path(path), shown=path)
     if doc.data is None:
-        raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 1'")
+        raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 2'")
     if not isinstance(doc.data, dict):
         where = doc.where(())
-        raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 1'", doc.snippet(where))
-    if "extends" not in doc.data and "matrix" not in doc.data:
+        raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 2'", doc.snippet(where))
+    if "extends" not in doc.data and "matrix" not in doc.data and not _may_move(doc.data):
         return [_spec(doc, Path(path), None)]
     node, docs = compose.load_chain(Path(path), path)
+    formats.upgrade(node, docs)
     variants = compose.expand_matrix(node, docs, path, matrix_key_path)
     if variants is None:
         return [_spec(compose.compose(node, docs, path), Path(path), None)]
@@ -95,6 +95,11 @@ def load_file(path: str) -> list[PipelineSpec]:
     if errors:
         raise ConfigErrors(errors)
     return specs
+
+
+def _may_move(data: dict[str, Any]) -> bool:
+    """Whether a file without extends or matrix holds keys that are not format 2's (to move, or to refuse)."""
+    return formats.is_format1(data) or any(key not in formats.core_keys() for key in data)
 
 
 def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
@@ -232,7 +237,6 @@ class _Checker:
         target = family.target_spec(data["target"], self)
         models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
         self.unique_model_names(models)
-        closed_loop = self.closed_loop(data["closed_loop"], len(models))
         out = data["output"]
         out_base = self.folder_of(("output", "dir")) if "dir" in out else self.base
         out_dir = Path(os.path.normpath(out_base / out.get("dir", f"build/{base_name}")))
@@ -257,9 +261,7 @@ class _Checker:
             benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
                                     accuracy.get("data"), accuracy["warn_below"],
                                     self.device(bench.get("device"), family)),
-            closed_loop=closed_loop,
-            output=OutputSpec(out_dir / variant if variant else out_dir, out.get("dfp_name", f"{base_name}.dfp"),
-                              out["sim_dfp"]),
+            output=OutputSpec(out_dir / variant if variant else out_dir),
             source=self.doc,
             checks=dict(data.get("checks", {})),
             variant=variant,
@@ -375,15 +377,6 @@ class _Checker:
             AutoPrecision(auto.get("min_cosine", 0.99), auto.get("max_extra_bytes"))
         return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"), target,
                             q.get("activation_bits"), q.get("calibration"), q.get("calibration_frames"))
-
-    def closed_loop(self, c: dict[str, Any], num_models: int) -> ClosedLoopSpec:
-        if c["prioritize_model"] >= num_models:
-            self.error(
-                ("closed_loop", "prioritize_model"),
-                f"prioritize_model {c['prioritize_model']} is not a model index: this pipeline has "
-                f"{num_models} model(s), indices 0..{num_models - 1} (or -1 for the combined FPS)",
-            )
-        return ClosedLoopSpec(c["enabled"], c["jobs"], c["keep_splits"], c["prioritize_model"])
 
     def unique_model_names(self, models: tuple[ModelSpec, ...]) -> None:
         seen: dict[str, int] = {}

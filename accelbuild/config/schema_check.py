@@ -150,13 +150,14 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
         hint = did_you_mean(str(instance), consts) if isinstance(instance, str) else ""
         return path, False, f"expected {wanted}, got {show(instance)}{hint}"
     if kind == "const" and path == ("accelbuild",):
-        if isinstance(instance, str) and instance.strip() == str(error.validator_value):
+        if isinstance(instance, str) and instance.strip() in ("1", str(error.validator_value)):
             return path, False, (
-                f"config format must be the number {error.validator_value}, not the string {instance!r} "
-                f"(write accelbuild: {error.validator_value} without quotes)"
+                f"config format must be the number {instance.strip()}, not the string {instance!r} "
+                f"(write accelbuild: {instance.strip()} without quotes)"
             )
         return path, False, (
-            f"unsupported config format {show(instance)}; this accelbuild reads format 1 (accelbuild: 1)"
+            f"unsupported config format {show(instance)}; this accelbuild reads formats 1 and "
+            f"{error.validator_value} (accelbuild: {error.validator_value})"
         )
     if kind == "const":
         hint = did_you_mean(str(instance), [str(error.validator_value)])

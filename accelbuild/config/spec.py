@@ -144,18 +144,8 @@ class BenchmarkSpec:
 
 
 @dataclass(frozen=True)
-class ClosedLoopSpec:
-    enabled: bool
-    jobs: int
-    keep_splits: bool
-    prioritize_model: int
-
-
-@dataclass(frozen=True)
 class OutputSpec:
     dir: Path
-    dfp_name: str
-    sim_dfp: bool
 
 
 @dataclass(frozen=True)
@@ -167,7 +157,6 @@ class PipelineSpec:
     target: Any  # the family's typed target spec (``.family`` names it); see accelbuild.targets
     models: tuple[ModelSpec, ...]
     benchmark: BenchmarkSpec
-    closed_loop: ClosedLoopSpec
     output: OutputSpec
     source: Any  # YamlDocument, or a ComposedDocument for extends/matrix
     checks: dict[str, float] = field(default_factory=dict)

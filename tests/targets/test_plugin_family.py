@@ -49,7 +49,7 @@ class NoParams:
 
 
 def program_name(pipeline):
-    return Path(pipeline.output.dfp_name).stem + ".toy"
+    return pipeline.base_name + ".toy"
 
 
 def _quantized(pipeline, model):

@@ -43,8 +43,8 @@ def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
 
 
 def package_name(pipeline: PipelineSpec) -> str:
-    """``<name>.tar.gz``: the pipeline's artifact name (``output.dfp_name`` without its extension)."""
-    return f"{Path(pipeline.output.dfp_name).stem}.tar.gz"
+    """The package's file name: ``target.package_name``, else ``<pipeline name>.tar.gz``."""
+    return pipeline.target.package_name or f"{pipeline.base_name}.tar.gz"
 
 
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -161,12 +161,9 @@ class NpuTarget:
         offload = OffloadSettings(o["host"], tuple(o["deny_ops"]), tuple(o["deny_layers"]), o["max_subgraphs"],
                                   o["fail_on_fallback"])
         return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload,
-                             _host_compiler(o, checker))
+                             _host_compiler(o, checker), t.get("package_name"))
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        if spec.closed_loop.enabled:
-            checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family npu has none "
-                                                      "(its scheduler searches tilings with target.effort)")
         for model in spec.models:
             q = model.quantize
             if q.weight_bits == 4:
