@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check configs and the files they reference")
     validate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
 
+    migrate = sub.add_parser("migrate", help="rewrite format-1 pipeline files into format 2 in place, comments kept")
+    migrate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+
     status = sub.add_parser("status", parents=[state, remote], help="which tasks would run, and why")
     status.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     status.add_argument("--json", action="store_true", help="print JSON to stdout")
@@ -652,9 +655,17 @@ CACHE_COMMANDS = {"push": cmd_cache_push, "pull": cmd_cache_pull, "info": cmd_ca
 # -- end of cache push / pull ---------------------------------------------------------------------------
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from accelbuild.config.migrate import migrate_files
+
+    print("\n".join(migrate_files(args.pipelines)))
+    return 0
+
+
 COMMANDS = {
     "run": cmd_run,
     "validate": cmd_validate,
+    "migrate": cmd_migrate,
     "status": cmd_status,
     "clean": cmd_clean,
     "inspect": cmd_inspect,

@@ -48,6 +48,11 @@ def is_format1(data: Any) -> bool:
     return isinstance(data, dict) and type(data.get("accelbuild")) is int and data["accelbuild"] == 1
 
 
+def family_table(name: str) -> dict[PathKey, Move]:
+    """Every format-1 key and where family ``name`` puts it (empty for an unknown family)."""
+    return _family_moves(name) or {}
+
+
 def _family_moves(name: str) -> dict[PathKey, Move] | None:
     """The moves of family ``name`` (every registered family's format-1 keys; None: no such family)."""
     found = registry.registered()
@@ -82,15 +87,16 @@ def moves_in(root: Node, family: str) -> list[tuple[Move, Node]]:
     return sorted(found, key=lambda item: item[0].source)
 
 
-def upgrade(root: Node, docs: dict[str, YamlDocument]) -> None:
+def upgrade(root: Node, docs: dict[str, YamlDocument], family: str | None = None, notes: bool = True) -> None:
     """Move the format-1 keys of the merged tree ``root`` to their format-2 places, in place; a format-1 key
-    written in a format-2 file is an error at the key. Each moved key is noted at its position."""
+    written in a format-2 file is an error at the key. Each moved key is noted at its position (``notes``).
+    ``family``: the pipeline's (default: the tree's own ``target.family``)."""
     if not isinstance(root.value, dict):
         return
     target = root.value.get("target")
     if target is not None and not isinstance(target.value, dict):
         return  # the schema says what is wrong with it
-    family = family_of(root)
+    family = family or family_of(root)
     if _family_moves(family) is None:
         return  # an unknown family: the schema says so
     errors: list[ConfigError] = []
@@ -103,7 +109,8 @@ def upgrade(root: Node, docs: dict[str, YamlDocument]) -> None:
             errors.append(ConfigError(where, f"{'.'.join(move.source)} is a format-1 key; {place}",
                                       doc.snippet(where)))
             continue
-        log.info("%s: note: %s (run accelbuild migrate %s)", where, move.note(), node.file)
+        if notes:
+            log.info("%s: note: %s (run accelbuild migrate %s)", where, move.note(), node.file)
         _remove(root, move.source)
         if move.dest is not None:
             moved = Node(move.value(node.value), node.file, node.at)
@@ -111,7 +118,7 @@ def upgrade(root: Node, docs: dict[str, YamlDocument]) -> None:
             if current is None or rank.get(node.file, 0) < rank.get(current.file, 0):
                 _put(root, move.dest, moved)
     _drop_empty_sections(root, docs, family)
-    _upgrade_matrix(root, docs, family)
+    _upgrade_matrix(root, docs, family, notes)
     version = root.value.get("accelbuild")
     if version is not None and is_format1({"accelbuild": version.value}):
         root.value["accelbuild"] = Node(FORMAT, version.file, version.at)
@@ -135,7 +142,7 @@ def core_keys() -> list[str]:
     return list(load_schema("pipeline.schema.json")["properties"])
 
 
-def _upgrade_matrix(root: Node, docs: dict[str, YamlDocument], family: str) -> None:
+def _upgrade_matrix(root: Node, docs: dict[str, YamlDocument], family: str, notes: bool) -> None:
     """Matrix keys of format-1 files that name a moved key name its format-2 place."""
     matrix = root.value.get("matrix")
     if matrix is None or not isinstance(matrix.value, dict) or not is_format1(docs[matrix.file].data):
@@ -148,7 +155,8 @@ def _upgrade_matrix(root: Node, docs: dict[str, YamlDocument], family: str) -> N
             renamed[key] = values
             continue
         where = docs[values.file].where(values.at[:-1] + (key,), key=True)
-        log.info("%s: note: matrix key %s (run accelbuild migrate %s)", where, move.note(), values.file)
+        if notes:
+            log.info("%s: note: matrix key %s (run accelbuild migrate %s)", where, move.note(), values.file)
         if move.dest is None:
             continue
         if isinstance(values.value, list):

@@ -63,7 +63,7 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
     with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp:
         yaml_path = Path(tmp) / "model.yaml"
         shapes = json.dumps({name: list(shape) for name, shape in (input_shapes or {}).items()} or "auto")
-        yaml_path.write_text(f"accelbuild: 1\nname: model\nmodels:\n  - name: model\n"
+        yaml_path.write_text(f"accelbuild: 2\nname: model\nmodels:\n  - name: model\n"
                              f"    path: {json.dumps(str(path.absolute()))}\n    input_shapes: {shapes}\n")
         try:
             job = plan([load_pipeline(str(yaml_path))], until="import")[0]
@@ -227,7 +227,7 @@ def starter_pipeline(info: ModelInfo, yaml_path: Path, family: str = "mx3", plat
     return (
         f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
         "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
-        "accelbuild: 1\n"
+        "accelbuild: 2\n"
         f"name: {name}\n"
         "target:\n"
         f"{target}\n"
