@@ -222,6 +222,24 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
     return [ConfigError(where, message, doc.snippet(where)) for where, message in found]
 
 
+def validate_at(doc: YamlDocument, path: tuple[Any, ...], schema: dict[str, Any],
+                root: dict[str, Any]) -> list[ConfigError]:
+    """Schema errors of the value at ``path`` of ``doc`` against ``schema`` (a part of ``root``)."""
+    value: Any = doc.data
+    for part in path:
+        value = value[part]
+    found = []
+    for error in _validator_for(schema, root).iter_errors(value):
+        if _misspelt_required(error, root):
+            continue
+        at, at_key, message = _explain(error, root)
+        where = doc.where(path + at, key=at_key)
+        if at_key and message.startswith("unknown key"):
+            message = message.replace(f" in {_location(at[:-1])}", f" in {_location(path + at[:-1])}", 1)
+        found.append(ConfigError(where, message, doc.snippet(where)))
+    return sorted(found, key=lambda e: (e.where.line, e.where.col))
+
+
 def validate_merged(data: Any, schema_name: str, doc: YamlDocument) -> list[ConfigError]:
     """Schema errors of ``data``, built by merging ``doc`` with content from elsewhere (an inherited file).
 

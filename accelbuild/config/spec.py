@@ -67,13 +67,11 @@ class AutoPrecision:
 @dataclass(frozen=True)
 class QuantizeSpec:
     weight_bits: int = 8
-    bits: dict[str, int | dict[str, int]] = field(default_factory=dict)  # {weights, activations}: npu
+    bits: dict[str, int | dict[str, int]] = field(default_factory=dict)  # or {weights, activations}
     bits_file: Path | None = None
     bits_file_text: str | None = None  # as written in the YAML, for messages
     auto_precision: AutoPrecision | None = None
-    activation_bits: int | None = None  # npu / ethos-u only
-    calibration: str | None = None
-    calibration_frames: int | None = None
+    own: Any = None  # the family's own quantize keys, typed by the family (``Target.quantize_spec``)
 
 
 @dataclass(frozen=True)

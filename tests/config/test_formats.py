@@ -136,3 +136,42 @@ def test_matrix_keys_of_either_format(project: Path) -> None:
     for name in ("one", "two"):
         specs = load_file(str(project / f"{name}.yaml"))
         assert [(s.variant, s.target.closed_loop.jobs) for s in specs] == [("jobs=1", 1), ("jobs=2", 2)]
+
+
+NPU_QUANTIZE = """\
+accelbuild: 2
+target:
+  family: npu
+  platform: tda4vm
+  quantize: {weight_bits: 16, activation_bits: 16, calibration_frames: 4}
+models:
+  - name: a
+    path: models/tinycls.onnx
+  - name: b
+    path: models/tinycls.onnx
+    quantize: {activation_bits: 8}
+"""
+
+
+def test_target_quantize_gives_defaults_each_model_overrides_key_by_key(project: Path) -> None:
+    write(project / "p.yaml", NPU_QUANTIZE)
+    a, b = load_pipeline(str(project / "p.yaml")).models
+    assert (a.quantize.weight_bits, a.quantize.own.bits, a.quantize.own.calibration_frames) == (16, 16, 4)
+    assert (b.quantize.weight_bits, b.quantize.own.bits, b.quantize.own.calibration_frames) == (16, 8, 4)
+    assert a.quantize.own.calibration == "percentile"  # the family's schema default
+    write(project / "m.yaml", "accelbuild: 2\nextends: p.yaml\nmatrix:\n  models.a.quantize.activation_bits: [8, 16]\n")
+    assert [m.models[0].quantize.own.bits for m in load_file(str(project / "m.yaml"))] == [8, 16]
+
+
+def test_a_models_quantize_keys_are_its_familys(project: Path) -> None:
+    write(project / "p.yaml", "accelbuild: 2\nmodels:\n  - path: models/tinycls.onnx\n    quantize: {calibration: mse}\n")
+    with pytest.raises(ConfigErrors) as err:
+        load_pipeline(str(project / "p.yaml"))
+    assert [str(e) for e in err.value.errors] == [
+        f"{project / 'p.yaml'}:4:16: unknown key 'calibration' in models.0.quantize: a key of family cpu, ethos-u, "
+        "npu, qnn, rknn, not of family mx3"]
+    write(project / "q.yaml", NPU_QUANTIZE.replace("weight_bits: 16", "weight_bits: 4"))
+    with pytest.raises(ConfigErrors) as err:  # a value from target.quantize: its error is at its line
+        load_pipeline(str(project / "q.yaml"))
+    assert [(e.where.line, e.where.col, e.message) for e in err.value.errors] == [
+        (5, 27, "4-bit weights are stored by mx3 only; family npu stores 8 or 16 bits")]  # once, for both models

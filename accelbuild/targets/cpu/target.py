@@ -28,14 +28,13 @@ from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_data,
     model_dir,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.cpu.spec import (
     ClosedLoopParams,
@@ -141,7 +140,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
                               pipeline.benchmark.host, _measuring_machine(pipeline),
                               machine_identity() if device is None else f"device {device.resource}",
-                              tuple(calibration_frames(m) if integer else None
+                              tuple(m.quantize.own.calibration_frames if integer else None
                                     for m in pipeline.models), pipeline.target.backend,
                               device.resource if device is not None else None)
 
@@ -166,6 +165,14 @@ class CpuTarget:
         return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"],
                              t["closed_loop"]["enabled"])
 
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
+
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.target.closed_loop and spec.target.backend == "tvm":
             checker.error(("target", "closed_loop", "enabled"), "closed_loop measures onnxruntime configurations (model.ort); "
@@ -185,12 +192,9 @@ class CpuTarget:
                     checker.error(at + (key,), f"{key} does not apply to family cpu: the whole model is "
                                                f"{precision} (target.precision)", key=True)
             for key in CALIBRATION_KEYS if precision == "float" and not spec.target.closed_loop else ():
-                if getattr(q, key) is not None:
+                if checker.written(at + (key,)):
                     checker.error(at + (key,), f"{key} does not apply to precision: float (the model runs as it "
                                                "is); use target.precision: int8 to quantize", key=True)
-            if precision == "int8" and q.activation_bits not in (None, 8):
-                checker.error(at + ("activation_bits",), f"onnxruntime's integer kernels take 8-bit activations, "
-                                                         f"not {q.activation_bits}")
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
         # the closed loop measures float (ai.onnx) and int8 (quantized.onnx) candidates

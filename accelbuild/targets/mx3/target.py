@@ -182,12 +182,6 @@ class Mx3Target:
                              t.get("dfp_name"), t["sim_dfp"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        for model in spec.models:
-            for key in ("activation_bits", "calibration", "calibration_frames"):
-                if getattr(model.quantize, key) is not None:
-                    checker.error(("models", model.index, "quantize", key),
-                                  f"{key} applies to families that quantize activations (npu, ethos-u); mx3 "
-                                  "computes activations in bfloat16, so only weights are quantized", key=True)
         _check_weights(spec, checker)
         loop = spec.target.closed_loop
         if loop.prioritize_model >= len(spec.models):

@@ -12,12 +12,11 @@ from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import SupportSection
 from accelbuild.targets.npu.hardware import NPU_PROFILES
@@ -40,6 +39,11 @@ OUTPUTS_OF_HOST_CODE = ("host_code.json", "host_build.tar.gz")  # offload.host_c
 
 def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
     return load_profile(pipeline.target.profile_path, NPU_PROFILES, copy=False)  # read only
+
+
+def _default_activation_bits(allowed: tuple[int, ...]) -> int:
+    """Without quantize.activation_bits: the profile's only activation precision, else 8 bits."""
+    return allowed[0] if len(allowed) == 1 else 8
 
 
 def package_name(pipeline: PipelineSpec) -> str:
@@ -112,7 +116,7 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
     return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models),
-                              tuple(calibration_frames(m) for m in pipeline.models), pipeline.benchmark.host,
+                              tuple(m.quantize.own.calibration_frames for m in pipeline.models), pipeline.benchmark.host,
                               host_compiler_said(pipeline))
 
 
@@ -162,6 +166,14 @@ class NpuTarget:
                                   o["fail_on_fallback"])
         return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload,
                              _host_compiler(o, checker), t.get("package_name"))
+
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(q.get("activation_bits"), q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(own.bits or _default_activation_bits(self.precision(spec).activation_bits), own.calibration, own.calibration_frames)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
