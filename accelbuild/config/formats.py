@@ -127,7 +127,7 @@ def upgrade(root: Node, docs: dict[str, YamlDocument], family: str | None = None
 
 
 def _drop_empty_sections(root: Node, docs: dict[str, YamlDocument], family: str) -> None:
-    """A format-1 section that format 2 does not have (``closed_loop``), left empty or null."""
+    """A format-1 section that format 2 does not have at the top level, left empty or null."""
     core = set(core_keys())
     for section in sorted({m.source[0] for m in (_family_moves(family) or {}).values()} - core):
         node = root.value.get(section)

@@ -244,7 +244,7 @@ def _comments_start(text: str, key: yaml.Node) -> int:
 
 
 def _section_comment(text: str, root: yaml.MappingNode, path: tuple[str, ...]) -> str:
-    """The comment on a block section's own line (``closed_loop:  # ...``)."""
+    """The comment on a block section's own line (``section:  # ...``)."""
     if not path:
         return ""
     pair = _pair(_at(root, path[:-1]), path[-1])
@@ -328,7 +328,7 @@ def _rewrite_matrix(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode, fa
 
 
 def _nest(moved: dict[tuple[str, ...], _Text]) -> tuple[dict[str, Any], dict[str, str]]:
-    """``{("target", "closed_loop", "enabled"): true}`` as ``{"closed_loop": {"enabled": true}}``, and the
+    """``{("target", "section", "key"): value}`` as ``{"section": {"key": value}}``, and the
     comments of the sections made on the way (by their name)."""
     tree: dict[str, Any] = {}
     sections: dict[str, str] = {}
