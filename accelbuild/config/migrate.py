@@ -108,7 +108,6 @@ def rewrite(doc: YamlDocument, family: str) -> tuple[str, list[Move]]:
     root = yaml.compose(doc.text)
     assert isinstance(root, yaml.MappingNode)
     edits = _Edits(doc.text)
-    lines = _line_starts(doc.text)
     version = _child(root, "accelbuild")
     assert version is not None
     edits.replace(version.start_mark.index, version.end_mark.index, str(formats.FORMAT))
@@ -127,7 +126,10 @@ def rewrite(doc: YamlDocument, family: str) -> tuple[str, list[Move]]:
         emptied = {m.source[-1] for m in moves} >= {k.value for k, _ in parent.value}
         header = _section_comment(doc.text, root, parent_path) if emptied else ""
         for move in moves:
-            key, value = _pair(parent, move.source[-1])  # type: ignore[misc]
+            pair = _pair(parent, move.source[-1])
+            if pair is None:  # written through a merge key (<<: *anchor)
+                _refuse(doc, parent, f"{'.'.join(move.source)} from a merged anchor")
+            key, value = pair  # type: ignore[misc]
             if not isinstance(value, yaml.ScalarNode):
                 _refuse(doc, value, f"{'.'.join(move.source)} is not a single value")
             if move.dest is not None:
@@ -137,10 +139,10 @@ def rewrite(doc: YamlDocument, family: str) -> tuple[str, list[Move]]:
                 moved[move.dest] = _Text(*_value_text(doc.text, value, move, bool(parent.flow_style)), above,
                                          header)
                 header = ""
-        _remove_keys(doc, edits, root, parent_path, {m.source[-1] for m in moves}, lines)
+        _remove_keys(doc, edits, root, parent_path, {m.source[-1] for m in moves})
     _rewrite_matrix(doc, edits, root, family)
     if moved:
-        _insert_under_target(doc, edits, root, moved, lines)
+        _insert_under_target(doc, edits, root, moved)
     return edits.apply(), [m for m, _ in found]
 
 
@@ -149,7 +151,10 @@ def _check(doc: YamlDocument, family: str, new_text: str) -> None:
     old = compose._annotate(doc.data, doc.file, ())
     formats.upgrade(old, {doc.file: doc}, family=family, notes=False)
     expected = _plain(old)
-    new = parse_yaml(new_text, doc.file).data
+    try:
+        new = parse_yaml(new_text, doc.file).data
+    except ConfigError:
+        new = None
     if new != expected:
         raise ConfigError(doc.where(()), "migrate cannot rewrite this file safely (its layout is unusual); "
                                          "move the keys by hand (docs/pipeline-reference.md, Format 1)")
@@ -167,14 +172,6 @@ def _refuse(doc: YamlDocument, node: yaml.Node, what: str) -> None:
     where = Where(doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
     raise ConfigError(where, f"migrate cannot rewrite {what} safely; move the keys by hand "
                              "(docs/pipeline-reference.md, Format 1)", doc.snippet(where))
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
 
 
 def _line_end(text: str, index: int) -> int:
@@ -254,7 +251,7 @@ def _section_comment(text: str, root: yaml.MappingNode, path: tuple[str, ...]) -
 
 
 def _remove_keys(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode, parent_path: tuple[str, ...],
-                 keys: set[str], lines: list[int]) -> None:
+                 keys: set[str]) -> None:
     """Remove ``keys`` from the mapping at ``parent_path``, and the mapping itself once nothing is left."""
     parent = _at(root, parent_path)
     assert isinstance(parent, yaml.MappingNode)
@@ -375,7 +372,7 @@ def _flow(tree: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def _insert_under_target(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode,
-                         moved: dict[tuple[str, ...], _Text], lines: list[int]) -> None:
+                         moved: dict[tuple[str, ...], _Text]) -> None:
     tree, sections = _nest(moved)
     text = doc.text
     pair = _pair(root, "target")

@@ -145,3 +145,11 @@ def test_the_shipped_format1_pipelines_migrate_to_the_shipped_files(tmp_path: Pa
         shutil.copy(before, folder / before.name)
         migrate_file(folder / before.name)
         assert (folder / before.name).read_text() == (REPO / "examples" / "valid" / before.name).read_text()
+
+
+def test_a_key_from_a_merge_is_refused_not_guessed(project: Path) -> None:
+    text = "accelbuild: 1\nmodels: [{path: models/tinydet.onnx}]\nclosed_loop:\n  <<: {enabled: true}\n"
+    write(project / "p.yaml", text)
+    with pytest.raises(ConfigError, match="closed_loop.enabled from a merged anchor"):
+        migrate_file(project / "p.yaml")
+    assert (project / "p.yaml").read_text() == text
