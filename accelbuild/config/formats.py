@@ -109,6 +109,12 @@ def upgrade(root: Node, docs: dict[str, YamlDocument], family: str | None = None
             errors.append(ConfigError(where, f"{'.'.join(move.source)} is a format-1 key; {place}",
                                       doc.snippet(where)))
             continue
+        blocked = _not_a_mapping(root, move.dest[:-1]) if move.dest is not None else None
+        if blocked is not None:  # e.g. a format-1 file that also wrote target.closed_loop: 5
+            at = docs[blocked.file].where(blocked.at)
+            errors.append(ConfigError(at, f"expected a mapping here: {'.'.join(move.source)} moves into it in "
+                                          f"accelbuild: 2", docs[blocked.file].snippet(at)))
+            continue
         if notes:
             log.info("%s: note: %s (run accelbuild migrate %s)", where, move.note(), node.file)
         _remove(root, move.source)
@@ -150,7 +156,7 @@ def _upgrade_matrix(root: Node, docs: dict[str, YamlDocument], family: str, note
     table = _family_moves(family) or {}
     renamed: dict[str, Node] = {}
     for key, values in matrix.value.items():
-        move = table.get(tuple(key.split(".")))
+        move = table.get(tuple(str(key).split(".")))
         if move is None:
             renamed[key] = values
             continue
@@ -172,6 +178,19 @@ def _get(root: Node, path: PathKey) -> Node | None:
             return None
         node = node.value[part]
     return node
+
+
+def _not_a_mapping(root: Node, path: PathKey) -> Node | None:
+    """The first value along ``path`` that exists and is not a mapping (a move cannot go through it)."""
+    node = root
+    for part in path:
+        child = node.value.get(part) if isinstance(node.value, dict) else None
+        if child is None:
+            return None
+        if not isinstance(child.value, dict):
+            return child
+        node = child
+    return None
 
 
 def _remove(root: Node, path: PathKey) -> None:

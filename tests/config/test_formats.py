@@ -175,3 +175,12 @@ def test_a_models_quantize_keys_are_its_familys(project: Path) -> None:
         load_pipeline(str(project / "q.yaml"))
     assert [(e.where.line, e.where.col, e.message) for e in err.value.errors] == [
         (5, 27, "4-bit weights are stored by mx3 only; family npu stores 8 or 16 bits")]  # once, for both models
+
+
+def test_a_move_into_a_value_that_is_not_a_mapping_is_an_error(project: Path) -> None:
+    write(project / "p.yaml", "accelbuild: 1\ntarget: {closed_loop: 5}\nmodels: [{path: models/tinydet.onnx}]\n"
+                              "closed_loop: {enabled: true}\n")
+    with pytest.raises(ConfigErrors) as err:
+        load_pipeline(str(project / "p.yaml"))
+    assert [str(e) for e in err.value.errors] == [
+        f"{project / 'p.yaml'}:2:23: expected a mapping here: closed_loop.enabled moves into it in accelbuild: 2"]
