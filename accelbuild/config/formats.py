@@ -110,7 +110,7 @@ def upgrade(root: Node, docs: dict[str, YamlDocument], family: str | None = None
                                       doc.snippet(where)))
             continue
         blocked = _not_a_mapping(root, move.dest[:-1]) if move.dest is not None else None
-        if blocked is not None:  # e.g. a format-1 file that also wrote target.closed_loop: 5
+        if blocked is not None:  # a format-1 file that also wrote a scalar where the key moves to
             at = docs[blocked.file].where(blocked.at)
             errors.append(ConfigError(at, f"expected a mapping here: {'.'.join(move.source)} moves into it in "
                                           f"accelbuild: 2", docs[blocked.file].snippet(at)))
