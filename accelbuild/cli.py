@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("validate", help="check configs and the files they reference")
     check.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
 
+    migrate = sub.add_parser("migrate", help="rewrite format-1 pipeline files into format 2 in place, comments kept")
+    migrate.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
+
     stat = sub.add_parser("status", parents=[state, remote], help="which tasks would run, and why")
     stat.add_argument("pipelines", nargs="+", metavar="PIPELINE.yaml")
     stat.add_argument("--json", action="store_true", help="print JSON to stdout")
@@ -153,6 +156,7 @@ def _command(module: str) -> Callable[[argparse.Namespace], int]:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {  # a new command: one line
     "run": _command("run"),
     "validate": _command("validate"),
+    "migrate": _command("migrate"),
     "status": _command("status"),
     "clean": _command("clean"),
     "inspect": _command("inspect"),

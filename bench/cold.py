@@ -11,7 +11,7 @@ What is measured
 
 The breakdown
     Per stage: the task seconds the build reports (``--json``). With ``--profile``, the YOLOv8n build runs
-    once more in this process under cProfile, serially (``closed_loop.jobs: 1``, so the split workers'
+    once more in this process under cProfile, serially (``target.closed_loop.jobs: 1``, so the split workers'
     time is seen), and its time is split by what it is spent in (``CATEGORIES``: exclusive time of the
     functions of each part, the rest is "other").
 
@@ -44,12 +44,11 @@ from scale import find_model  # noqa: E402  (nudenet's YOLOv8n, as scale.py find
 REPO = Path(__file__).resolve().parents[1]
 GOAL = 5.0  # the YOLOv8n cold build / onnxruntime session + 100 frames
 FRAMES = 100
-PIPELINE = """accelbuild: 1
+PIPELINE = """accelbuild: 2
 name: yolo
-target: {{num_chips: 2, effort: hard}}
+target: {{num_chips: 2, effort: hard, closed_loop: {{enabled: true, keep_splits: true{jobs}}}}}
 models:
   - {{name: det, path: models/yolov8n.onnx, input_shapes: {{images: [320, 320, 3]}}, crop: {{auto: true}}}}
-closed_loop: {{enabled: true, keep_splits: true{jobs}}}
 """
 REFERENCE = f"""
 import numpy as np, onnxruntime as ort, sys

@@ -431,7 +431,7 @@ def _flow(shapes: dict[str, list[int]]) -> str:
 
 
 def write_pipeline(folder: Path, model: Model, model_path: Path, family: str, frames: int) -> Path:
-    lines = ["accelbuild: 1", f"name: {model.name}", f"target: {FAMILIES[family]}", "models:",
+    lines = ["accelbuild: 2", f"name: {model.name}", f"target: {FAMILIES[family]}", "models:",
              f"  - name: {model.name}", f"    path: {json.dumps(str(model_path))}"]
     if model.input_shapes:
         lines.append(f"    input_shapes: {_flow(model.input_shapes)}")

@@ -48,7 +48,7 @@ def unpacked_wheels(folder: Path) -> Path:
 
 def pipeline(name: str, model: Path, shape: tuple[int, int, int], crop: bool, backend: str, precision: str,
              frames: int) -> str:
-    lines = ["accelbuild: 1", f"name: {name}_{backend}_{precision}",
+    lines = ["accelbuild: 2", f"name: {name}_{backend}_{precision}",
              f"target: {{family: cpu, backend: {backend}, precision: {precision}, graph_optimization: extended}}",
              "models:",
              f"  - name: {name}", f"    path: {model}", f"    input_shapes: [{list(shape)}]"]

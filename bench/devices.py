@@ -10,7 +10,7 @@ family cpu:
    figure is the task's seconds from ``run --json``): the farm's overhead per measured task is the device
    task's time minus the local one's (the inputs packed, sent, the stage run in a temp folder, the
    outputs sent back and verified); the stage's own work is the same on both sides (same machine);
-2. the closed loop (``closed_loop.enabled``) measured on the device: every candidate's fps with its spread,
+2. the closed loop (``target.closed_loop.enabled``) measured on the device: every candidate's fps with its spread,
    the chosen configuration's against the default configuration's, and what the loop cost; then the same
    loop again from a fresh build folder, every measurement restored from the cache.
 
@@ -34,15 +34,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 PIPELINE = """\
-accelbuild: 1
+accelbuild: 2
 name: yolo
-target: {{family: cpu}}
+target: {{family: cpu{loop}}}
 models:
   - name: yolov8n
     path: {model}
     input_shapes: {{images: [320, 320, 3]}}
 benchmark: {{frames: {frames}, host: false, accuracy: {{samples: 2}}{device}}}
-{loop}"""
+"""
 
 
 def find_model(given: str | None) -> Path:
@@ -73,7 +73,7 @@ def write(folder: Path, model: Path, frames: int, device: str | None, loop: bool
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "p.yaml").write_text(PIPELINE.format(
         model=model, frames=frames, device=f", device: {{farm: '{device}', resource: bench}}" if device else "",
-        loop="closed_loop: {enabled: true}\n" if loop else ""))
+        loop=", closed_loop: {enabled: true}" if loop else ""))
 
 
 def overhead(model: Path, work: Path, farm: str, frames: int, repeat: int) -> dict[str, Any]:

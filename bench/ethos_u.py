@@ -213,7 +213,7 @@ def _env() -> dict[str, str]:
 
 def _pipeline(work: Path, name: str, path: Path, images: Path, accelerator: str) -> Path:
     model = MODELS[name]
-    lines = ["accelbuild: 1", f"name: {name}", f"target: {{family: ethos-u, accelerator: {accelerator}}}",
+    lines = ["accelbuild: 2", f"name: {name}", f"target: {{family: ethos-u, accelerator: {accelerator}}}",
              "models:", f"  - name: {name}", f"    path: {path}"]
     if model.input:
         lines.append(f"    input_shapes: {{{model.input}: [{model.size[0]}, {model.size[1]}, 3]}}")

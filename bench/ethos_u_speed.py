@@ -110,7 +110,7 @@ def _build(model: onnx.ModelProto, samples: int) -> dict[str, float]:
         work = Path(tmp)
         onnx.save(model, work / "unet.onnx")
         (work / "unet.yaml").write_text(
-            "accelbuild: 1\nname: unet\ntarget: {family: ethos-u, accelerator: ethos-u55-256}\nmodels:\n"
+            "accelbuild: 2\nname: unet\ntarget: {family: ethos-u, accelerator: ethos-u55-256}\nmodels:\n"
             "  - name: unet\n    path: unet.onnx\n    quantize: {calibration_frames: 4}\n"
             f"benchmark:\n  accuracy: {{samples: {samples}, seed: 0}}\n")
         (work / ".git").mkdir()

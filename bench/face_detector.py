@@ -92,7 +92,7 @@ def build(work: Path, model: Path, calibration: Path) -> Path:
     """Build the pipeline in-process; the path of its int8.tflite."""
     yaml_path = work / "face.yaml"
     yaml_path.write_text("\n".join([
-        "accelbuild: 1", "name: face", "target: {family: ethos-u}",
+        "accelbuild: 2", "name: face", "target: {family: ethos-u}",
         "models:", "  - name: face", f"    path: {model}",
         f"    data: {{path: {calibration}, preprocess: {{color: rgb, mean: [127.5], std: [127.5]}}}}",
         f"output: {{dir: {work / 'out'}}}"]) + "\n")

@@ -67,7 +67,7 @@ def main() -> int:
         folder = Path(tmp)
         shutil.copy(model, folder / "model.onnx")
         (folder / "p.yaml").write_text(
-            "accelbuild: 1\nname: bench\nmodels:\n  - name: det\n    path: model.onnx\n"
+            "accelbuild: 2\nname: bench\nmodels:\n  - name: det\n    path: model.onnx\n"
             "    input_shapes: {images: [320, 320, 3]}\n    crop: {auto: true}\n"
         )
         time_build(folder)  # warm-up (and a check that it builds)

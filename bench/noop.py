@@ -59,7 +59,7 @@ noop.py: dvc not found ({tried}). It is needed only for this benchmark; install 
 then run:  python bench/noop.py --dvc /work/dvcvenv/bin/dvc   (or set DVC=/work/dvcvenv/bin/dvc)"""
 
 PIPELINE_YAML = """\
-accelbuild: 1
+accelbuild: 2
 name: {name}
 models:
   - name: det

@@ -29,7 +29,7 @@ import ptq  # noqa: E402  (the bench's wheel cache and photo crops)
 
 PIPELINES = {
     "yolo_tda4vm": """\
-accelbuild: 1
+accelbuild: 2
 name: yolo_tda4vm
 target: {{family: npu, platform: tda4vm, offload: {offload}}}
 models:
@@ -39,7 +39,7 @@ models:
     data: {{path: photos_320x320/, preprocess: {{color: rgb, mean: [0], std: [255]}}}}
 """,
     "ocr_mlsoc": """\
-accelbuild: 1
+accelbuild: 2
 name: ocr_mlsoc
 target: {{family: npu, platform: mlsoc, offload: {offload}}}
 models:

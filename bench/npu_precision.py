@@ -84,7 +84,7 @@ def build(work: Path, name: str, platform: str, auto: bool, model: Path, images:
     folder.mkdir()
     quantize = f"{{calibration_frames: {CALIBRATION}" + (", auto_precision: {min_cosine: 0.99}}" if auto else "}")
     (folder / "p.yaml").write_text(
-        f"accelbuild: 1\nname: b\ntarget: {{family: npu, platform: {platform}, offload: {{max_subgraphs: 16}}}}\n"
+        f"accelbuild: 2\nname: b\ntarget: {{family: npu, platform: {platform}, offload: {{max_subgraphs: 16}}}}\n"
         f"models:\n  - name: m\n    path: {model}\n    input_shapes: [{shape}]\n    crop: {{auto: true}}\n"
         f"    data: {{path: {images}, preprocess: {preprocess}}}\n    quantize: {quantize}\n"
         "benchmark: {frames: 20}\n")

@@ -85,7 +85,7 @@ def build(work: Path, model: Path, auto: bool) -> dict:
     folder.mkdir()
     quantize = "    quantize: {auto_precision: {min_cosine: 0.99}}\n" if auto else ""
     (folder / "p.yaml").write_text(
-        "accelbuild: 1\nname: ocr\ntarget: {family: mx3, num_chips: min}\nmodels:\n  - name: det\n"
+        "accelbuild: 2\nname: ocr\ntarget: {family: mx3, num_chips: min}\nmodels:\n  - name: det\n"
         f"    path: {model}\n    input_shapes: {{x: [480, 640, 3]}}\n"
         "    data:\n      path: ../images\n"
         "      preprocess: {color: bgr, mean: [123.675, 116.28, 103.53], std: [58.395, 57.12, 57.375]}\n"

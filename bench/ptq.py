@@ -128,7 +128,7 @@ def write_crops(photos: list[Path], folder: Path, aspect: float, per_photo: int,
 def ai_sections(work: Path, unpacked: Path, names: list[str]) -> dict[str, tuple[Path, Path]]:
     """Import (static shapes, folded constants) and crop every model with accelbuild's own CLI."""
     (work / "models").mkdir()
-    yaml = ["accelbuild: 1", "name: bench", "models:"]
+    yaml = ["accelbuild: 2", "name: bench", "models:"]
     for name in names:
         file, (h, w, c), _, crop = MODELS[name]
         target = work / "models" / f"{name}.onnx"

@@ -48,7 +48,7 @@ def build_ai_sections(folder: Path) -> dict[str, Path]:
     if spec is not None and spec.submodule_search_locations:
         shutil.copy(Path(list(spec.submodule_search_locations)[0]) / "320n.onnx", folder / "models/yolov8n.onnx")
         entries.insert(0, ("yolov8n", "yolov8n.onnx", "{images: [320, 320, 3]}"))
-    yaml = ["accelbuild: 1", "name: bench", "models:"]
+    yaml = ["accelbuild: 2", "name: bench", "models:"]
     for name, file, shapes in entries:
         yaml += [f"  - name: {name}", f"    path: models/{file}", f"    input_shapes: {shapes}",
                  "    crop: {auto: true}"]

@@ -3,7 +3,7 @@
 1. Closed loop: compile and simulate every candidate split (>= 32) of YOLOv8n's hard mapping, as the
    pipeline's assemble task, on a Dask ``LocalCluster`` of 1 and of 2 process workers (1 thread each), with
    ``accelbuild run --executor dask://...``; the ratio of the two. For reference, the same task locally with
-   ``closed_loop.jobs`` 1 and 2 (a process pool), and its serial part (everything but the splits: re-mapping
+   ``target.closed_loop.jobs`` 1 and 2 (a process pool), and its serial part (everything but the splits: re-mapping
    the candidates, choosing, writing; measured with every split restored from the cache), which bounds the
    speed-up (Amdahl). Each configuration runs once to warm up, then ``--repeat`` rounds of all four in turn,
    each with an empty split cache; the best time of each counts.
@@ -34,12 +34,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-PIPELINE = """accelbuild: 1
+PIPELINE = """accelbuild: 2
 name: yolo
-target: {{num_chips: 2, effort: hard}}
+target: {{num_chips: 2, effort: hard, closed_loop: {{enabled: true, jobs: {jobs}}}}}
 models:
   - {{name: det, path: models/yolov8n.onnx, input_shapes: {{images: [320, 320, 3]}}, crop: {{auto: true}}}}
-closed_loop: {{enabled: true, jobs: {jobs}}}
 benchmark: {{frames: 200, host: false, accuracy: {{samples: 1}}}}
 """
 ASSEMBLED = ("yolo.dfp", "best_split.dfp", "closed_loop.json", "cost_model_choice.dfp")

@@ -46,7 +46,7 @@ from accelbuild.targets.mx3.sim import numeric, timing
 from accelbuild.targets.mx3.sim.program import load_program
 from accelbuild.testing import models, tflite_models
 
-PIPELINE = """accelbuild: 1
+PIPELINE = """accelbuild: 2
 name: {name}
 target: {{num_chips: {chips}, effort: hard, input_format: {input_format}}}
 models:

@@ -109,7 +109,7 @@ def _commands(folder: Path, model: Path | None, shapes: list[str]) -> dict[str, 
     if model is not None:
         pipeline = folder / "model.yaml"
         given = {s.split("=")[0]: [int(d) for d in s.split("=")[1].split(",")] for s in shapes}
-        pipeline.write_text(f"accelbuild: 1\nname: model\nmodels:\n  - name: model\n    path: {json.dumps(str(model))}\n"
+        pipeline.write_text(f"accelbuild: 2\nname: model\nmodels:\n  - name: model\n    path: {json.dumps(str(model))}\n"
                             + (f"    input_shapes: {json.dumps(given)}\n" if given else ""))
         flags = [arg for s in shapes for arg in ("--input-shape", s)]
         commands |= {

@@ -41,7 +41,7 @@ def arrays(images: Path, out: Path, preprocess: str) -> None:
 
 def pipeline(work: Path, name: str, target: str, label: str, model: Path, frames: Path) -> Path:
     spec = ethos_u.MODELS[name]
-    lines = ["accelbuild: 1", f"name: {name}-{label}", f"target: {target}", "models:", f"  - name: {name}",
+    lines = ["accelbuild: 2", f"name: {name}-{label}", f"target: {target}", "models:", f"  - name: {name}",
              f"    path: {model}"]
     if spec.input:
         lines.append(f"    input_shapes: {{{spec.input}: [{spec.size[0]}, {spec.size[1]}, 3]}}")

@@ -1,4 +1,4 @@
-"""Phase-1 pipelines keep building the same bytes.
+"""Phase-1 pipelines keep building the same bytes, written in config format 2 and in format 1.
 
 Every shipped example pipeline of family mx3 (examples/valid/ and pipelines/tinydet.yaml) is built from a fresh copy,
 and every artifact is compared with ``data/phase1_artifacts.json``, recorded before the target boundary moved
@@ -28,9 +28,12 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run_cli
 
 RECORD = Path(__file__).parent / "fixtures" / "phase1_artifacts.json"
+FORMAT1 = Path(__file__).parent / "fixtures" / "format1"  # shipped pipelines as written in format 1
 HOST_MEASURED = ("host", "end_to_end_fps", "end_to_end_bound", "end_to_end")
 # (relative, absolute) tolerance of each figure measured by running a model in onnxruntime
 MEASURED = {"cosine": (0.0, 1e-4), "start_cosine": (0.0, 1e-4), "sqnr_db": (0.0, 1.0),
@@ -113,9 +116,25 @@ def _phase1(config: Path) -> bool:
     return "family:" not in config.read_text(encoding="utf-8")
 
 
-def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path) -> None:
+def _as_format1(folders: list[Path]) -> None:
+    """The pipelines as format-1 files: those with keys that moved as they were written before format 2
+    (``fixtures/format1/``), the others with ``accelbuild: 1``."""
+    for folder in folders:
+        for path in folder.glob("*.yaml"):
+            before = FORMAT1 / path.name
+            text = before.read_text() if before.is_file() else path.read_text().replace("\naccelbuild: 2\n",
+                                                                                       "\naccelbuild: 1\n")
+            assert "\naccelbuild: 1\n" in text, path
+            path.write_text(text)
+
+
+@pytest.mark.parametrize("config_format", [2, 1])
+def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path, config_format: int) -> None:
+    """The shipped pipelines (format 2) and their format-1 versions build the recorded bytes."""
     shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("build"))
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("build"))
+    if config_format == 1:
+        _as_format1([tmp_path / "examples" / "valid", tmp_path / "pipelines"])
     configs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "examples" / "valid").glob("*.yaml")
                      if _phase1(p))
     result = run_cli("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
@@ -124,7 +143,7 @@ def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path) -> None:
     assert failed == set(), result.stderr
     digests, measured = _artifacts([tmp_path / "examples" / "valid" / "build", tmp_path / "pipelines" / "build"],
                                    tmp_path)
-    if os.environ.get("ACCELBUILD_RECORD"):
+    if os.environ.get("ACCELBUILD_RECORD") and config_format == 2:
         RECORD.parent.mkdir(exist_ok=True)
         RECORD.write_text(json.dumps({"digests": digests, "measured": measured}, indent=1, sort_keys=True) + "\n")
     recorded = json.loads(RECORD.read_text())

@@ -10,14 +10,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config import compose, schema_check
+from accelbuild.config import compose, formats, schema_check
 from accelbuild.config import validated as validated_module
+from accelbuild.config.schema_assembly import quantize_definition
 from accelbuild.config.spec import (
     MODEL_FORMATS,
     SAVED_MODEL,
     AutoPrecision,
     BenchmarkSpec,
-    ClosedLoopSpec,
     CropSpec,
     DataParams,
     DataSettings,
@@ -32,6 +32,7 @@ from accelbuild.config.spec import (
 from accelbuild.config.validated import ValidatedConfigs
 from accelbuild.config.yaml_source import load_yaml
 from accelbuild.errors import ConfigError, ConfigErrors, Where
+from accelbuild.families import DEFAULT as DEFAULT_FAMILY
 from accelbuild.families import family as registered_family
 
 SCHEMA = "pipeline.schema.json"
@@ -76,13 +77,14 @@ def load_file(path: str) -> list[PipelineSpec]:
     merged first; every message points into the file that holds the value."""
     doc = load_yaml(Path(path), shown=path)
     if doc.data is None:
-        raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 1'")
+        raise ConfigError(Where(path, 1, 1), "empty pipeline file; expected a mapping starting with 'accelbuild: 2'")
     if not isinstance(doc.data, dict):
         where = doc.where(())
-        raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 1'", doc.snippet(where))
-    if "extends" not in doc.data and "matrix" not in doc.data:
+        raise ConfigError(where, "a pipeline file must be a mapping starting with 'accelbuild: 2'", doc.snippet(where))
+    if "extends" not in doc.data and "matrix" not in doc.data and not _may_move(doc.data):
         return [_spec(doc, Path(path), None)]
     node, docs = compose.load_chain(Path(path), path)
+    formats.upgrade(node, docs)
     variants = compose.expand_matrix(node, docs, path, matrix_key_path)
     if variants is None:
         return [_spec(compose.compose(node, docs, path), Path(path), None)]
@@ -97,22 +99,74 @@ def load_file(path: str) -> list[PipelineSpec]:
     return specs
 
 
+def _may_move(data: dict[str, Any]) -> bool:
+    """Whether a file without extends or matrix holds keys that are not format 2's (to move, or to refuse)."""
+    return formats.is_format1(data) or any(key not in formats.core_keys() for key in data)
+
+
 def _spec(doc: Any, yaml_path: Path, variant: str | None) -> PipelineSpec:
     root = schema_check.load_schema(SCHEMA)
     record = validated_module.current
     key = record.key(doc.data, root) if record is not None else None
     if key is None or not record.seen(key):  # type: ignore[union-attr]
-        errors = schema_check.validate(doc, SCHEMA)
+        errors = schema_check.validate(doc, SCHEMA) or _quantize_errors(doc, root)
         if errors:
             raise ConfigErrors(errors)
-    data = schema_check.apply_defaults(_plain_copy(doc.data), root, root)
+    data = _with_quantize(_plain_copy(doc.data), root)
     checker = _Checker(doc, yaml_path.resolve().parent)
     spec = checker.build(data, yaml_path, variant)
-    if checker.errors:
-        raise ConfigErrors(sorted(checker.errors, key=lambda e: (str(e.where.file), e.where.line, e.where.col)))
+    if checker.errors:  # once each: a target.quantize value is every model's
+        unique = list({str(e): e for e in checker.errors}.values())
+        raise ConfigErrors(sorted(unique, key=lambda e: (str(e.where.file), e.where.line, e.where.col)))
     if key is not None:
         record.add(key)  # type: ignore[union-attr]
     return spec
+
+
+def _family_quantize(data: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the quantize sections of the pipeline's family (``target.quantize``'s)."""
+    target = data.get("target") if isinstance(data, dict) else None
+    family = target.get("family") if isinstance(target, dict) else None
+    return root["$defs"][quantize_definition(family if isinstance(family, str) else DEFAULT_FAMILY)]
+
+
+def _quantize_errors(doc: Any, root: dict[str, Any]) -> list[ConfigError]:
+    """``models[].quantize`` against its family's section (the schema's ``target.quantize`` has checked the
+    family is known)."""
+    section = _family_quantize(doc.data, root)
+    errors = []
+    for index, model in enumerate(doc.data["models"]):
+        if "quantize" in model:
+            at = ("models", index, "quantize")
+            errors += [_owners(e, model["quantize"], section, root)
+                       for e in schema_check.validate_at(doc, at, section, root)]
+    return errors
+
+
+def _owners(error: ConfigError, given: dict[str, Any], section: dict[str, Any], root: dict[str, Any]) -> ConfigError:
+    """An unknown key that other families' quantize sections have: say which (the key is theirs)."""
+    unknown = [k for k in given if k not in section["properties"]]
+    if not unknown or not error.message.startswith(f"unknown key {unknown[0]!r}"):
+        return error
+    owners = [name.removeprefix("quantize_").replace("_", "-") for name, sub in root["$defs"].items()
+              if name.startswith("quantize_") and unknown[0] in sub.get("properties", {})]
+    if not owners:
+        return error
+    mine = section["description"].split(":")[0].removeprefix("Quantization settings of ")
+    return ConfigError(error.where, f"{error.message}: a key of family {', '.join(owners)}, not of {mine}",
+                       error.snippet)
+
+
+def _with_quantize(data: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Defaults filled in, each model's quantize section over ``target.quantize`` (key by key) first."""
+    section = _family_quantize(data, root)
+    shared = (data.get("target") or {}).get("quantize", {})
+    for model in data["models"]:
+        model["quantize"] = {**shared, **model.get("quantize", {})}
+    data = schema_check.apply_defaults(data, root, root)
+    for model in data["models"]:
+        model["quantize"] = schema_check.apply_defaults(model["quantize"], section, root)
+    return data
 
 
 def matrix_key_path(dotted: str, where: Where, doc: Any) -> tuple[str | int, ...]:
@@ -147,6 +201,8 @@ def matrix_key_path(dotted: str, where: Where, doc: Any) -> tuple[str | int, ...
                                      f"{schema_check.did_you_mean(part, list(properties))}", doc.snippet(where))
         path.append(part)
         schema = schema_check.resolve_ref(properties[part], root)
+        if len(path) == 3 and path[0] == "models" and part == "quantize":  # the family's keys
+            schema = _family_quantize(doc.data, root)
         data = data.get(part) if isinstance(data, dict) else None
         i += 1
     if path[:1] == ["models"] and len(path) < 3:
@@ -202,10 +258,24 @@ class _Checker:
         self.doc = doc
         self.base = base
         self.errors: list[ConfigError] = []
+        self.family: Any = None  # the pipeline's family (``Target``), once known
 
     def error(self, path: tuple[Any, ...], message: str, *, key: bool = False) -> None:
+        path = self.written_at(path)
         where = self.doc.where(path, key=key)
         self.errors.append(ConfigError(where, message, self.doc.snippet(where)))
+
+    def written_at(self, path: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Where the value at ``path`` is written: a model's quantize key may come from ``target.quantize``."""
+        if len(path) > 3 and path[0] == "models" and path[2] == "quantize" and not self.doc.has_value(path):
+            shared = ("target", "quantize", *path[3:])
+            if self.doc.has_value(shared):
+                return shared
+        return path
+
+    def written(self, path: tuple[Any, ...]) -> bool:
+        """Whether the user wrote the value at ``path`` (not a default)."""
+        return bool(self.doc.has_value(self.written_at(path)))
 
     def existing(self, path: tuple[Any, ...], value: str, *, folder: bool = False) -> Path:
         """Resolve a user path against the YAML's folder; report it when it does not exist."""
@@ -229,10 +299,10 @@ class _Checker:
         base_name = data.get("name") or _safe_stem(yaml_path)
         name = f"{base_name}[{variant}]" if variant else base_name
         family = registered_family(data["target"]["family"]).target
+        self.family = family
         target = family.target_spec(data["target"], self)
         models = tuple(self.model(i, m) for i, m in enumerate(data["models"]))
         self.unique_model_names(models)
-        closed_loop = self.closed_loop(data["closed_loop"], len(models))
         out = data["output"]
         out_base = self.folder_of(("output", "dir")) if "dir" in out else self.base
         out_dir = Path(os.path.normpath(out_base / out.get("dir", f"build/{base_name}")))
@@ -257,9 +327,7 @@ class _Checker:
             benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
                                     accuracy.get("data"), accuracy["warn_below"],
                                     self.device(bench.get("device"), family)),
-            closed_loop=closed_loop,
-            output=OutputSpec(out_dir / variant if variant else out_dir, out.get("dfp_name", f"{base_name}.dfp"),
-                              out["sim_dfp"]),
+            output=OutputSpec(out_dir / variant if variant else out_dir),
             source=self.doc,
             checks=dict(data.get("checks", {})),
             variant=variant,
@@ -373,17 +441,9 @@ class _Checker:
         auto = q["auto_precision"]
         target = None if auto is False else AutoPrecision() if auto is True else \
             AutoPrecision(auto.get("min_cosine", 0.99), auto.get("max_extra_bytes"))
-        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"), target,
-                            q.get("activation_bits"), q.get("calibration"), q.get("calibration_frames"))
-
-    def closed_loop(self, c: dict[str, Any], num_models: int) -> ClosedLoopSpec:
-        if c["prioritize_model"] >= num_models:
-            self.error(
-                ("closed_loop", "prioritize_model"),
-                f"prioritize_model {c['prioritize_model']} is not a model index: this pipeline has "
-                f"{num_models} model(s), indices 0..{num_models - 1} (or -1 for the combined FPS)",
-            )
-        return ClosedLoopSpec(c["enabled"], c["jobs"], c["keep_splits"], c["prioritize_model"])
+        build = getattr(self.family, "quantize_spec", None)
+        own = build(q, at, self) if build is not None else None
+        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"), target, own)
 
     def unique_model_names(self, models: tuple[ModelSpec, ...]) -> None:
         seen: dict[str, int] = {}

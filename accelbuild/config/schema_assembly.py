@@ -2,8 +2,9 @@
 
 ``accelbuild/schemas/pipeline_core.json`` holds every family-independent key; each registered family adds
 its ``target`` branch (``$defs/target_<family>``, chosen by ``target.family`` through ``allOf`` of
-``if``/``then``), its name in the ``target.family`` enum and its own ``checks`` keys
-(``accelbuild.families``). Validation uses the schema of every family registered in this environment (so a
+``if``/``then``), its quantize section (``$defs/quantize_<family>``: the shared quantize stage's keys and its
+own, as ``target.quantize`` and, checked by ``config/load.py``, ``models[].quantize``), its name in the
+``target.family`` enum and its own ``checks`` keys (``accelbuild.families``). Validation uses the schema of every family registered in this environment (so a
 plug-in's keys validate); ``accelbuild/schemas/pipeline.schema.json`` is the same assembly from accelbuild's
 own families, committed for editors (a test checks it is current). Regenerate it with::
 
@@ -34,6 +35,24 @@ def definition(name: str) -> str:
     return "target_" + name.replace("-", "_")
 
 
+def quantize_definition(name: str) -> str:
+    """The ``$defs`` key of a family's quantize section (``target.quantize`` and ``models[].quantize``)."""
+    return "quantize_" + name.replace("-", "_")
+
+
+def _quantize(family: registry.Family, shared: dict[str, Any]) -> dict[str, Any]:
+    """A family's quantize section: the shared quantize stage's keys and the family's own (its fragment's
+    ``quantize.properties``; a family may redefine a shared key)."""
+    own = family.fragment.get("quantize", {}).get("properties", {})
+    return {
+        "description": f"Quantization settings of family {family.name}: in target.quantize for every model, "
+                       "in models[].quantize for one (its keys override target.quantize's).",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": copy.deepcopy({**shared, **own}),
+    }
+
+
 def assemble(families: Iterable[registry.Family]) -> dict[str, Any]:
     """The pipeline schema with ``families`` (in order; the default family's branch applies without
     ``target.family``)."""
@@ -54,6 +73,11 @@ def assemble(families: Iterable[registry.Family]) -> dict[str, Any]:
         branches.append({"if": when, "then": {"$ref": f"#/$defs/{definition(f.name)}"}})
         schema["$defs"][definition(f.name)] = copy.deepcopy(f.fragment["target"])
     target["allOf"] = branches
+    shared = schema["$defs"].pop("quantize_stage")["properties"]
+    for f in chosen:
+        schema["$defs"][quantize_definition(f.name)] = _quantize(f, shared)
+        branch = schema["$defs"][definition(f.name)]
+        branch.setdefault("properties", {})["quantize"] = {"$ref": f"#/$defs/{quantize_definition(f.name)}"}
     checks = {c.name: c for c in registry.STANDARD_CHECKS}
     for f in chosen:
         checks.update({name: c for name, c in f.checks.items() if name not in checks})

@@ -150,13 +150,14 @@ def _explain(error: Any, root: dict[str, Any]) -> tuple[tuple[Any, ...], bool, s
         hint = did_you_mean(str(instance), consts) if isinstance(instance, str) else ""
         return path, False, f"expected {wanted}, got {show(instance)}{hint}"
     if kind == "const" and path == ("accelbuild",):
-        if isinstance(instance, str) and instance.strip() == str(error.validator_value):
+        if isinstance(instance, str) and instance.strip() in ("1", str(error.validator_value)):
             return path, False, (
-                f"config format must be the number {error.validator_value}, not the string {instance!r} "
-                f"(write accelbuild: {error.validator_value} without quotes)"
+                f"config format must be the number {instance.strip()}, not the string {instance!r} "
+                f"(write accelbuild: {instance.strip()} without quotes)"
             )
         return path, False, (
-            f"unsupported config format {show(instance)}; this accelbuild reads format 1 (accelbuild: 1)"
+            f"unsupported config format {show(instance)}; this accelbuild reads formats 1 and "
+            f"{error.validator_value} (accelbuild: {error.validator_value})"
         )
     if kind == "const":
         hint = did_you_mean(str(instance), [str(error.validator_value)])
@@ -219,6 +220,24 @@ def validate(doc: YamlDocument, schema_name: str) -> list[ConfigError]:
         found.append((where, message))
     found.sort(key=lambda item: (item[0].file, item[0].line, item[0].col))
     return [ConfigError(where, message, doc.snippet(where)) for where, message in found]
+
+
+def validate_at(doc: YamlDocument, path: tuple[Any, ...], schema: dict[str, Any],
+                root: dict[str, Any]) -> list[ConfigError]:
+    """Schema errors of the value at ``path`` of ``doc`` against ``schema`` (a part of ``root``)."""
+    value: Any = doc.data
+    for part in path:
+        value = value[part]
+    found = []
+    for error in _validator_for(schema, root).iter_errors(value):
+        if _misspelt_required(error, root):
+            continue
+        at, at_key, message = _explain(error, root)
+        where = doc.where(path + at, key=at_key)
+        if at_key and message.startswith("unknown key"):
+            message = message.replace(f" in {_location(at[:-1])}", f" in {_location(path + at[:-1])}", 1)
+        found.append(ConfigError(where, message, doc.snippet(where)))
+    return sorted(found, key=lambda e: (e.where.line, e.where.col))
 
 
 def validate_merged(data: Any, schema_name: str, doc: YamlDocument) -> list[ConfigError]:

@@ -66,7 +66,7 @@ def _rows(schema: dict[str, Any], root: dict[str, Any], prefix: str) -> Iterator
 def render() -> str:
     root = load_schema("pipeline.schema.json")
     lines = [
-        "# Pipeline YAML reference (config format 1)",
+        "# Pipeline YAML reference (config format 2)",
         "",
         "Generated from `schemas/pipeline.schema.json` by `python -m accelbuild.config.schema_doc`;",
         "do not edit by hand. Paths are relative to the YAML file; unknown keys are errors.",
@@ -75,8 +75,35 @@ def render() -> str:
         "|---|---|---|---|",
         *_rows(root, root, ""),
         "",
+        *_format1_rows(),
     ]
     return "\n".join(lines)
+
+
+def _format1_rows() -> list[str]:
+    """Where each family puts the keys that format 1 kept at the root or in shared sections."""
+    from accelbuild import families
+
+    rows = []
+    for family in families.builtin().values():
+        for entry in family.fragment.get("format1", []):
+            suffix = entry.get("suffix")
+            how = f"; {suffix[0]} becomes {suffix[1]}" if suffix else ""
+            rows.append(f"| {family.name} | `{entry['from']}` | `{entry['to']}`{how} |")
+    return [
+        "## Format 1",
+        "",
+        "A file with `accelbuild: 1` still loads: each key below moves to its format-2 place, with a note at",
+        "its line, and a format-1 key its family does not read (one that is not listed for it) is ignored with",
+        "a note. `accelbuild migrate FILE...` rewrites files into format 2 in place, comments kept (the family",
+        "is the file's own `target.family`, or that of the files it extends). A file of either format may",
+        "extend a file of the other: the keys are merged first, then moved.",
+        "",
+        "| family | format 1 | format 2 |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 if __name__ == "__main__":

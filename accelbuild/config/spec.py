@@ -67,13 +67,11 @@ class AutoPrecision:
 @dataclass(frozen=True)
 class QuantizeSpec:
     weight_bits: int = 8
-    bits: dict[str, int | dict[str, int]] = field(default_factory=dict)  # {weights, activations}: npu
+    bits: dict[str, int | dict[str, int]] = field(default_factory=dict)  # or {weights, activations}
     bits_file: Path | None = None
     bits_file_text: str | None = None  # as written in the YAML, for messages
     auto_precision: AutoPrecision | None = None
-    activation_bits: int | None = None  # npu / ethos-u only
-    calibration: str | None = None
-    calibration_frames: int | None = None
+    own: Any = None  # the family's own quantize keys, typed by the family (``Target.quantize_spec``)
 
 
 @dataclass(frozen=True)
@@ -144,18 +142,8 @@ class BenchmarkSpec:
 
 
 @dataclass(frozen=True)
-class ClosedLoopSpec:
-    enabled: bool
-    jobs: int
-    keep_splits: bool
-    prioritize_model: int
-
-
-@dataclass(frozen=True)
 class OutputSpec:
     dir: Path
-    dfp_name: str
-    sim_dfp: bool
 
 
 @dataclass(frozen=True)
@@ -167,7 +155,6 @@ class PipelineSpec:
     target: Any  # the family's typed target spec (``.family`` names it); see accelbuild.targets
     models: tuple[ModelSpec, ...]
     benchmark: BenchmarkSpec
-    closed_loop: ClosedLoopSpec
     output: OutputSpec
     source: Any  # YamlDocument, or a ComposedDocument for extends/matrix
     checks: dict[str, float] = field(default_factory=dict)

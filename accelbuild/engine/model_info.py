@@ -63,7 +63,7 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
     with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp, scratch(Path(tmp)):
         yaml_path = Path(tmp) / "model.yaml"
         shapes = json.dumps({name: list(shape) for name, shape in (input_shapes or {}).items()} or "auto")
-        yaml_path.write_text(f"accelbuild: 1\nname: model\nmodels:\n  - name: model\n"
+        yaml_path.write_text(f"accelbuild: 2\nname: model\nmodels:\n  - name: model\n"
                              f"    path: {json.dumps(str(path.absolute()))}\n    input_shapes: {shapes}\n")
         try:
             job = plan([load_pipeline(str(yaml_path))], until="import")[0]

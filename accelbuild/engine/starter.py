@@ -152,7 +152,7 @@ def starter_pipeline(info: ModelInfo, yaml_path: Path, target: Any, platform: st
     return (
         f"# Starter pipeline for {info.path.name}, written by `accelbuild init`. Edit, then `accelbuild run` it.\n"
         "# Every key: `accelbuild schema` prints the JSON Schema (for editors: yaml-language-server).\n"
-        "accelbuild: 1\n"
+        "accelbuild: 2\n"
         f"name: {name}\n"
         "target:\n"
         f"{lines}"

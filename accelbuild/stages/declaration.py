@@ -19,10 +19,6 @@ from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 STAGE_ORDER = ("import", "crop", "quantize", "map", "assemble", "benchmark")
-# quantize defaults of the families that quantize activations (docs/contract.md, "Pipeline YAML")
-DEFAULT_ACTIVATION_BITS = 8
-DEFAULT_CALIBRATION = "percentile"
-DEFAULT_CALIBRATION_FRAMES = 16
 
 Files = Callable[[PipelineSpec, "ModelSpec | None"], dict[str, Path]]
 
@@ -86,12 +82,6 @@ def models_data(pipeline: PipelineSpec) -> dict[str, Path]:
 
 def data_params(model: ModelSpec) -> DataParams | None:
     return None if model.data is None else model.data.params
-
-
-def calibration_frames(model: ModelSpec) -> int:
-    """How many of a model's first accuracy inputs calibrate its activations (integer families); the
-    benchmark labels them so, and the rest as held out."""
-    return model.quantize.calibration_frames or DEFAULT_CALIBRATION_FRAMES
 
 
 def accuracy_inputs(pipeline: PipelineSpec) -> AccuracyInputs:

@@ -10,9 +10,6 @@ from pathlib import Path
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.declaration import (
-    DEFAULT_ACTIVATION_BITS,
-    DEFAULT_CALIBRATION,
-    DEFAULT_CALIBRATION_FRAMES,
     Stage,
     accuracy_data,
     accuracy_inputs,
@@ -20,7 +17,7 @@ from accelbuild.stages.declaration import (
     model_data,
     model_dir,
 )
-from accelbuild.stages.params import ActivationParams, CropParams, ImportParams, QuantizeParams
+from accelbuild.stages.params import CropParams, ImportParams, QuantizeParams
 
 
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -126,16 +123,9 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
         accuracy=accuracy_inputs(pipeline),
         data=data_params(model),
         precision=precision,
-        activations=ActivationParams(q.activation_bits or _default_activation_bits(precision.activation_bits),
-                                     q.calibration or DEFAULT_CALIBRATION,
-                                     q.calibration_frames or DEFAULT_CALIBRATION_FRAMES) if precision.integer else None,
+        activations=target.activation_params(pipeline, model) if precision.integer else None,
         target=target.quantize_params(pipeline),
     )
-
-
-def _default_activation_bits(allowed: tuple[int, ...]) -> int:
-    """8 bits unless the family computes with one other precision only (qnn's ``activations: uint16``)."""
-    return allowed[0] if len(allowed) == 1 else DEFAULT_ACTIVATION_BITS
 
 
 _FRONT_CODE = ("accelbuild.passes", "accelbuild.frontends.onnx_model", "accelbuild.accuracy", "accelbuild.data")

@@ -64,6 +64,16 @@ class PrecisionRules:
 
 
 @dataclass(frozen=True)
+class ActivationSettings:
+    """A family's calibration keys of a quantize section, as its schema fills them in (families that
+    quantize activations declare them in their fragment; ``bits`` None: the family's default)."""
+
+    bits: int | None
+    calibration: str
+    calibration_frames: int
+
+
+@dataclass(frozen=True)
 class ActivationParams:
     """How a family that quantizes activations calibrates them (``quantize.activation_bits`` etc.)."""
 

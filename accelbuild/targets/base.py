@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import onnx
 
-    from accelbuild.config.spec import PipelineSpec
+    from accelbuild.config.spec import ModelSpec, PipelineSpec
     from accelbuild.families import ProgramFile
     from accelbuild.stages.declaration import Stage
-    from accelbuild.stages.params import PrecisionRules
+    from accelbuild.stages.params import ActivationParams, PrecisionRules
     from accelbuild.toolchains import Toolchain, ToolchainRef
 
 # a section of docs/supported_ops.md: (title, introduction, rows of (operator, unit and conditions))
@@ -66,11 +66,19 @@ class Target(Protocol):
         """Families with a ``toolchain`` only: the environment a pipeline's vendor-facing stages run in (its
         digest is the package set), from the target spec (``target.toolchain.python``, else the managed one)."""
 
+    # Optional: ``quantize_spec(section, at, checker) -> Any``, the family's own keys of a model's quantize
+    # section (its fragment's ``quantize`` part; ``section`` with target.quantize and defaults merged in), typed:
+    # ``ModelSpec.quantize.own``. Without it ``own`` is None.
+
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         """Rules across sections that only this family knows (e.g. closed_loop needs effort: hard)."""
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
         """The precisions the quantize stage may use for this pipeline's target."""
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        """Families whose precision quantizes activations (``PrecisionRules.integer``): how the quantize
+        stage calibrates ``model``'s, from the family's own quantize keys (``model.quantize.own``)."""
 
     def quantize_params(self, spec: PipelineSpec) -> Any:
         """The family's part of the quantize stage's parameters (a frozen dataclass)."""

@@ -22,7 +22,7 @@ def test_spec_resolves_paths_and_defaults(project: Path, monkeypatch) -> None:
     assert spec.models[0].format == "onnx"
     assert spec.models[0].input_shapes.auto
     assert spec.output.dir == project / "sub/build/p"
-    assert spec.output.dfp_name == "p.dfp"
+    assert spec.target.dfp_name is None and spec.target.sim_dfp is False
     assert spec.target.profile_path == MX3_PROFILES.builtins()["mx3"]
     assert str(spec.where("models", 0, "path")) == "sub/p.yaml:3:11"
 

@@ -58,7 +58,7 @@ def _messages(text: str) -> list[str]:
 
 
 def test_messages_point_at_the_node() -> None:
-    text = "accelbuild: 1\ntarget:\n  num_chips: 0\n  effort: hrad\nmodels:\n  - path: m.onnx\n    extra: 1\n"
+    text = "accelbuild: 2\ntarget:\n  num_chips: 0\n  effort: hrad\nmodels:\n  - path: m.onnx\n    extra: 1\n"
     assert _messages(text) == [
         "p.yaml:3:14: 0 is out of range: expected an integer >= 1 and <= 16",
         "p.yaml:4:11: 'hrad' is not one of 'lazy', 'normal', 'hard'; did you mean 'hard'?",
@@ -67,17 +67,20 @@ def test_messages_point_at_the_node() -> None:
 
 
 def test_one_of_reports_the_branch_of_the_values_kind() -> None:
-    text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: [[3, 0]]\n"
+    text = "accelbuild: 2\nmodels:\n  - path: m.onnx\n    input_shapes: [[3, 0]]\n"
     assert _messages(text) == ["p.yaml:4:24: 0 is out of range: expected an integer >= 1 and <= 268435456"]
-    text = "accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: 5\n"
+    text = "accelbuild: 2\nmodels:\n  - path: m.onnx\n    input_shapes: 5\n"
     assert _messages(text) == [
         "p.yaml:4:19: expected 'auto' or a mapping or a list, got 5",
     ]
 
 
 def test_format_version_and_missing_keys() -> None:
-    assert _messages("accelbuild: 2\nmodels: [{path: a.onnx}]\n") == [
-        "p.yaml:1:13: unsupported config format 2; this accelbuild reads format 1 (accelbuild: 1)"
+    assert _messages("accelbuild: 3\nmodels: [{path: a.onnx}]\n") == [
+        "p.yaml:1:13: unsupported config format 3; this accelbuild reads formats 1 and 2 (accelbuild: 2)"
+    ]
+    assert _messages("accelbuild: '1'\nmodels: [{path: a.onnx}]\n") == [
+        "p.yaml:1:13: config format must be the number 1, not the string '1' (write accelbuild: 1 without quotes)"
     ]
     assert _messages("name: x\n") == [
         "p.yaml:1:1: missing required keys 'accelbuild', 'models' in the top level",
@@ -86,28 +89,31 @@ def test_format_version_and_missing_keys() -> None:
 
 def test_defaults_come_from_the_schema() -> None:
     root = load_schema(SCHEMA)
-    data = apply_defaults({"accelbuild": 1, "models": [{"path": "a.onnx"}]}, root, root)
+    data = apply_defaults({"accelbuild": 2, "models": [{"path": "a.onnx"}]}, root, root)
     assert data["target"] == {
         "family": "mx3", "chip_gen": "mx3", "num_chips": 4, "effort": "normal", "target_fps": None,
-        "input_format": "BF16", "output_format": "BF16", "share_input": False,
+        "input_format": "BF16", "output_format": "BF16", "share_input": False, "sim_dfp": False,
+        "closed_loop": {"enabled": False, "jobs": 4, "keep_splits": False, "prioritize_model": -1},
     }
-    assert data["models"][0]["quantize"] == {"weight_bits": 8, "auto_precision": False}
+    assert data["models"][0]["quantize"] == {}  # its keys are the family's: config/load.py fills them in
+    quantize = root["$defs"]["quantize_mx3"]
+    assert apply_defaults({}, quantize, root) == {"weight_bits": 8, "auto_precision": False}
     assert data["benchmark"] == {"frames": 200, "host": True, "accuracy": {"samples": 4, "seed": 0, "warn_below": 0.98}}
-    assert data["closed_loop"]["enabled"] is False
+    assert "closed_loop" not in data
 
 
 def test_target_keys_depend_on_the_family() -> None:
-    text = "accelbuild: 1\ntarget:\n  family: mx3\n  platform: tda4vm\nmodels:\n  - path: m.onnx\n"
+    text = "accelbuild: 2\ntarget:\n  family: mx3\n  platform: tda4vm\nmodels:\n  - path: m.onnx\n"
     assert _messages(text)[0].startswith("p.yaml:4:3: unknown key 'platform' in target")
-    text = "accelbuild: 1\ntarget:\n  num_chip: 2\nmodels:\n  - path: m.onnx\n"  # family mx3 by default
+    text = "accelbuild: 2\ntarget:\n  num_chip: 2\nmodels:\n  - path: m.onnx\n"  # family mx3 by default
     assert _messages(text) == ["p.yaml:3:3: unknown key 'num_chip' in target; did you mean 'num_chips'?"]
-    text = "accelbuild: 1\ntarget:\n  family: mx4\nmodels:\n  - path: m.onnx\n"
+    text = "accelbuild: 2\ntarget:\n  family: mx4\nmodels:\n  - path: m.onnx\n"
     assert _messages(text) == ["p.yaml:3:11: 'mx4' is not one of 'mx3', 'cpu', 'ethos-u', 'npu', 'qnn', 'rknn'; did you mean 'mx3'?"]
 
 
 def test_defaults_come_from_the_family_branch() -> None:
     root = load_schema(SCHEMA)
-    data = apply_defaults({"accelbuild": 1, "models": [{"path": "m.onnx"}]}, root, root)
+    data = apply_defaults({"accelbuild": 2, "models": [{"path": "m.onnx"}]}, root, root)
     assert data["target"]["family"] == "mx3"
     assert data["target"]["chip_gen"] == "mx3" and data["target"]["num_chips"] == 4
 
@@ -116,6 +122,6 @@ def test_an_input_dimension_may_be_as_large_as_a_tensor_may_hold() -> None:
     """Seconds of 16 kHz audio are more than 65,536 samples: the cap is the per-tensor element limit, in the
     schema and in the CLI's --input-shape alike."""
     assert MAX_DIMENSION == MAX_TENSOR_ELEMENTS == load_schema(SCHEMA)["$defs"]["shape"]["oneOf"][0]["items"]["maximum"]
-    assert _messages("accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: {audio: [960000]}\n") == []
-    assert _messages(f"accelbuild: 1\nmodels:\n  - path: m.onnx\n    input_shapes: [[{MAX_TENSOR_ELEMENTS + 1}]]\n") \
+    assert _messages("accelbuild: 2\nmodels:\n  - path: m.onnx\n    input_shapes: {audio: [960000]}\n") == []
+    assert _messages(f"accelbuild: 2\nmodels:\n  - path: m.onnx\n    input_shapes: [[{MAX_TENSOR_ELEMENTS + 1}]]\n") \
         == [f"p.yaml:4:21: {MAX_TENSOR_ELEMENTS + 1} is out of range: expected an integer >= 1 and <= {MAX_TENSOR_ELEMENTS}"]

@@ -67,8 +67,8 @@ def test_auto_precision_reaches_a_target_and_reports_a_missed_one(project: Path)
 
 def test_mx3_refuses_activation_quantization_keys(project: Path) -> None:
     out = _quantize(project, ", activation_bits: 8", code=2)["stderr"]
-    assert out.startswith("p.yaml:8:32: activation_bits applies to families that quantize activations (npu, "
-                          "ethos-u); mx3 computes activations in bfloat16")
+    assert out.startswith("p.yaml:8:32: unknown key 'activation_bits' in models.0.quantize: a key of family cpu, "
+                          "ethos-u, npu, not of family mx3")
 
 
 def test_bad_data_is_a_clear_error(project: Path) -> None:

@@ -51,7 +51,7 @@ class NoParams:
 
 
 def program_name(pipeline):
-    return Path(pipeline.output.dfp_name).stem + ".toy"
+    return pipeline.base_name + ".toy"
 
 
 def _quantized(pipeline, model):

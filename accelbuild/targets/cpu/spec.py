@@ -19,6 +19,7 @@ class CpuTargetSpec:
     threads: int | None  # intra-op threads; None: onnxruntime's default (one per physical core)
     precision: str  # float | int8
     graph_optimization: str  # basic | extended | all
+    closed_loop: bool = False  # target.closed_loop.enabled: measure every session configuration, keep the fastest
 
 
 @dataclass(frozen=True)

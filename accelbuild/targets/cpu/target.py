@@ -28,14 +28,13 @@ from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_data,
     model_dir,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import TargetBase
 from accelbuild.targets.cpu.spec import (
@@ -63,7 +62,7 @@ def _model(model: ModelSpec | None) -> ModelSpec:
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     m = _model(model)
     folder = model_dir(pipeline, m)
-    if not pipeline.closed_loop.enabled:
+    if not pipeline.target.closed_loop:
         return {name: folder / name for name in ("quantized.onnx", "ai.onnx")}
     inputs = {name: folder / name for name in ("quantized.onnx", "ai.onnx", "pre.onnx")}  # + the frames it runs
     inputs.update(model_data(m) if m.data is not None else accuracy_data(pipeline))
@@ -72,13 +71,13 @@ def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Pa
 
 def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     folder = model_dir(pipeline, _model(model))
-    names = ("session.json", "closed_loop.json") if pipeline.closed_loop.enabled else ("session.json",)
+    names = ("session.json", "closed_loop.json") if pipeline.target.closed_loop else ("session.json",)
     return {name: folder / name for name in names}
 
 
 def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> SessionParams | ClosedLoopParams:
     t, m = pipeline.target, _model(model)
-    if not pipeline.closed_loop.enabled:
+    if not pipeline.target.closed_loop:
         return SessionParams(m.name, t.precision, t.threads, t.graph_optimization, onnxruntime_version())
     machine = _measuring_machine(pipeline)
     cores = logical_cores_in(machine) or this_machine().logical_cores
@@ -91,7 +90,7 @@ def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> SessionParam
 
 def _map_jobs(pipeline: PipelineSpec) -> int | None:
     """The closed loop runs in the build's process and sends its measurements to the device (one at a time)."""
-    return 1 if pipeline.closed_loop.enabled else None
+    return 1 if pipeline.target.closed_loop else None
 
 
 def _measuring_machine(pipeline: PipelineSpec) -> str:
@@ -120,7 +119,7 @@ def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> OrtPara
         machine = this_machine()
         return TvmParams(m.name, accuracy_inputs(pipeline), data_params(m), tvm_compiler.version() or "",
                          f"{machine.cpu} ({machine.arch}: {', '.join(machine.flags)})")
-    chosen_later = pipeline.closed_loop.enabled  # the closed loop may choose the level all
+    chosen_later = pipeline.target.closed_loop  # the closed loop may choose the level all
     isa = this_machine().vector_isa if pipeline.target.graph_optimization == "all" or chosen_later else None
     return OrtParams(m.name, accuracy_inputs(pipeline), data_params(m), onnxruntime_version(), isa)
 
@@ -137,12 +136,12 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBenchmarkParams:
     device = pipeline.benchmark.device
     # measured on a device: its identity (resource and machine, read from the worker) keys the task
-    integer = pipeline.target.precision == "int8" or pipeline.closed_loop.enabled
+    integer = pipeline.target.precision == "int8" or pipeline.target.closed_loop
     return CpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models), pipeline.benchmark.frames,
                               pipeline.benchmark.host, _measuring_machine(pipeline),
                               machine_identity() if device is None else f"device {device.resource}",
-                              tuple(calibration_frames(m) if integer else None
+                              tuple(m.quantize.own.calibration_frames if integer else None
                                     for m in pipeline.models), pipeline.target.backend,
                               device.resource if device is not None else None)
 
@@ -167,14 +166,21 @@ class CpuTarget(TargetBase):
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
         if t["backend"] == "tvm" and not tvm_compiler.available():
             checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_compiler.EXTRA}")
-        return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"])
+        return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"],
+                             t["closed_loop"]["enabled"])
+
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        if spec.closed_loop.enabled and spec.target.backend == "tvm":
-            checker.error(("closed_loop", "enabled"), "closed_loop measures onnxruntime configurations (model.ort); "
+        if spec.target.closed_loop and spec.target.backend == "tvm":
+            checker.error(("target", "closed_loop", "enabled"), "closed_loop measures onnxruntime configurations (model.ort); "
                                                       "backend tvm has none to choose from")
-        if spec.closed_loop.enabled and spec.closed_loop.keep_splits:
-            checker.error(("closed_loop", "keep_splits"), "family cpu's closed loop has no splits to keep")
         if spec.benchmark.device is not None and spec.target.backend == "tvm":
             checker.error(("benchmark", "device"), "backend tvm compiles model.so for this machine's CPU; a device "
                                                    "measures model.ort (backend onnxruntime)", key=True)
@@ -189,17 +195,14 @@ class CpuTarget(TargetBase):
                 if getattr(q, key, None):
                     checker.error(at + (key,), f"{key} does not apply to family cpu: the whole model is "
                                                f"{precision} (target.precision)", key=True)
-            for key in CALIBRATION_KEYS if precision == "float" and not spec.closed_loop.enabled else ():
-                if getattr(q, key) is not None:
+            for key in CALIBRATION_KEYS if precision == "float" and not spec.target.closed_loop else ():
+                if checker.written(at + (key,)):
                     checker.error(at + (key,), f"{key} does not apply to precision: float (the model runs as it "
                                                "is); use target.precision: int8 to quantize", key=True)
-            if precision == "int8" and q.activation_bits not in (None, 8):
-                checker.error(at + ("activation_bits",), f"onnxruntime's integer kernels take 8-bit activations, "
-                                                         f"not {q.activation_bits}")
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
         # the closed loop measures float (ai.onnx) and int8 (quantized.onnx) candidates
-        if spec.target.precision == "float" and not spec.closed_loop.enabled:
+        if spec.target.precision == "float" and not spec.target.closed_loop:
             return PrecisionRules(weight_bits=(), activations="float")
         # uint8 activations with zero points and int8 weights per channel: onnxruntime's U8S8 integer kernels
         return PrecisionRules(weight_bits=(8,), activations="integer", activation_bits=(8,), symmetric=False)

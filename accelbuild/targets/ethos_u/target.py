@@ -24,18 +24,16 @@ from typing import Any
 from accelbuild.config import schema_check
 from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.declaration import (
-    DEFAULT_ACTIVATION_BITS,
     Stage,
     accuracy_data,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_data,
     model_dir,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (
@@ -71,9 +69,9 @@ def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, P
 
 def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> WriteParams:
     m = _model(model)
-    bits = m.quantize.activation_bits or DEFAULT_ACTIVATION_BITS
+    bits = m.quantize.own.bits
     steps = None if m.quantize.auto_precision is not None else MAX_STEPS[bits]  # None: as quantize chose
-    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), steps, calibration_frames(m))
+    return WriteParams(m.name, accuracy_inputs(pipeline), data_params(m), steps, m.quantize.own.calibration_frames)
 
 
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -105,7 +103,7 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
     return BenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                            tuple(data_params(m) for m in pipeline.models), pipeline.target.accelerator,
-                           vela.version(), tuple(calibration_frames(m) for m in pipeline.models),
+                           vela.version(), tuple(m.quantize.own.calibration_frames for m in pipeline.models),
                            pipeline.benchmark.host)
 
 
@@ -168,6 +166,14 @@ class EthosUTarget(TargetBase):
                               f"{', '.join(names[kind])}){schema_check.did_you_mean(value, list(names[kind]))}")
         return spec
 
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
+
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
             q = model.quantize
@@ -179,7 +185,7 @@ class EthosUTarget(TargetBase):
                     checker.error(("models", model.index, "quantize", key),
                                   f"{key} does not apply to ethos-u: the whole model is int8, or int16x8 with "
                                   "activation_bits: 16 (auto_precision chooses between them)", key=True)
-            if q.auto_precision is not None and q.activation_bits is not None:
+            if q.auto_precision is not None and checker.written(("models", model.index, "quantize", "activation_bits")):
                 checker.error(("models", model.index, "quantize", "activation_bits"),
                               "auto_precision chooses int8 or int16x8 for the whole model on ethos-u; give "
                               "activation_bits or auto_precision, not both", key=True)

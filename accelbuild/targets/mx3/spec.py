@@ -10,6 +10,16 @@ from accelbuild.stages.params import AccuracyInputs, DataParams
 
 
 @dataclass(frozen=True)
+class ClosedLoopSpec:
+    """``target.closed_loop``: simulate every candidate split of the hard mapping, ship the fastest."""
+
+    enabled: bool
+    jobs: int
+    keep_splits: bool
+    prioritize_model: int
+
+
+@dataclass(frozen=True)
 class Mx3TargetSpec:
     family: Literal["mx3"]
     chip_gen: str
@@ -20,6 +30,9 @@ class Mx3TargetSpec:
     input_format: str
     output_format: str
     share_input: bool
+    closed_loop: ClosedLoopSpec = field(default_factory=lambda: ClosedLoopSpec(False, 4, False, -1))
+    dfp_name: str | None = None  # None: <pipeline name>.dfp (``target.dfp_name``)
+    sim_dfp: bool = False
 
 
 @dataclass(frozen=True)

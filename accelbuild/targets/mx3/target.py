@@ -18,6 +18,7 @@ from accelbuild.targets.mx3.spec import (
     AssembleParams,
     BenchmarkParams,
     ClosedLoopParams,
+    ClosedLoopSpec,
     MapParams,
     Mx3TargetSpec,
     PacketParams,
@@ -31,6 +32,11 @@ CHOICE = "cost_model_choice.dfp"  # the cost model's first choice, when the clos
 
 def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
     return load_profile(pipeline.target.profile_path, MX3_PROFILES, copy=False)  # read only
+
+
+def dfp_name(pipeline: PipelineSpec) -> str:
+    """The program file's name: ``target.dfp_name``, else ``<pipeline name>.dfp``."""
+    return pipeline.target.dfp_name or f"{pipeline.base_name}.dfp"
 
 
 def _quantized_inputs(pipeline: PipelineSpec, with_records: bool) -> dict[str, Path]:
@@ -60,13 +66,13 @@ def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> MapParams:
 def _assemble_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     # the closed loop re-maps its splits from the layers and their bits
     return {"mapping.json": pipeline.output.dir / "mapping.json",
-            **_quantized_inputs(pipeline, with_records=pipeline.closed_loop.enabled)}
+            **_quantized_inputs(pipeline, with_records=pipeline.target.closed_loop.enabled)}
 
 
 def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output
-    outputs = {"dfp": out.dir / out.dfp_name}
-    if pipeline.closed_loop.enabled:
+    outputs = {"dfp": out.dir / dfp_name(pipeline)}
+    if pipeline.target.closed_loop.enabled:
         outputs["closed_loop.json"] = out.dir / "closed_loop.json"
         outputs["best_split.dfp"] = out.dir / "best_split.dfp"
         outputs[CHOICE] = out.dir / CHOICE
@@ -75,25 +81,26 @@ def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
 
 
 def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> AssembleParams:
-    t, out, bench, loop = pipeline.target, pipeline.output, pipeline.benchmark, pipeline.closed_loop
-    simulates = out.sim_dfp or loop.enabled
+    t, bench = pipeline.target, pipeline.benchmark
+    loop = t.closed_loop
+    simulates = t.sim_dfp or loop.enabled
     return AssembleParams(
         models=tuple(m.name for m in pipeline.models),
         input_format=t.input_format,
         output_format=t.output_format,
         share_input=t.share_input,
-        sim_dfp=out.sim_dfp,
+        sim_dfp=t.sim_dfp,
         frames=bench.frames if simulates else None,
         seed=bench.seed if simulates else None,
         closed_loop=ClosedLoopParams(loop.enabled, loop.prioritize_model, loop.keep_splits),
         profile=_profile(pipeline),
-        dfp_name=out.dfp_name,
+        dfp_name=dfp_name(pipeline),
     )
 
 
 def _benchmark_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
     out = pipeline.output  # with the closed loop, <dfp_name> is the best measured split
-    inputs = {"dfp": out.dir / out.dfp_name, "mapping.json": out.dir / "mapping.json"}
+    inputs = {"dfp": out.dir / dfp_name(pipeline), "mapping.json": out.dir / "mapping.json"}
     for m in pipeline.models:
         folder = model_dir(pipeline, m)
         for name in ("ai.onnx", "quantized.onnx", "pre.onnx", "post.onnx"):  # host sections: accuracy, timing
@@ -118,7 +125,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
         host=bench.host,
         seed=bench.seed,
         accuracy=accuracy_inputs(pipeline),
-        closed_loop=pipeline.closed_loop.enabled,
+        closed_loop=pipeline.target.closed_loop.enabled,
         data=tuple(data_params(m) for m in pipeline.models),
         tuned=tuple(m.quantize.auto_precision is not None for m in pipeline.models),
         credibility=_credibility(pipeline),
@@ -160,7 +167,7 @@ class Mx3Target(TargetBase):
         Stage("map", False, "accelbuild.targets.mx3.map_stage", (), _map_inputs, _map_outputs, _map_params),
         Stage("assemble", False, "accelbuild.targets.mx3.assemble_stage", (), _assemble_inputs,
               _assemble_outputs, _assemble_params, optional_outputs=frozenset({SPLITS, CHOICE}),
-              jobs=lambda pipeline: pipeline.closed_loop.jobs),
+              jobs=lambda pipeline: pipeline.target.closed_loop.jobs),
         Stage("benchmark", False, "accelbuild.targets.mx3.benchmark_stage", (), _benchmark_inputs,
               _benchmark_outputs, _benchmark_params),
     )
@@ -172,20 +179,24 @@ class Mx3Target(TargetBase):
     def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
         chip_gen = t["chip_gen"]
         profile_path, _ = resolve_profile(chip_gen, MX3_PROFILES, checker, ("target", "chip_gen"), "chip_gen")
+        loop = t["closed_loop"]
         return Mx3TargetSpec("mx3", chip_gen, profile_path, t["num_chips"], t["effort"], t["target_fps"],
-                             t["input_format"], t["output_format"], t["share_input"])
+                             t["input_format"], t["output_format"], t["share_input"],
+                             ClosedLoopSpec(loop["enabled"], loop["jobs"], loop["keep_splits"], loop["prioritize_model"]),
+                             t.get("dfp_name"), t["sim_dfp"])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        for model in spec.models:
-            for key in ("activation_bits", "calibration", "calibration_frames"):
-                if getattr(model.quantize, key) is not None:
-                    checker.error(("models", model.index, "quantize", key),
-                                  f"{key} applies to families that quantize activations (npu, ethos-u); mx3 "
-                                  "computes activations in bfloat16, so only weights are quantized", key=True)
         _check_weights(spec, checker)
-        if spec.closed_loop.enabled and spec.target.effort != "hard":
+        loop = spec.target.closed_loop
+        if loop.prioritize_model >= len(spec.models):
             checker.error(
-                ("closed_loop", "enabled"),
+                ("target", "closed_loop", "prioritize_model"),
+                f"prioritize_model {loop.prioritize_model} is not a model index: this pipeline has "
+                f"{len(spec.models)} model(s), indices 0..{len(spec.models) - 1} (or -1 for the combined FPS)",
+            )
+        if loop.enabled and spec.target.effort != "hard":
+            checker.error(
+                ("target", "closed_loop", "enabled"),
                 f"closed_loop needs target.effort: hard (it measures the hard mapper's candidate splits); "
                 f"effort is {spec.target.effort!r}",
             )

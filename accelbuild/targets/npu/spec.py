@@ -37,6 +37,7 @@ class NpuTargetSpec:
     compile_mode: CompileMode
     offload: OffloadSettings
     host_compiler: str = "onnx"  # offload.host_compiler, resolved: tvm | onnx
+    package_name: str | None = None  # target.package_name; None: <pipeline name>.tar.gz
 
 
 @dataclass(frozen=True)

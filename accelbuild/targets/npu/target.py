@@ -12,12 +12,11 @@ from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.npu.hardware import NPU_PROFILES
@@ -42,9 +41,14 @@ def _profile(pipeline: PipelineSpec) -> dict[str, Any]:
     return load_profile(pipeline.target.profile_path, NPU_PROFILES, copy=False)  # read only
 
 
+def _default_activation_bits(allowed: tuple[int, ...]) -> int:
+    """Without quantize.activation_bits: the profile's only activation precision, else 8 bits."""
+    return allowed[0] if len(allowed) == 1 else 8
+
+
 def package_name(pipeline: PipelineSpec) -> str:
-    """``<name>.tar.gz``: the pipeline's artifact name (``output.dfp_name`` without its extension)."""
-    return f"{Path(pipeline.output.dfp_name).stem}.tar.gz"
+    """The package's file name: ``target.package_name``, else ``<pipeline name>.tar.gz``."""
+    return pipeline.target.package_name or f"{pipeline.base_name}.tar.gz"
 
 
 def _map_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -112,7 +116,7 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> NpuBenchmarkParams:
     return NpuBenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), accuracy_inputs(pipeline),
                               tuple(data_params(m) for m in pipeline.models),
-                              tuple(calibration_frames(m) for m in pipeline.models), pipeline.benchmark.host,
+                              tuple(m.quantize.own.calibration_frames for m in pipeline.models), pipeline.benchmark.host,
                               host_compiler_said(pipeline))
 
 
@@ -167,12 +171,17 @@ class NpuTarget(TargetBase):
         offload = OffloadSettings(o["host"], tuple(o["deny_ops"]), tuple(o["deny_layers"]), o["max_subgraphs"],
                                   o["fail_on_fallback"])
         return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload,
-                             _host_compiler(o, checker))
+                             _host_compiler(o, checker), t.get("package_name"))
+
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(q.get("activation_bits"), q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(own.bits or _default_activation_bits(self.precision(spec).activation_bits), own.calibration, own.calibration_frames)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
-        if spec.closed_loop.enabled:
-            checker.error(("closed_loop", "enabled"), "closed_loop measures mx3 splits; family npu has none "
-                                                      "(its scheduler searches tilings with target.effort)")
         for model in spec.models:
             q = model.quantize
             if q.weight_bits == 4:

@@ -20,13 +20,12 @@ from accelbuild.config.spec import ModelSpec, PipelineSpec
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_dir,
     model_files,
     models_data,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
 from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.qnn.socs import SOCS
 from accelbuild.targets.qnn.spec import BenchmarkParams, CompileParams, NoQuantizeParams, QnnTargetSpec
@@ -73,7 +72,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
     t: QnnTargetSpec = pipeline.target
     return BenchmarkParams(pipeline.name, tuple(m.name for m in pipeline.models), t.soc, SOCS[t.soc][0],
                            accuracy_inputs(pipeline), tuple(data_params(m) for m in pipeline.models),
-                           tuple(calibration_frames(m) for m in pipeline.models), pipeline.toolchain_ref)
+                           tuple(m.quantize.own.calibration_frames for m in pipeline.models), pipeline.toolchain_ref)
 
 
 class QnnTarget(TargetBase):
@@ -101,15 +100,20 @@ class QnnTarget(TargetBase):
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(None, q["calibration"], q["calibration_frames"])
+
+    def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
+        own = model.quantize.own
+        return ActivationParams(self.precision(spec).activation_bits[0], own.calibration, own.calibration_frames)
+
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
             q = model.quantize
             at = ("models", model.index, "quantize")
             if q.weight_bits != 8:
                 checker.error(at + ("weight_bits",), f"the HTP takes 8-bit weights here, not {q.weight_bits}")
-            if q.activation_bits is not None:
-                checker.error(at + ("activation_bits",), "family qnn takes its activation precision from "
-                                                         "target.activations (uint8 or uint16)", key=True)
             for key in ("bits", "bits_file", "auto_precision"):
                 if getattr(q, key, None):
                     checker.error(at + (key,), f"{key} does not apply to family qnn: the whole model is "

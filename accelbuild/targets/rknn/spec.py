@@ -11,7 +11,6 @@ from accelbuild.toolchains import ToolchainRef
 
 # accelbuild's calibration methods as the toolkit's quantized_algorithm (percentile has no counterpart)
 ALGORITHMS = {"minmax": "normal", "mse": "mmse", "entropy": "kl_divergence"}
-DEFAULT_CALIBRATION = "minmax"
 
 
 @dataclass(frozen=True)

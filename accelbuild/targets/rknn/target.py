@@ -22,18 +22,16 @@ from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
     accuracy_inputs,
-    calibration_frames,
     data_params,
     model_data,
     model_dir,
     model_files,
 )
-from accelbuild.stages.params import PrecisionRules
+from accelbuild.stages.params import ActivationSettings, PrecisionRules
 from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.rknn import platforms
 from accelbuild.targets.rknn.spec import (
     ALGORITHMS,
-    DEFAULT_CALIBRATION,
     BenchmarkParams,
     CompileParams,
     NoQuantizeParams,
@@ -71,8 +69,8 @@ def _compile_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[st
 def _compile_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CompileParams:
     m = _model(model)
     t: RknnTargetSpec = pipeline.target
-    method = m.quantize.calibration or DEFAULT_CALIBRATION
-    return CompileParams(m.name, t.platform, t.precision, ALGORITHMS[method], calibration_frames(m),
+    own = m.quantize.own
+    return CompileParams(m.name, t.platform, t.precision, ALGORITHMS[own.calibration], own.calibration_frames,
                          accuracy_inputs(pipeline), data_params(m), pipeline.toolchain_ref)
 
 
@@ -135,6 +133,10 @@ class RknnTarget(TargetBase):
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
+    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
+        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
+        return ActivationSettings(None, q["calibration"], q["calibration_frames"])
+
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
             q = model.quantize
@@ -142,13 +144,10 @@ class RknnTarget(TargetBase):
             if q.weight_bits != 8:
                 checker.error(at + ("weight_bits",), "family rknn takes the weight type from target.precision "
                                                      f"(w8a8, w8a16, ...), not weight_bits: {q.weight_bits}")
-            for key in ("bits", "bits_file", "auto_precision", "activation_bits"):
+            for key in ("bits", "bits_file", "auto_precision"):
                 if getattr(q, key, None):
                     checker.error(at + (key,), f"{key} does not apply to family rknn: the toolkit quantizes the "
                                                "whole model at target.precision", key=True)
-            if q.calibration is not None and q.calibration not in ALGORITHMS:
-                checker.error(at + ("calibration",), f"rknn-toolkit2 has no {q.calibration} calibration; one of "
-                                                     f"{', '.join(ALGORITHMS)} (its normal, mmse, kl_divergence)")
 
     def precision(self, spec: PipelineSpec) -> PrecisionRules:
         return PrecisionRules(weight_bits=(), activations="float")  # the toolkit quantizes, in its own stage

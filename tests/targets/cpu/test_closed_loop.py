@@ -16,14 +16,13 @@ from accelbuild.targets.cpu.spec import ClosedLoopParams
 from conftest import run_cli, write
 
 PIPELINE = """\
-accelbuild: 1
+accelbuild: 2
 name: p
-target: {{family: cpu{target}}}
+target: {{family: cpu{target}, closed_loop: {{enabled: true{loop}}}}}
 models:
   - name: cls
     path: models/tinycls.onnx
 benchmark: {{frames: 10, accuracy: {{samples: 2}}}}
-closed_loop: {{enabled: true{loop}}}
 """
 
 
@@ -86,10 +85,10 @@ def test_the_loop_measures_every_candidate_keeps_the_fastest_and_caches_each(pro
 
 @pytest.mark.parametrize(("target", "loop", "message"), [
     (", backend: tvm", "", "backend tvm has none to choose from"),
-    ("", ", keep_splits: true", "no splits to keep"),
+    ("", ", keep_splits: true", "unknown key 'keep_splits' in target.closed_loop"),
 ])
 def test_closed_loop_settings_that_cannot_apply_are_usage_errors(project: Path, target: str, loop: str,
                                                                   message: str) -> None:
     write(project / "p.yaml", PIPELINE.format(target=target, loop=loop))
     result = run_cli("run", "p.yaml", cwd=project)
-    assert result.code == 2 and message in result.stderr and "p.yaml:8:" in result.stderr
+    assert result.code == 2 and message in result.stderr and "p.yaml:3:" in result.stderr

@@ -152,4 +152,5 @@ def test_qnn_keys_that_do_not_apply_are_positioned_errors(project: Path) -> None
                                 "    quantize: {activation_bits: 16}\n")
     with pytest.raises(Exception) as caught:
         load_pipelines(["bad.yaml"])
-    assert "bad.yaml:5:16: family qnn takes its activation precision from target.activations" in str(caught.value)
+    assert "bad.yaml:5:16: unknown key 'activation_bits' in models.0.quantize: a key of family cpu, ethos-u, npu, " \
+           "not of family qnn" in str(caught.value)
