@@ -114,7 +114,7 @@ def rewrite(doc: YamlDocument, family: str) -> tuple[str, list[Move]]:
     found = formats.moves_in(compose._annotate(doc.data, doc.file, ()), family)
     if not found and not _matrix_moves(root, family):
         return edits.apply(), []
-    if root.flow_style:
+    if _is_flow(root):
         _refuse(doc, root, "a pipeline written as one flow mapping")
     moved: dict[tuple[str, ...], _Text] = {}  # dest -> the value as written, with its comments
     by_parent: dict[tuple[str, ...], list[Move]] = {}
@@ -133,10 +133,10 @@ def rewrite(doc: YamlDocument, family: str) -> tuple[str, list[Move]]:
             if not isinstance(value, yaml.ScalarNode):
                 _refuse(doc, value, f"{'.'.join(move.source)} is not a single value")
             if move.dest is not None:
-                above = () if parent.flow_style else _comments_above(doc.text, key)
+                above = () if _is_flow(parent) else _comments_above(doc.text, key)
                 if header and move.dest[:-1] != ("target",) + parent_path:
                     above, header = (header, *above), ""  # the section's own comment, on its first key
-                moved[move.dest] = _Text(*_value_text(doc.text, value, move, bool(parent.flow_style)), above,
+                moved[move.dest] = _Text(*_value_text(doc.text, value, move, bool(_is_flow(parent))), above,
                                          header)
                 header = ""
         _remove_keys(doc, edits, root, parent_path, {m.source[-1] for m in moves})
@@ -174,6 +174,11 @@ def _refuse(doc: YamlDocument, node: yaml.Node, what: str) -> None:
                              "(docs/pipeline-reference.md, Format 1)", doc.snippet(where))
 
 
+def _is_flow(node: yaml.Node) -> bool:
+    """Whether a mapping or sequence node is written in flow style (``{a: 1}``, ``[1, 2]``); scalars never are."""
+    return bool(getattr(node, "flow_style", False))
+
+
 def _line_end(text: str, index: int) -> int:
     """The index after the newline of the line holding ``index`` (or the end of the text)."""
     end = text.find("\n", index)
@@ -208,7 +213,7 @@ def _comment_after(text: str, end: int) -> str:
     return rest if rest.startswith("#") else ""
 
 
-def _value_text(text: str, value: yaml.ScalarNode, move: Move, in_flow: bool) -> tuple[str, str]:
+def _value_text(text: str, value: yaml.Node, move: Move, in_flow: bool) -> tuple[str, str]:
     """The value as written (a file name's suffix converted), with its line's comment unless in a flow
     mapping (the comment of the line stays with what remains of it)."""
     written = text[value.start_mark.index:value.end_mark.index]
@@ -245,7 +250,7 @@ def _section_comment(text: str, root: yaml.MappingNode, path: tuple[str, ...]) -
     if not path:
         return ""
     pair = _pair(_at(root, path[:-1]), path[-1])
-    if pair is None or pair[1].flow_style or not isinstance(pair[1], yaml.MappingNode):
+    if pair is None or _is_flow(pair[1]) or not isinstance(pair[1], yaml.MappingNode):
         return ""
     return _comment_after(text, pair[0].end_mark.index + 1)
 
@@ -257,7 +262,7 @@ def _remove_keys(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode, paren
     assert isinstance(parent, yaml.MappingNode)
     remaining = [(k, v) for k, v in parent.value if not (isinstance(k, yaml.ScalarNode) and k.value in keys)]
     text = doc.text
-    if parent.flow_style:
+    if _is_flow(parent):
         if parent.start_mark.line != parent.end_mark.line:
             _refuse(doc, parent, "a flow mapping over several lines")
         if remaining or not parent_path:
@@ -272,9 +277,9 @@ def _remove_keys(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode, paren
     # nothing left: remove the section's own key from its parent
     grand = _at(root, parent_path[:-1])
     key, value = _pair(grand, parent_path[-1])  # type: ignore[misc]
-    if grand.flow_style:
+    if _is_flow(grand):
         _refuse(doc, grand, "a flow mapping holding a moved section")
-    _remove_lines(doc, edits, key, value, keep_comment=bool(value.flow_style))
+    _remove_lines(doc, edits, key, value, keep_comment=bool(_is_flow(value)))
 
 
 def _remove_lines(doc: YamlDocument, edits: _Edits, key: yaml.Node, value: yaml.Node,
@@ -313,7 +318,7 @@ def _rewrite_matrix(doc: YamlDocument, edits: _Edits, root: yaml.MappingNode, fa
         if move is None:
             continue
         if move.dest is None:
-            if matrix.flow_style:
+            if _is_flow(matrix):
                 _refuse(doc, matrix, "a flow-style matrix")
             _remove_lines(doc, edits, key, values)
             continue
@@ -391,7 +396,7 @@ def _insert_under_target(doc: YamlDocument, edits: _Edits, root: yaml.MappingNod
     for name in tree:
         if _child(target, name) is not None:
             _refuse(doc, _child(target, name), f"target.{name} next to its format-1 key")  # type: ignore[arg-type]
-    if target.flow_style:
+    if _is_flow(target):
         if target.start_mark.line != target.end_mark.line:
             _refuse(doc, target, "a flow mapping over several lines")
         items, comments = _flow(tree)

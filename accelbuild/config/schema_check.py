@@ -237,7 +237,7 @@ def validate_at(doc: YamlDocument, path: tuple[Any, ...], schema: dict[str, Any]
         if at_key and message.startswith("unknown key"):
             message = message.replace(f" in {_location(at[:-1])}", f" in {_location(path + at[:-1])}", 1)
         found.append(ConfigError(where, message, doc.snippet(where)))
-    return sorted(found, key=lambda e: (e.where.line, e.where.col))
+    return sorted(found, key=lambda e: (getattr(e.where, "line", 0), getattr(e.where, "col", 0)))
 
 
 def validate_merged(data: Any, schema_name: str, doc: YamlDocument) -> list[ConfigError]:

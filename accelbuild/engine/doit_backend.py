@@ -398,7 +398,8 @@ def _key_changes(job: Job, values: dict[str, Any]) -> list[str]:
     """What moved the task key since the last run: inputs (by role), parameters, code, version."""
     if not isinstance(values.get("key"), str):
         return ["built by an older accelbuild (no task key recorded)"]
-    recorded = values.get("inputs") if isinstance(values.get("inputs"), dict) else {}
+    inputs = values.get("inputs")
+    recorded: dict[str, Any] = inputs if isinstance(inputs, dict) else {}
     changes = []
     for role, path in sorted(job.inputs.items()):
         name = _relative(path)

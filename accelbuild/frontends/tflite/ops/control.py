@@ -134,7 +134,9 @@ def inline(g: Graph, op: Operator, sub: Model, role: str, inputs: Sequence[str],
     prefix = f"{g.name(op)}/{role}" if op.outputs else role
     child = host.called(sub, constant_values(sub), prefix, inputs)
     for inner in sub.operators:
-        spec_for(inner).convert(child, inner)
+        spec = spec_for(inner)
+        assert spec is not None, inner.name  # the call's check refused a subgraph with an operator it cannot convert
+        spec.convert(child, inner)
     return [child.value(i) for i in sub.outputs]
 
 
@@ -203,7 +205,9 @@ def while_(g: Graph, op: Operator) -> None:
 
 
 def _info(g: Graph, index: int, name: str) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, onnx_type(g.tensor(index)), list(g.shape(index)))
+    elem_type = onnx_type(g.tensor(index))
+    assert elem_type is not None, name  # the loop's check refused tensors ONNX cannot represent
+    return helper.make_tensor_value_info(name, elem_type, list(g.shape(index)))
 
 
 # --------------------------------------------------------------------------- resource variables

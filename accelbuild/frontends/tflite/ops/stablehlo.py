@@ -98,9 +98,12 @@ def _reduce_window_ok(g: Graph, op: Operator) -> Result:
                 "matches", _reduce_window_ok),
           _body("body_subgraph_index", replace=False))
 def reduce_window(g: Graph, op: Operator) -> None:
-    name, w = g.name(op), _window(g, op)
+    name, checked = g.name(op), _window(g, op)
+    assert not isinstance(checked, str), checked  # _reduce_window_ok refused it before conversion
+    w = checked
     shape, out = g.shape(op.inputs[0]), _window_output(g, op, w)
     function = body_function(g, op, "body_subgraph_index")
+    assert function is not None  # the operator's check refused a body with no ONNX function
     init = g.fresh(f"{name}/init")
     g.node("Reshape", [g.value(op.inputs[1]), g.ints(f"{init}/shape", [])], [init], init)
     source = g.value(op.inputs[0])
@@ -218,5 +221,6 @@ def scatter(g: Graph, op: Operator) -> None:
     k = len(op.options["scatter_dims_to_operand_dims"])
     tuples = _index_tuples(g, op, k, "indices")
     function = body_function(g, op, "update_computation_subgraph_index")
+    assert function is not None  # the operator's check refused a body with no ONNX function
     g.node("ScatterND", [g.value(op.inputs[0]), tuples, g.value(op.inputs[2])], [g.out(op)], g.name(op),
            reduction=_REDUCTIONS[function])
