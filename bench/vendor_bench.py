@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,31 +52,39 @@ def pipeline(work: Path, name: str, target: str, label: str, model: Path, frames
     return path
 
 
-def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> float:
-    """``accelbuild run`` from scratch (no state, no cache, no outputs): its wall time. accelbuild's modules are
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children and their own waited-for children: a
+    subprocess's figure is the difference around it. On a shared machine wall time measures the others too."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> dict[str, float]:
+    """``accelbuild run`` from scratch (no state, no cache, no outputs): its wall and CPU time (the toolchain's
+    driver process included). accelbuild's modules are
     compiled once into ``work/pycache`` (by the untimed first run), as an installed copy's are: the toolkit
     alone runs with ``-I``, which reads and writes its bytecode whatever ``PYTHONDONTWRITEBYTECODE`` says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(REPO), ACCELBUILD_TOOLCHAINS_DIR=str(toolchains), PYTHONPYCACHEPREFIX=str(work / "pycache"))
     shutil.rmtree(work / ".accelbuild", ignore_errors=True)
     shutil.rmtree(work / "build" / yaml_path.stem, ignore_errors=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run([sys.executable, "-m", "accelbuild.cli", "run", yaml_path.name], cwd=work, env=env,
                           capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{yaml_path.name}: accelbuild failed:\n{done.stderr}")
-    return seconds
+    return {"wall": seconds, "cpu": cpu}
 
 
 def alone(command: list[str], out: Path) -> dict:
-    """The vendor tool alone (a script in its own interpreter): its JSON and the wall time of the process."""
-    start = time.perf_counter()
+    """The vendor tool alone (a script in its own interpreter): its JSON and the wall and CPU time of the process."""
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return {**json.loads(out.read_text()), "wall": wall}
+    return {**json.loads(out.read_text()), "wall": wall, "cpu": cpu}
 
 
 def held_out(bench: dict) -> list[float]:
@@ -83,17 +92,18 @@ def held_out(bench: dict) -> list[float]:
 
 
 def timed_pair(work: Path, yaml_path: Path, toolchains: Path, repeat: int,
-               reference: Callable[[int], dict]) -> tuple[float, float, dict]:
+               reference: Callable[[int], dict]) -> tuple[dict[str, float], dict[str, float], dict]:
     """accelbuild and the tool alone, alternating ``repeat`` times after one untimed pair (the first run of each
-    reads its libraries from disk): their medians and the tool's last answer."""
+    reads its libraries from disk): the medians of their wall and CPU times, and the tool's last answer."""
     accelbuild_run(work, yaml_path, toolchains)
     reference(-1)
     ours, theirs, last = [], [], {}
     for i in range(repeat):
         ours.append(accelbuild_run(work, yaml_path, toolchains))
         last = reference(i)
-        theirs.append(last["wall"])
-    return statistics.median(ours), statistics.median(theirs), last
+        theirs.append({"wall": last["wall"], "cpu": last["cpu"]})
+    return ({k: statistics.median(r[k] for r in ours) for k in ("wall", "cpu")},
+            {k: statistics.median(r[k] for r in theirs) for k in ("wall", "cpu")}, last)
 
 
 def prepared(names: list[str], cache: Path, wheels: Path, work: Path) -> dict[str, tuple[Path, Path]]:
