@@ -119,7 +119,7 @@ def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path) -> None:
     configs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "examples" / "valid").glob("*.yaml")
                      if _phase1(p))
     result = run_cli("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
-                     "--state-dir", "state", cwd=tmp_path, timeout=300)
+                     "--state-dir", "state", cwd=tmp_path)
     failed = {t["name"] for t in result.json()["tasks"] if t["status"] == "failed"}
     assert failed == set(), result.stderr
     digests, measured = _artifacts([tmp_path / "examples" / "valid" / "build", tmp_path / "pipelines" / "build"],

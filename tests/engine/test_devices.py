@@ -78,7 +78,7 @@ def checkout(folder: Path, device: str, family: str = "cpu") -> Path:
 
 
 def run(folder: Path, *extra: str, env: dict[str, str] | None = None) -> CliResult:
-    result = run_cli("run", "p.yaml", "--json", *extra, cwd=folder, env=env, timeout=240)
+    result = run_cli("run", "p.yaml", "--json", *extra, cwd=folder, env=env)
     assert "Traceback" not in result.stderr, result.stderr
     return result
 

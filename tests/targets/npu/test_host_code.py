@@ -46,7 +46,7 @@ def _build(folder: Path, offload: str = "{}", *args: str, expect: int = 0) -> tu
     onnx.save(npu_graphs.chain(["conv", "relu", "conv", "sin", "conv", "relu", "conv", "celu", "conv"]),
               str(folder / "m.onnx"))
     write(folder / "p.yaml", PIPELINE.format(offload=offload))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=folder, timeout=300)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=folder)
     assert result.code == expect, result.stderr
     assert "Traceback" not in result.stderr
     return folder / "build" / "h", result.stderr

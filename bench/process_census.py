@@ -1,0 +1,143 @@
+"""Which tests start a process: the test suite run once with a pytest plugin that watches every test.
+
+What is counted
+    A test "spawns" when anything during its setup, call or teardown starts a process: ``subprocess``
+    (the CLI as ``python -m accelbuild.cli``, Vela, git, a toolchain's interpreter, Dask workers), a
+    ``multiprocessing`` or ``concurrent.futures`` process (doit's ``-j`` workers, the mx3 closed loop's pool),
+    ``os.fork``, ``os.system``, ``os.posix_spawn`` or an ``exec``. The plugin wraps ``_posixsubprocess.fork_exec``
+    (what both ``subprocess`` and ``multiprocessing``'s spawn and forkserver start methods call) and watches
+    the audit events of the others. A module- or session-scoped fixture that starts a process counts for the
+    first test that uses it. Each test's time is the sum of its setup, call and teardown durations, which
+    depends less on what else the machine runs than the wall time of the whole run does.
+
+Usage::
+
+    python bench/process_census.py [--json FILE] [--slowest N] -- [pytest arguments]
+
+for example ``python bench/process_census.py -- -q -n 2 -p no:cacheprovider`` (the suite as .ci/run runs it).
+It prints how many collected tests ran in this process only, how many started a process (by file), the sum of
+the tests' durations and the slowest tests; ``--json`` writes every test's record. Exit status: pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+OUT_ENV = "PROCESS_CENSUS_OUT"
+_EVENTS = ("os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec")
+
+_spawned = False
+_records: dict[str, dict[str, Any]] = {}
+
+
+def _flag() -> None:
+    global _spawned
+    _spawned = True
+
+
+def _audit(event: str, _args: tuple) -> None:
+    if event in _EVENTS:
+        _flag()
+
+
+def _install() -> None:
+    """Watch process starts in this interpreter (pytest's, or an xdist worker's)."""
+    import _posixsubprocess
+
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        _flag()
+        return original(*args, **kwargs)
+
+    _posixsubprocess.fork_exec = fork_exec
+    sys.addaudithook(_audit)
+
+
+# --- the pytest plugin (loaded with -p process_census) -------------------------------------------------------
+
+def pytest_configure(config: Any) -> None:
+    if os.environ.get(OUT_ENV):
+        _install()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    """Runs where the test runs (an xdist worker, not the controller): the test's record starts here."""
+    global _spawned
+    _spawned = False
+    _records[item.nodeid] = {"spawned": False, "seconds": 0.0, "outcome": "passed"}
+    yield
+    _records[item.nodeid]["spawned"] = _spawned
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    record = _records.get(report.nodeid)
+    if record is None:  # the xdist controller hears of reports it did not run
+        return
+    record["seconds"] += report.duration
+    if report.failed or (report.skipped and record["outcome"] == "passed"):
+        record["outcome"] = report.outcome
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    folder = os.environ.get(OUT_ENV)
+    if folder and _records:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(folder, f"{worker}.json").write_text(json.dumps(_records, sort_keys=True))
+
+
+# --- the command --------------------------------------------------------------------------------------------
+
+def summary(records: dict[str, dict[str, Any]], slowest: int) -> str:
+    ran = {k: r for k, r in records.items() if r["outcome"] != "skipped"}
+    spawning = [k for k, r in ran.items() if r["spawned"]]
+    by_file = Counter(k.split("::")[0] for k in spawning)
+    lines = [f"{len(records)} tests recorded, {len(records) - len(ran)} skipped; of the {len(ran)} that ran:",
+             f"  in this process only: {len(ran) - len(spawning)} ({(len(ran) - len(spawning)) / max(len(ran), 1):.1%})",
+             f"  started a process:    {len(spawning)} ({len(spawning) / max(len(ran), 1):.1%})",
+             f"  sum of test durations: {sum(r['seconds'] for r in records.values()):.1f} s "
+             f"(in-process tests {sum(r['seconds'] for k, r in ran.items() if not r['spawned']):.1f} s)",
+             "", "tests that start a process, by file:"]
+    lines += [f"  {n:4d}  {name}" for name, n in sorted(by_file.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += ["", f"the {slowest} slowest tests (s, P = starts a process):"]
+    for key, record in sorted(records.items(), key=lambda kv: -kv[1]["seconds"])[:slowest]:
+        lines.append(f"  {record['seconds']:7.1f} {'P' if record['spawned'] else ' '} {key}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write every test's record (spawned, seconds, outcome) here")
+    parser.add_argument("--slowest", type=int, default=20)
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        here = str(Path(__file__).resolve().parent)
+        env = {**os.environ, OUT_ENV: folder,
+               "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p)}
+        started = time.monotonic()
+        code = subprocess.call([sys.executable, "-m", "pytest", "-p", "process_census", *args.pytest_args], env=env)
+        wall = time.monotonic() - started
+        records: dict[str, dict[str, Any]] = {}
+        for part in sorted(Path(folder).glob("*.json")):
+            records.update(json.loads(part.read_text()))
+    sys.stdout.write(f"\nwall time of the pytest run: {wall:.1f} s\n" + summary(records, args.slowest))
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
