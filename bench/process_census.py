@@ -5,9 +5,12 @@ What is counted
     (the CLI as ``python -m accelbuild.cli``, Vela, git, a toolchain's interpreter, Dask workers), a
     ``multiprocessing`` or ``concurrent.futures`` process (doit's ``-j`` workers, the mx3 closed loop's pool),
     ``os.fork``, ``os.system``, ``os.posix_spawn`` or an ``exec``. The plugin wraps ``_posixsubprocess.fork_exec``
-    (what both ``subprocess`` and ``multiprocessing``'s spawn and forkserver start methods call) and watches
+    (what ``multiprocessing``'s spawn and forkserver start methods call) and watches
     the audit events of the others. A module- or session-scoped fixture that starts a process counts for the
-    first test that uses it. Each test's time is the sum of its setup, call and teardown durations, which
+    first test that uses it. The plugin also counts each test's in-process CLI calls through
+    ``tests/conftest.py``'s ``run_cli``: before that helper called ``accelbuild.cli.main`` in-process it
+    started ``python -m accelbuild.cli``, so "spawned or called run_cli" is how many tests started a
+    process before (the summary's "with run_cli as a subprocess" line). Each test's time is the sum of its setup, call and teardown durations, which
     depends less on what else the machine runs than the wall time of the whole run does.
 
 Usage::
@@ -35,9 +38,10 @@ from typing import Any
 import pytest
 
 OUT_ENV = "PROCESS_CENSUS_OUT"
-_EVENTS = ("os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec")
+_EVENTS = ("subprocess.Popen", "os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec")
 
 _spawned = False
+_cli_calls = 0  # accelbuild.cli.main called in-process by tests/conftest.py's run_cli
 _records: dict[str, dict[str, Any]] = {}
 
 
@@ -64,6 +68,18 @@ def _install() -> None:
     _posixsubprocess.fork_exec = fork_exec
     sys.addaudithook(_audit)
 
+    from accelbuild import cli
+
+    main = cli.main
+
+    def counted_main(*args: Any, **kwargs: Any) -> Any:
+        global _cli_calls
+        if sys._getframe(1).f_code.co_name == "run_cli":
+            _cli_calls += 1
+        return main(*args, **kwargs)
+
+    cli.main = counted_main
+
 
 # --- the pytest plugin (loaded with -p process_census) -------------------------------------------------------
 
@@ -75,11 +91,11 @@ def pytest_configure(config: Any) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     """Runs where the test runs (an xdist worker, not the controller): the test's record starts here."""
-    global _spawned
-    _spawned = False
-    _records[item.nodeid] = {"spawned": False, "seconds": 0.0, "outcome": "passed"}
+    global _spawned, _cli_calls
+    _spawned, _cli_calls = False, 0
+    _records[item.nodeid] = {"spawned": False, "cli_calls": 0, "seconds": 0.0, "outcome": "passed"}
     yield
-    _records[item.nodeid]["spawned"] = _spawned
+    _records[item.nodeid].update(spawned=_spawned, cli_calls=_cli_calls)
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -103,10 +119,12 @@ def pytest_sessionfinish(session: Any) -> None:
 def summary(records: dict[str, dict[str, Any]], slowest: int) -> str:
     ran = {k: r for k, r in records.items() if r["outcome"] != "skipped"}
     spawning = [k for k, r in ran.items() if r["spawned"]]
+    before = [k for k, r in ran.items() if r["spawned"] or r.get("cli_calls")]
     by_file = Counter(k.split("::")[0] for k in spawning)
     lines = [f"{len(records)} tests recorded, {len(records) - len(ran)} skipped; of the {len(ran)} that ran:",
              f"  in this process only: {len(ran) - len(spawning)} ({(len(ran) - len(spawning)) / max(len(ran), 1):.1%})",
              f"  started a process:    {len(spawning)} ({len(spawning) / max(len(ran), 1):.1%})",
+             f"  with run_cli as a subprocess, would start one: {len(before)} ({len(before) / max(len(ran), 1):.1%})",
              f"  sum of test durations: {sum(r['seconds'] for r in records.values()):.1f} s "
              f"(in-process tests {sum(r['seconds'] for k, r in ran.items() if not r['spawned']):.1f} s)",
              "", "tests that start a process, by file:"]

@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli_process
 
 RECORD = Path(__file__).parent / "fixtures" / "phase1_artifacts.json"
 HOST_MEASURED = ("host", "end_to_end_fps", "end_to_end_bound", "end_to_end")
@@ -118,8 +118,8 @@ def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path) -> None:
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("build"))
     configs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "examples" / "valid").glob("*.yaml")
                      if _phase1(p))
-    result = run_cli("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
-                     "--state-dir", "state", cwd=tmp_path)
+    result = run_cli_process("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
+                             "--state-dir", "state", cwd=tmp_path)
     failed = {t["name"] for t in result.json()["tasks"] if t["status"] == "failed"}
     assert failed == set(), result.stderr
     digests, measured = _artifacts([tmp_path / "examples" / "valid" / "build", tmp_path / "pipelines" / "build"],
