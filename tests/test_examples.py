@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,9 +125,9 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _invalid_params() -> list:
+def _invalid_params(names: list[str]) -> list:
     params = []
-    for name in INVALID:
+    for name in names:
         marks = [pytest.mark.xfail(strict=True, reason=KNOWN_PROBLEMS[name])] if name in KNOWN_PROBLEMS else []
         params.append(pytest.param(name, id=name.removesuffix(".yaml"), marks=marks))
     return params
@@ -143,11 +144,19 @@ def test_invalid_names_are_numbered() -> None:
     assert not bad
 
 
-@pytest.mark.parametrize("name", _invalid_params())
+@pytest.mark.parametrize("name", _invalid_params([n for n in INVALID if n not in HOSTILE]))
 def test_invalid_example(name: str, workdir: Path) -> None:
+    check_invalid(name, workdir, run_timed)
+
+
+@pytest.mark.parametrize("name", _invalid_params(sorted(HOSTILE)))
+def test_hostile_invalid_example_in_a_limited_process(name: str, workdir: Path) -> None:
+    check_invalid(name, workdir, run_limited)
+
+
+def check_invalid(name: str, workdir: Path, run: Callable[..., CliResult]) -> None:
     expect = read_header(EXAMPLES / "invalid" / name)
     yaml_path = f"examples/invalid/{name}"
-    run = run_limited if name in HOSTILE else run_timed
     result = run(*cli_args(expect.command, yaml_path, workdir / "state"), cwd=workdir)
 
     assert "Traceback" not in result.stderr, result.stderr

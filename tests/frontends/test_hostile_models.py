@@ -332,13 +332,22 @@ def host_stat() -> tuple:
 # --------------------------------------------------------------------------- tests
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if not claims_a_size(n)])
 def test_hostile_model_is_refused(name: str, tmp_path: Path) -> None:
+    check_refused(name, tmp_path, run_timed)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if claims_a_size(n)])
+def test_hostile_size_is_refused_in_a_limited_process(name: str, tmp_path: Path) -> None:
+    check_refused(name, tmp_path, run_limited)
+
+
+def check_refused(name: str, tmp_path: Path, run: Callable[[Path, str], CliResult]) -> None:
     case = CASES[name]
     project, secret = lay_out(tmp_path, case)
     before, host_before = snapshot(tmp_path), host_stat()
 
-    result = (run_limited if claims_a_size(name) else run_timed)(project, case.until)
+    result = run(project, case.until)
 
     assert "Traceback" not in result.stderr, result.stderr
     assert result.code == 2, result.stderr
