@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -198,6 +200,21 @@ def test_messages_name_each_thing_once_and_say_what_was_meant(project: Path) -> 
     assert built.code == 0, built.stderr
     assert "tinycls: tinycls:" not in built.stderr and "accelbuild: partition:" not in built.stderr
     assert built.stderr.count("tinycls: 1 subgraph(s), 1 on the NPU") == 1  # once, naming the model
+
+
+def test_main_runs_again_in_the_same_process_with_nothing_left_over(project: Path) -> None:
+    """cli.main called three times in one process: each call sees its own environment and options, and the
+    process's logging handlers, environment and working directory are as before."""
+    write(project / "p.yaml", GOOD)
+    handlers, environ, cwd = list(logging.getLogger().handlers), dict(os.environ), os.getcwd()
+    first = run_cli("run", "p.yaml", "--until", "import", cwd=project, env={"ACCELBUILD_STATE_DIR": "elsewhere"})
+    assert first.code == 0 and (project / "elsewhere").is_dir() and not (project / ".accelbuild").exists()
+    second = run_cli("run", "p.yaml", "--until", "import", cwd=project)
+    assert second.code == 0 and (project / ".accelbuild").is_dir()  # the first call's setting is gone
+    assert "demo:det:import" in second.stderr and "ran" in second.stderr  # a new state dir: built again
+    quiet = run_cli("run", "p.yaml", "--until", "import", "--force", "-q", cwd=project)
+    assert quiet.code == 0 and "demo:det:import" not in quiet.stderr
+    assert logging.getLogger().handlers == handlers and dict(os.environ) == environ and os.getcwd() == cwd
 
 
 # The process contract: what only a real ``accelbuild`` process shows (the tests above call cli.main in-process).
