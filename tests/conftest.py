@@ -74,7 +74,8 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResu
     The default for tests of what a command does. Use ``run_cli_process`` for what only a process shows:
     exit codes through ``python -m accelbuild.cli`` itself, Ctrl-C and signals, killed builds, locks and
     concurrency between processes, ``-j`` worker processes, Dask workers, a fresh interpreter's environment
-    (import-time settings, installed plug-ins)."""
+    (import-time settings, installed plug-ins). Python warnings raised during the call go to pytest's warning
+    summary, not to the captured stderr."""
     from accelbuild import cli
 
     out, err = io.StringIO(), io.StringIO()
@@ -85,7 +86,7 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResu
         os.environ.update(env or {})
         os.chdir(cwd)
         sys.argv = [cli.__file__, *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             try:
                 code = cli.main(list(args))
             except SystemExit as exc:  # argparse: --help, --version, usage errors
@@ -129,7 +130,8 @@ def _exit_code(code: object, err: io.StringIO) -> int:
 
 class _ProcessState:
     """What a CLI call in this process changes and the next test must not see: the environment, the
-    working directory, ``sys.argv``, the logging configuration the CLI installs, warning filters."""
+    working directory, ``sys.argv``, the logging configuration the CLI installs (warning filters are restored
+    by ``warnings.catch_warnings``)."""
 
     def __init__(self) -> None:
         self.environ = dict(os.environ)
@@ -139,7 +141,6 @@ class _ProcessState:
         self.root_handlers, self.root_level = list(root.handlers), root.level
         self.levels = {name: logger.level for name, logger in logging.root.manager.loggerDict.items()
                        if isinstance(logger, logging.Logger)}
-        self.warnings = list(warnings.filters)
 
     def restore(self) -> None:
         os.environ.clear()
@@ -152,7 +153,6 @@ class _ProcessState:
         for name, logger in list(logging.root.manager.loggerDict.items()):
             if isinstance(logger, logging.Logger):
                 logger.setLevel(self.levels.get(name, logging.NOTSET))
-        warnings.filters[:] = self.warnings
 
 
 @pytest.fixture
