@@ -7,6 +7,7 @@ a program file; benchmark: figures from that program), its own check, and ``insp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_MODELS, run_cli
+from conftest import EXAMPLE_MODELS, run_cli_process
 
 TARGET_PY = '''
 """Family toy: a made-up accelerator that runs one operator per cycle on ``lanes`` lanes at 1 GHz."""
@@ -232,7 +233,10 @@ def _project(tmp_path: Path, lanes: str = "4", checks: str = "{max_ops: 1000, mi
 
 
 def _cli(site: Path, project: Path, *args: str):
-    return run_cli(*args, cwd=project, env={"PYTHONPATH": str(site)})
+    """In a process of its own: the plug-in is an installed distribution that a fresh interpreter finds (the
+    accelbuild under test stays first on the path when PYTHONPATH names it)."""
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    return run_cli_process(*args, cwd=project, env={"PYTHONPATH": path})
 
 
 def test_a_plugin_family_builds_checks_and_is_inspected(site: Path, tmp_path: Path) -> None:
