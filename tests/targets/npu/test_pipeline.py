@@ -13,7 +13,7 @@ import yaml
 
 from accelbuild.targets import tvm_compiler
 
-from conftest import run_cli, tree_bytes, write
+from conftest import run_cli, run_cli_process, tree_bytes, write
 
 PIPELINE = """\
 accelbuild: 1
@@ -42,7 +42,8 @@ def _build(project: Path, platform: str = "tda4vm", offload: str = "{deny_ops: [
         for model in (project / "models").iterdir():
             (root / "models" / model.name).write_bytes(model.read_bytes())
     write(root / "p.yaml", PIPELINE.format(platform=platform, offload=offload))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=root)
+    run = run_cli_process if "-j" in args else run_cli  # -j: doit's worker processes, in a process of their own
+    result = run("run", "p.yaml", "--state-dir", "s", *args, cwd=root)
     assert result.code == expect, result.stderr
     assert "Traceback" not in result.stderr
     return result
