@@ -1,12 +1,18 @@
-"""Shared test helpers: run the CLI in a subprocess, and lay out small projects in tmp folders."""
+"""Shared test helpers: run the CLI (in this process, or in a subprocess for process behaviour), and lay out
+small projects in tmp folders."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
+import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,10 +64,46 @@ class CliResult:
 
 def clean_env() -> dict[str, str]:
     """This process's environment without the user's ``ACCELBUILD_*`` settings (the read guard stays on)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("ACCELBUILD_") or k == read_guard.ENV}
+    return clean_env_of(dict(os.environ))
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResult:
+    """``accelbuild ARGS`` in this process: ``accelbuild.cli.main(args)`` with its output captured, in ``cwd``,
+    with the user's ``ACCELBUILD_*`` settings cleared and ``env`` applied for the call (all restored after).
+
+    The default for tests of what a command does. Use ``run_cli_process`` for what only a process shows:
+    exit codes through ``python -m accelbuild.cli`` itself, Ctrl-C and signals, killed builds, locks and
+    concurrency between processes, ``-j`` worker processes, Dask workers, a fresh interpreter's environment
+    (import-time settings, installed plug-ins). Python warnings raised during the call go to pytest's warning
+    summary, not to the captured stderr."""
+    from accelbuild import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = _ProcessState()
+    try:
+        os.environ.clear()
+        os.environ.update(clean_env_of(saved.environ))
+        os.environ.update(env or {})
+        os.chdir(cwd)
+        sys.argv = [cli.__file__, *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse: --help, --version, usage errors
+                code = _exit_code(exc.code, err)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # as the interpreter would: the traceback on stderr, exit 1
+                err.write(traceback.format_exc())
+                code = 1
+    finally:
+        saved.restore()
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_cli_process(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
+    """``python -m accelbuild.cli ARGS`` in a subprocess (the user's ``ACCELBUILD_*`` cleared, ``env`` added):
+    for the contract tests of process behaviour (see ``run_cli``)."""
     full_env = clean_env()
     full_env.update(env or {})
     proc = subprocess.run(
@@ -69,6 +111,48 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: f
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def clean_env_of(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` without ``ACCELBUILD_*`` settings but the read guard's."""
+    return {k: v for k, v in environ.items() if not k.startswith("ACCELBUILD_") or k == read_guard.ENV}
+
+
+def _exit_code(code: object, err: io.StringIO) -> int:
+    """The process exit status ``sys.exit(code)`` gives (a message is printed to stderr, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    err.write(f"{code}\n")
+    return 1
+
+
+class _ProcessState:
+    """What a CLI call in this process changes and the next test must not see: the environment, the
+    working directory, ``sys.argv``, the logging configuration the CLI installs (warning filters are restored
+    by ``warnings.catch_warnings``)."""
+
+    def __init__(self) -> None:
+        self.environ = dict(os.environ)
+        self.cwd = os.getcwd()
+        self.argv = list(sys.argv)
+        root = logging.getLogger()
+        self.root_handlers, self.root_level = list(root.handlers), root.level
+        self.levels = {name: logger.level for name, logger in logging.root.manager.loggerDict.items()
+                       if isinstance(logger, logging.Logger)}
+
+    def restore(self) -> None:
+        os.environ.clear()
+        os.environ.update(self.environ)
+        os.chdir(self.cwd)
+        sys.argv = self.argv
+        root = logging.getLogger()
+        root.handlers[:] = self.root_handlers
+        root.setLevel(self.root_level)
+        for name, logger in list(logging.root.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger):
+                logger.setLevel(self.levels.get(name, logging.NOTSET))
 
 
 @pytest.fixture

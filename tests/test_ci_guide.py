@@ -41,7 +41,7 @@ def _run_step(line: str, cwd: Path):
             args.extend(str(p.relative_to(cwd)) for p in matches)
         else:
             args.append(word)
-    return run_cli(*args, cwd=cwd, timeout=300)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_the_ci_guide_from_a_fresh_clone_with_a_restored_cache(tmp_path: Path) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
 
-from conftest import REPO, run_cli, write
+from conftest import REPO, clean_env, run_cli, run_cli_process, write
 
 GOOD = """\
 accelbuild: 1
@@ -155,8 +159,8 @@ def test_default_state_dir_is_dot_accelbuild(project: Path) -> None:
 def test_several_pipelines_in_one_run(project: Path) -> None:
     write(project / "a.yaml", GOOD.replace("name: demo", "name: a"))
     write(project / "b.yaml", GOOD.replace("name: demo", "name: b"))
-    result = run_cli("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", "--until", "crop",
-                     cwd=project)
+    result = run_cli_process("run", "a.yaml", "b.yaml", "--state-dir", "s", "-j", "2", "--json", "--until", "crop",
+                             cwd=project)  # -j: doit's worker processes
     assert result.code == 0
     assert len(result.json()["tasks"]) == 8
     clash = run_cli("run", "a.yaml", "a.yaml", "--state-dir", "s", cwd=project)
@@ -196,3 +200,47 @@ def test_messages_name_each_thing_once_and_say_what_was_meant(project: Path) -> 
     assert built.code == 0, built.stderr
     assert "tinycls: tinycls:" not in built.stderr and "accelbuild: partition:" not in built.stderr
     assert built.stderr.count("tinycls: 1 subgraph(s), 1 on the NPU") == 1  # once, naming the model
+
+
+def test_main_runs_again_in_the_same_process_with_nothing_left_over(project: Path) -> None:
+    """cli.main called three times in one process: each call sees its own environment and options, and the
+    process's logging handlers, environment and working directory are as before."""
+    write(project / "p.yaml", GOOD)
+    handlers, environ, cwd = list(logging.getLogger().handlers), dict(os.environ), os.getcwd()
+    first = run_cli("run", "p.yaml", "--until", "import", cwd=project, env={"ACCELBUILD_STATE_DIR": "elsewhere"})
+    assert first.code == 0 and (project / "elsewhere").is_dir() and not (project / ".accelbuild").exists()
+    second = run_cli("run", "p.yaml", "--until", "import", cwd=project)
+    assert second.code == 0 and (project / ".accelbuild").is_dir()  # the first call's setting is gone
+    assert "demo:det:import" in second.stderr and "ran" in second.stderr  # a new state dir: built again
+    quiet = run_cli("run", "p.yaml", "--until", "import", "--force", "-q", cwd=project)
+    assert quiet.code == 0 and "demo:det:import" not in quiet.stderr
+    assert logging.getLogger().handlers == handlers and dict(os.environ) == environ and os.getcwd() == cwd
+
+
+# The process contract: what only a real ``accelbuild`` process shows (the tests above call cli.main in-process).
+
+def test_exit_codes_and_streams_of_the_process(project: Path) -> None:
+    """``python -m accelbuild.cli``: 0 with the summary on stdout, 2 for a usage error and for a positioned
+    user error found by a stage, each message on stderr and never a traceback."""
+    write(project / "p.yaml", GOOD)
+    ok = run_cli_process("run", "p.yaml", "--state-dir", "s", "--until", "import", "--json", cwd=project)
+    assert ok.code == 0 and ok.json()["ok"] is True and "Traceback" not in ok.stderr
+    usage = run_cli_process("run", "p.yaml", "--until", "link", cwd=project)
+    assert usage.code == 2 and usage.stdout == "" and "invalid choice: 'link'" in usage.stderr
+    write(project / "bad.yaml", GOOD.replace("images:", "image:"))
+    bad = run_cli_process("run", "bad.yaml", "--state-dir", "s", cwd=project)
+    assert bad.code == 2 and "Traceback" not in bad.stderr
+    assert "bad.yaml:6:20: model 'det' has no input named 'image'; did you mean 'images'?" in bad.stderr
+
+
+def test_console_script_is_the_cli(project: Path) -> None:
+    """The ``accelbuild`` script pip installs next to the interpreter runs ``accelbuild.cli:main``."""
+    script = Path(sys.executable).with_name("accelbuild")
+    assert script.is_file(), f"{script}: not installed (pip install -e .)"
+    write(project / "bad.yaml", GOOD.replace("models:", "modles:"))
+    proc = subprocess.run([str(script), "validate", "bad.yaml"], cwd=project, env=clean_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[0] == "bad.yaml:3:1: unknown key 'modles' in the top level; did you mean 'models'?"
+    in_process = run_cli("validate", "bad.yaml", cwd=project)
+    assert (in_process.code, in_process.stdout, in_process.stderr) == (2, proc.stdout, proc.stderr)

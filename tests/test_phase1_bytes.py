@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli_process
 
 RECORD = Path(__file__).parent / "fixtures" / "phase1_artifacts.json"
 FORMAT1 = Path(__file__).parent / "fixtures" / "format1"  # shipped pipelines as written in format 1
@@ -137,8 +137,8 @@ def test_phase1_pipelines_build_the_recorded_bytes(tmp_path: Path, config_format
         _as_format1([tmp_path / "examples" / "valid", tmp_path / "pipelines"])
     configs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "examples" / "valid").glob("*.yaml")
                      if _phase1(p))
-    result = run_cli("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
-                     "--state-dir", "state", cwd=tmp_path, timeout=300)
+    result = run_cli_process("run", *configs, "pipelines/tinydet.yaml", "-j", "2", "--keep-going", "--json",
+                             "--state-dir", "state", cwd=tmp_path)
     failed = {t["name"] for t in result.json()["tasks"] if t["status"] == "failed"}
     assert failed == set(), result.stderr
     digests, measured = _artifacts([tmp_path / "examples" / "valid" / "build", tmp_path / "pipelines" / "build"],

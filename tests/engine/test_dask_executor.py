@@ -17,7 +17,7 @@ import pytest
 from accelbuild.config.load import load_pipelines
 from accelbuild.engine import plan, shipping
 
-from conftest import EXAMPLE_MODELS, REPO, CliResult, run_cli, tree_bytes, two_model_checkout, write
+from conftest import EXAMPLE_MODELS, REPO, CliResult, run_cli, run_cli_process, tree_bytes, two_model_checkout, write
 
 distributed = pytest.importorskip("distributed")
 
@@ -56,12 +56,12 @@ def cluster() -> Iterator[distributed.LocalCluster]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """The closed-loop pipeline built here, without an executor."""
     folder = checkout(tmp_path_factory.mktemp("local"))
-    assert run_cli("run", "p.yaml", "-j", "2", cwd=folder).code == 0
+    assert run_cli_process("run", "p.yaml", "-j", "2", cwd=folder).code == 0
     return tree_bytes(folder / "build/p")
 
 
 def build(folder: Path, executor: str, *extra: str, env: dict[str, str] | None = None) -> CliResult:
-    result = run_cli("run", "p.yaml", "--json", *extra, cwd=folder, env={"ACCELBUILD_EXECUTOR": executor, **(env or {})})
+    result = run_cli_process("run", "p.yaml", "--json", *extra, cwd=folder, env={"ACCELBUILD_EXECUTOR": executor, **(env or {})})
     assert "Traceback" not in result.stderr, result.stderr
     return result
 
@@ -74,7 +74,7 @@ def test_dask_build_is_byte_identical_to_a_local_build(cluster, tmp_path: Path, 
     assert "2 worker(s), 2 thread(s)" in result.stderr
     assert f"the rest on {dask_address(cluster)}" in result.stderr  # the closed loop's splits went there too
     assert tree_bytes(folder / "build/p") == reference
-    status = run_cli("status", "p.yaml", "--executor", dask_address(cluster), cwd=folder)
+    status = run_cli_process("status", "p.yaml", "--executor", dask_address(cluster), cwd=folder)
     assert status.code == 0 and "2 worker(s)" in status.stderr and "up-to-date  p:benchmark" in status.stdout
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliResult, run_cli, write
+from conftest import CliResult, run_cli, run_cli_process, write
 
 distributed = pytest.importorskip("distributed")
 
@@ -78,7 +78,7 @@ def checkout(folder: Path, device: str, family: str = "cpu") -> Path:
 
 
 def run(folder: Path, *extra: str, env: dict[str, str] | None = None) -> CliResult:
-    result = run_cli("run", "p.yaml", "--json", *extra, cwd=folder, env=env, timeout=240)
+    result = run_cli_process("run", "p.yaml", "--json", *extra, cwd=folder, env=env, timeout=240)
     assert "Traceback" not in result.stderr, result.stderr
     return result
 
@@ -112,7 +112,7 @@ def test_benchmark_runs_on_the_tagged_device_and_restores_only_for_it(farm: Farm
     assert other.statuses()["p:benchmark"] == "ran" and other.statuses()["p:cls:assemble"] == "up-to-date"
     assert [r[1] for r in benchmark_tasks(farm, "boardB")] == ["boardB"]
     assert json.loads((folder / "build/p/benchmark.json").read_text())["measured_on"]["device"] == "boardB"
-    status = run_cli("status", "p.yaml", "--device-farm", farm.address, cwd=folder)
+    status = run_cli_process("status", "p.yaml", "--device-farm", farm.address, cwd=folder)
     assert status.code == 0 and "up-to-date  p:benchmark" in status.stdout, status.stdout + status.stderr
     text = run_cli("compare", "old/p", "build/p", cwd=folder).stdout  # each side labelled with its device
     assert "old/p: measured on device boardA (" in text and "build/p: measured on device boardB (" in text

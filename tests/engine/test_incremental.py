@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 from onnx import numpy_helper
 
-from conftest import run_cli, tree_bytes, write
+from conftest import run_cli, run_cli_process, tree_bytes, write
 
 PIPELINE = """\
 accelbuild: 1
@@ -24,7 +24,8 @@ models:
 
 
 def build(project: Path, *extra: str, yaml: str = "demo.yaml"):
-    result = run_cli("run", yaml, "--json", "--state-dir", "state", *extra, cwd=project)
+    run = run_cli_process if "-j" in extra else run_cli  # -j: doit's worker processes, in a process of their own
+    result = run("run", yaml, "--json", "--state-dir", "state", *extra, cwd=project)
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr
     return result.statuses()

@@ -25,7 +25,7 @@ from accelbuild.engine.cache import ArtifactCache
 from accelbuild.engine.doit_backend import DB_NAME
 from accelbuild.engine.worker import STAGING_PREFIX
 
-from conftest import TWO_MODEL_PIPELINE, clean_env, run_cli, tree_bytes, two_model_checkout
+from conftest import TWO_MODEL_PIPELINE, clean_env, run_cli_process, tree_bytes, two_model_checkout
 
 PIPELINE = TWO_MODEL_PIPELINE  # deterministic: no host timings
 
@@ -97,7 +97,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bytes
     """The build dir of one uninterrupted clean build, and how long that build took."""
     folder = two_model_checkout(tmp_path_factory.mktemp("reference"))
     started = time.monotonic()
-    result = run_cli(*RUN, cwd=folder)
+    result = run_cli_process(*RUN, cwd=folder)
     duration = time.monotonic() - started
     assert result.code == 0, result.stderr
     return tree_bytes(folder / "build/p"), duration
@@ -117,7 +117,7 @@ def test_killed_builds_resume_to_the_clean_build_bytes(reference, tmp_path: Path
         assert db_integrity(work / "s") == "ok"
 
     started = time.monotonic()
-    final = run_cli(*RUN, "--json", cwd=work)
+    final = run_cli_process(*RUN, "--json", cwd=work)
     print(f"resumed build {time.monotonic() - started:.2f} s: {sorted(set(final.statuses().values()))}")
     assert final.code == 0, final.stderr
     assert set(final.statuses().values()) <= {"ran", "cached", "up-to-date"}
@@ -125,7 +125,7 @@ def test_killed_builds_resume_to_the_clean_build_bytes(reference, tmp_path: Path
     assert leftovers(build) == []
     assert tree_bytes(build) == expected
     assert db_integrity(work / "s") == "ok"
-    again = run_cli(*RUN, "--json", cwd=work)
+    again = run_cli_process(*RUN, "--json", cwd=work)
     assert again.code == 0 and set(again.statuses().values()) == {"up-to-date"}, again.stderr
 
     # The cache the killed runs filled: every entry in it is whole (lookup re-hashes every object) ...
@@ -135,7 +135,7 @@ def test_killed_builds_resume_to_the_clean_build_bytes(reference, tmp_path: Path
     # ... and a fresh checkout restoring only that cache gets the clean build's bytes.
     fresh = two_model_checkout(tmp_path / "fresh")
     shutil.copytree(work / "c", fresh / "c")
-    restored = run_cli(*RUN, "--json", cwd=fresh)
+    restored = run_cli_process(*RUN, "--json", cwd=fresh)
     assert restored.code == 0 and restored.json()["ok"], restored.stderr
     assert set(restored.statuses().values()) <= {"cached", "ran"}
     assert tree_bytes(fresh / "build/p") == expected

@@ -21,7 +21,7 @@ import pytest
 
 from accelbuild.engine.cache import objects_in
 
-from conftest import CliResult, big_checkout, clean_env, run_cli, tree_bytes, two_model_checkout
+from conftest import CliResult, big_checkout, clean_env, run_cli, run_cli_process, tree_bytes, two_model_checkout
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -202,8 +202,8 @@ def test_s3_server_gone_mid_build_gives_one_warning_and_a_local_build(
         s3_endpoint: str, tmp_path: Path, reference: dict[str, bytes]) -> None:
     proxy = SeveringProxy(int(s3_endpoint.rsplit(":", 1)[1]))
     folder = two_model_checkout(tmp_path / "p")
-    result = run_cli("run", "p.yaml", "--json", "-j", "2", "--remote-cache", f"s3://{BUCKET}/gone",
-                     cwd=folder, env=env_for(f"http://127.0.0.1:{proxy.port}"))
+    result = run_cli_process("run", "p.yaml", "--json", "-j", "2", "--remote-cache", f"s3://{BUCKET}/gone",
+                             cwd=folder, env=env_for(f"http://127.0.0.1:{proxy.port}"))
     assert proxy.severed.is_set()
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr
@@ -219,8 +219,8 @@ def test_unreachable_remote_at_start_warns_once_and_builds(tmp_path: Path, refer
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there
     folder = two_model_checkout(tmp_path / "p")
-    result = run_cli("run", "p.yaml", "--json", "-j", "2", cwd=folder,
-                     env={**env_for(f"http://127.0.0.1:{port}"), "ACCELBUILD_REMOTE_CACHE": f"s3://{BUCKET}/x"})
+    result = run_cli_process("run", "p.yaml", "--json", "-j", "2", cwd=folder,
+                             env={**env_for(f"http://127.0.0.1:{port}"), "ACCELBUILD_REMOTE_CACHE": f"s3://{BUCKET}/x"})
     assert result.code == 0, result.stderr
     assert result.stderr.count(UNREACHABLE) == 1, result.stderr
     assert tree_bytes(folder / "build/p") == reference

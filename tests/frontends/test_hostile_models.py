@@ -7,7 +7,9 @@ Every case lays out a small project in a tmp folder::
     secret/secret.bin         a file outside the project, which external data may try to reach
 
 and runs ``accelbuild run --until import`` there (``--until crop`` where a problem could only show later)
-under an address-space limit and a timeout. It must exit 2 with ``p.yaml:LINE:COL: message`` or
+within a timeout: in a subprocess under an address-space limit for the cases whose point is a size (a
+dimension, initializer, buffer or intermediate tensor claimed huge: ``claims_a_size``), in the test's
+process for the others. It must exit 2 with ``p.yaml:LINE:COL: message`` or
 ``file: message`` and no traceback, and the only files created or changed anywhere under the tmp folder
 must be in the project's build dir (``project/build``) and state dir (``project/state``, the cache
 included); the secret must be untouched and its bytes must appear in no file written.
@@ -22,6 +24,7 @@ import resource
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 from accelbuild.frontends.input_shapes import MAX_TENSOR_ELEMENTS
 from accelbuild.testing import tflite_models
 
-from conftest import EXAMPLE_MODELS, clean_env
+from conftest import EXAMPLE_MODELS, CliResult, clean_env, run_cli
 
 MEMORY_LIMIT = 1536 * 1024 * 1024  # address space; `run --until import` of these models peaks near 200 MB
 TIMEOUT = 30  # seconds per run (a refusal takes about half a second)
@@ -280,16 +283,31 @@ def lay_out(tmp_path: Path, case: Case) -> tuple[Path, Path]:
     return project, secret
 
 
-def run_limited(project: Path, until: str) -> subprocess.CompletedProcess[str]:
+def claims_a_size(name: str) -> bool:
+    """A case about a size the file claims (2**32, 2**40, 10**12 elements, offsets near 2**64, 65536 x 65536)."""
+    return re.search(r"_2_\d|10_12|65536", name) is not None
+
+
+def run_limited(project: Path, until: str) -> CliResult:
+    """``accelbuild run --until UNTIL`` in a subprocess within ``MEMORY_LIMIT`` bytes and ``TIMEOUT`` seconds."""
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
     env = clean_env()
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "accelbuild.cli", "run", "--until", until, "--state-dir", "state", "p.yaml"],
         cwd=project, env=env, capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
         preexec_fn=limit,
     )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_timed(project: Path, until: str) -> CliResult:
+    """``accelbuild run --until UNTIL`` in this process, failing the test past ``TIMEOUT`` seconds."""
+    started = time.monotonic()
+    result = run_cli("run", "--until", until, "--state-dir", "state", "p.yaml", cwd=project)
+    assert time.monotonic() - started < TIMEOUT, f"run --until {until}: over {TIMEOUT} s"
+    return result
 
 
 def assert_writes_confined(tmp_path: Path, project: Path, secret: Path, before: dict, host_before: tuple) -> None:
@@ -314,16 +332,25 @@ def host_stat() -> tuple:
 # --------------------------------------------------------------------------- tests
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if not claims_a_size(n)])
 def test_hostile_model_is_refused(name: str, tmp_path: Path) -> None:
+    check_refused(name, tmp_path, run_timed)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(CASES) if claims_a_size(n)])
+def test_hostile_size_is_refused_in_a_limited_process(name: str, tmp_path: Path) -> None:
+    check_refused(name, tmp_path, run_limited)
+
+
+def check_refused(name: str, tmp_path: Path, run: Callable[[Path, str], CliResult]) -> None:
     case = CASES[name]
     project, secret = lay_out(tmp_path, case)
     before, host_before = snapshot(tmp_path), host_stat()
 
-    result = run_limited(project, case.until)
+    result = run(project, case.until)
 
     assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == 2, result.stderr
+    assert result.code == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if re.match(r"\S+:(\d+:\d+:)? ", line)
               and not line.startswith("p:m:")]  # task progress lines start with the task name
     assert errors, result.stderr
@@ -337,9 +364,9 @@ def test_external_data_inside_the_model_folder_still_works(tmp_path: Path) -> No
     project, secret = lay_out(tmp_path, case)
     before, host_before = snapshot(tmp_path), host_stat()
 
-    result = run_limited(project, case.until)
+    result = run_timed(project, case.until)
 
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.stderr
     assert (project / "build" / "p" / "m" / "imported.onnx").is_file()
     assert (project / "build" / "p" / "m" / "ai.onnx").is_file()
     assert_writes_confined(tmp_path, project, secret, before, host_before)
@@ -352,3 +379,4 @@ def test_every_case_is_distinct() -> None:
     payloads = [(case.file, case.data, case.input_shapes, case.until, case.setup) for case in CASES.values()]
     assert len(set(payloads)) == len(payloads)
     assert len(CASES) >= 30
+    assert 8 <= sum(map(claims_a_size, CASES)) < len(CASES) / 2  # the size cases run in a limited process

@@ -79,11 +79,11 @@ def test_a_two_input_two_output_model_builds_from_every_format(tmp_path: Path, f
     model = _two_in_two_out()
     path = _save(model, tmp_path, form)
     write(tmp_path / "p.yaml", f"accelbuild: 1\nbenchmark: {{frames: 20}}\nmodels:\n  - {{name: m, path: {path}}}\n")
-    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr
     write(tmp_path / "npu.yaml", f"accelbuild: 1\ntarget: {{family: npu, platform: tda4vm}}\nbenchmark: {{frames: 20}}\n"
                                  f"models:\n  - {{name: m, path: {path}}}\n")
-    assert run_cli("run", "npu.yaml", cwd=tmp_path, timeout=300).code == 0
+    assert run_cli("run", "npu.yaml", cwd=tmp_path).code == 0
     assert _agrees_with_tensorflow(model, tmp_path / "build/p/m/imported.onnx") < TOLERANCE
     record = json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]
     assert record["tensorflow"] == tf.__version__ and record["converter"] == "tf.lite.TFLiteConverter"
@@ -102,7 +102,7 @@ def test_a_keras_hdf5_file_imports_like_h5(tmp_path: Path) -> None:
     model = _sequential()
     model.save(tmp_path / "m.hdf5")
     write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - {name: m, path: m.hdf5}\n")
-    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
     assert result.code == 0, result.stderr
     record = json.loads((tmp_path / "build/p/m/import.json").read_text())
     assert record["source"] == {"file": "m.hdf5", "format": "keras"} and "keras" in record["converted_by"]
@@ -119,7 +119,7 @@ def test_keras_applications_build_on_mx3_and_npu(tmp_path: Path, name: str, size
             "{family: mx3, num_chips: min, effort: lazy}"
         write(tmp_path / f"{family}.yaml", f"accelbuild: 1\ntarget: {target}\nbenchmark: {{frames: 20}}\n"
                                            f"models:\n  - {{name: m, path: m.keras}}\n")
-        result = run_cli("run", f"{family}.yaml", cwd=tmp_path, timeout=600)
+        result = run_cli("run", f"{family}.yaml", cwd=tmp_path)
         assert result.code == 0, result.stderr
         bench = json.loads((tmp_path / f"build/{family}/benchmark.json").read_text())
         assert bench["models"][0]["fps"] > 0
@@ -130,11 +130,11 @@ def test_dynamic_spatial_dimensions_take_the_pipelines_input_shapes(tmp_path: Pa
     model = keras.Sequential([keras.Input((None, None, 3), name="img"), keras.layers.Conv2D(4, 3, padding="same")])
     model.save(tmp_path / "m.keras")
     write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n")
-    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
     assert result.code == 2 and "input 'img' has dynamic dimensions [?, ?, 3]; give its shape in input_shapes" \
         in result.stderr
     write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n    input_shapes: {img: [24, 20, 3]}\n")
-    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
     assert result.code == 0, result.stderr
     shape = onnx.load(tmp_path / "build/p/m/imported.onnx").graph.input[0].type.tensor_type.shape
     assert [d.dim_value for d in shape.dim] == [1, 24, 20, 3]
@@ -155,7 +155,7 @@ def test_bad_files_are_positioned_errors(tmp_path: Path) -> None:
              "noinput.pb": "no input arrays found: a frozen graph's inputs are its Placeholder nodes"}
     for path, message in cases.items():
         write(tmp_path / "p.yaml", f"accelbuild: 1\nmodels:\n  - path: {path}\n")
-        result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300)
+        result = run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path)
         assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
         assert f"p.yaml:3:11: {path}: {message}" in result.stderr, result.stderr
 
@@ -169,7 +169,7 @@ def test_the_converter_version_is_a_parameter_of_import(tmp_path: Path) -> None:
     write(tmp_path / "p.yaml", "accelbuild: 1\nmodels:\n  - path: m.keras\n")
     (job,) = [j for j in plan([load_pipeline(str(tmp_path / "p.yaml"))]) if j.stage == "import"]
     assert job.params_json["converter"] == f"tensorflow {tf.__version__}"
-    assert run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path, timeout=300).code == 0
+    assert run_cli("run", "p.yaml", "--until", "import", cwd=tmp_path).code == 0
     assert json.loads((tmp_path / "build/p/m/import.json").read_text())["converted_by"]["keras"] == keras.__version__
 
 
@@ -198,12 +198,12 @@ def test_a_conversion_is_kept_by_content_and_tensorflow_not_started_again(tmp_pa
 def test_tensors_twice_on_an_h5_converts_once(tmp_path: Path) -> None:
     _sequential().save(tmp_path / "m.h5")
     env = {"ACCELBUILD_STATE_DIR": str(tmp_path / "state")}
-    first = run_cli("tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    first = run_cli("tensors", "m.h5", cwd=tmp_path, env=env)
     assert first.code == 0, first.stderr
     assert len(list((tmp_path / "state/tensorflow_conversions").glob("*.tflite"))) == 1
-    second = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    second = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env)
     assert second.code == 0 and second.stdout == first.stdout and "TensorFlow" not in second.stderr  # described
     shutil.rmtree(tmp_path / "state/model_info")  # imported again: from the kept conversion
-    third = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env, timeout=300)
+    third = run_cli("-v", "tensors", "m.h5", cwd=tmp_path, env=env)
     assert third.code == 0 and third.stdout == first.stdout
     assert "TensorFlow's conversion read from" in third.stderr and "TensorFlow said" not in third.stderr

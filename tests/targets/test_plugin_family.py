@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_MODELS, run_cli
+from conftest import EXAMPLE_MODELS, run_cli_process
 
 TARGET_PY = '''
 """Family toy: a made-up accelerator that runs one operator per cycle on ``lanes`` lanes at 1 GHz."""
@@ -239,7 +239,9 @@ def _python_path(site: Path) -> dict[str, str]:
 
 
 def _cli(site: Path, project: Path, *args: str):
-    return run_cli(*args, cwd=project, env=_python_path(site))
+    """In a process of its own: the plug-in is an installed distribution that a fresh interpreter finds (the
+    accelbuild under test stays first on the path when PYTHONPATH names it)."""
+    return run_cli_process(*args, cwd=project, env=_python_path(site))
 
 
 def test_a_plugin_family_builds_checks_and_is_inspected(site: Path, tmp_path: Path) -> None:

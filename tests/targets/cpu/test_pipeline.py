@@ -38,7 +38,7 @@ NON_TIMING = ("quantized.onnx", "quantize.json", "session.json", "model.ort", "o
 
 def _build(project: Path, name: str, precision: str, level: str = "extended", *extra: str) -> Path:
     write(project / f"{name}.yaml", PIPELINE.format(name=name, precision=precision, level=level))
-    result = run_cli("run", f"{name}.yaml", *extra, cwd=project, timeout=300)
+    result = run_cli("run", f"{name}.yaml", *extra, cwd=project)
     assert result.code == 0, result.stderr
     return project / "build" / name
 
@@ -140,7 +140,7 @@ def test_compare_labels_measured_and_simulated_sides(project: Path) -> None:
     out = _build(project, "cpu_float", "float")
     write(project / "npu.yaml", PIPELINE.format(name="npu", precision="int8", level="all").replace(
         "{family: cpu, threads: 1, precision: int8, graph_optimization: all}", "{family: npu, platform: tda4vm}"))
-    assert run_cli("run", "npu.yaml", cwd=project, timeout=300).code == 0
+    assert run_cli("run", "npu.yaml", cwd=project).code == 0
     result = run_cli("compare", str(out), "build/npu", "--json", cwd=project)
     assert result.code == 0, result.stderr
     data = result.json()
@@ -172,7 +172,7 @@ def test_a_float_build_runs_a_model_that_carries_its_own_quantizer(tmp_path: Pat
     write(tmp_path / "q.yaml", "accelbuild: 1\nname: q\ntarget: {family: cpu, threads: 1, precision: float}\n"
                                "models:\n  - {name: q, path: models/q.onnx}\n"
                                "benchmark: {frames: 5, accuracy: {samples: 2}}\n")
-    result = run_cli("run", "q.yaml", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "q.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr
     out = tmp_path / "build" / "q"
     source = json.loads((out / "q" / "session.json").read_text())["source"]

@@ -33,7 +33,7 @@ benchmark: {{frames: 20, accuracy: {{samples: 3}}}}
 
 def _build(project: Path, name: str, backend: str = "tvm", precision: str = "float") -> Path:
     write(project / f"{name}.yaml", PIPELINE.format(name=name, backend=backend, precision=precision))
-    result = run_cli("run", f"{name}.yaml", cwd=project, timeout=600)
+    result = run_cli("run", f"{name}.yaml", cwd=project)
     assert result.code == 0, result.stderr
     return project / "build" / name
 

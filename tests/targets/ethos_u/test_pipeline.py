@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import clean_env, run_cli, write
+from conftest import run_cli, write
 
 pytest.importorskip("ai_edge_litert")
 pytest.importorskip("ethosu.vela")
@@ -19,18 +17,11 @@ pytest.importorskip("ethosu.vela")
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = clean_env()
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "accelbuild.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
-
-
 def test_example_pipeline_builds(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("build", "__pycache__"))
     (tmp_path / ".git").mkdir()
-    result = _cli("run", "examples/valid/09_ethos_u.yaml", "--json", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "examples/valid/09_ethos_u.yaml", "--json", cwd=tmp_path)
+    assert result.code == 0, result.stderr
     out = tmp_path / "examples/valid/build/09_ethos_u"
     bench = json.loads((out / "benchmark.json").read_text())
     assert bench["estimated_by"].startswith("vela ")
@@ -48,11 +39,11 @@ def test_example_pipeline_builds(tmp_path: Path) -> None:
     report = (out / "report.html").read_text()
     assert "estimated by Vela" in report
     first = {p: p.read_bytes() for p in sorted(out.rglob("*.tflite"))}
-    again = _cli("run", "examples/valid/09_ethos_u.yaml", "--force", cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
+    again = run_cli("run", "examples/valid/09_ethos_u.yaml", "--force", cwd=tmp_path)
+    assert again.code == 0, again.stderr
     assert {p: p.read_bytes() for p in sorted(out.rglob("*.tflite"))} == first
-    status = _cli("status", "examples/valid/09_ethos_u.yaml", "--check", cwd=tmp_path)
-    assert status.returncode == 0, status.stdout
+    status = run_cli("status", "examples/valid/09_ethos_u.yaml", "--check", cwd=tmp_path)
+    assert status.code == 0, status.stdout
 
 
 def test_unsupported_operator_is_exit_2(tmp_path: Path) -> None:
@@ -64,8 +55,8 @@ def test_unsupported_operator_is_exit_2(tmp_path: Path) -> None:
     onnx.save(model, str(tmp_path / "erf.onnx"))
     (tmp_path / ".git").mkdir()
     (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: erf.onnx\n")
-    result = _cli("run", "p.yaml", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 2, result.stderr
     assert "Erf (erf)" in result.stderr and "p.yaml:4:" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -83,8 +74,8 @@ def test_operators_without_an_int8_form_run_on_the_cpu_and_are_reported(tmp_path
     (tmp_path / ".git").mkdir()
     (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: sr.onnx\n"
                                      "benchmark:\n  accuracy: {samples: 4, seed: 0}\n")
-    result = _cli("run", "p.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 0, result.stderr
     assert "Sqrt (sqrt), Reciprocal (reciprocal)" in result.stderr  # the map stage's warning
     out = tmp_path / "build/p"
     record = json.loads((out / "sr/int8.json").read_text())
@@ -98,7 +89,7 @@ def test_operators_without_an_int8_form_run_on_the_cpu_and_are_reported(tmp_path
     assert "SQRT" in (out / "report.html").read_text()
 
 
-def test_missing_extra_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_missing_extra_through_therun_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Without ethos-u-vela (its import made to fail: the missing-package path, not a mock of Vela)."""
     from accelbuild import cli
@@ -126,8 +117,8 @@ def test_auto_precision_chooses_int8_or_int16x8_and_says_why(tmp_path: Path, min
         "accelbuild: 1\nname: p\ntarget: {family: ethos-u}\nmodels:\n  - name: m\n    path: m.onnx\n"
         f"    quantize: {{calibration_frames: 4, auto_precision: {{min_cosine: {min_cosine}}}}}\n"
         "benchmark: {accuracy: {samples: 8}}\n")
-    result = _cli("run", "p.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
+    assert result.code == 0, result.stderr
     record = json.loads((tmp_path / "build/p/m/quantize.json").read_text())
     auto = record["auto_precision"]
     assert auto["choice"] == choice and f"auto precision chose {choice}" in result.stderr
@@ -145,8 +136,8 @@ def test_auto_precision_with_activation_bits_is_refused(tmp_path: Path) -> None:
     (tmp_path / "m.onnx").write_bytes(b"")
     (tmp_path / "p.yaml").write_text("accelbuild: 1\ntarget: {family: ethos-u}\nmodels:\n  - path: m.onnx\n"
                                      "    quantize: {activation_bits: 16, auto_precision: true}\n")
-    result = _cli("validate", "p.yaml", cwd=tmp_path)
-    assert result.returncode == 2 and "give activation_bits or auto_precision, not both" in result.stderr
+    result = run_cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.code == 2 and "give activation_bits or auto_precision, not both" in result.stderr
 
 
 def test_a_softmax_over_1024_values_builds_and_never_aborts(tmp_path: Path) -> None:
@@ -168,6 +159,6 @@ def test_a_softmax_over_1024_values_builds_and_never_aborts(tmp_path: Path) -> N
     write(tmp_path / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: ethos-u}\n"
                                "benchmark: {frames: 5, host: false, accuracy: {samples: 2}}\nmodels:\n"
                                "  - name: m\n    path: m.onnx\n")
-    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 0, result.stderr
     assert "written as float CPU operators: Softmax (softmax)" in result.stderr

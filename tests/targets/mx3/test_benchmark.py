@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TWO_MODEL_PIPELINE, run_cli, tree_bytes, write
+from conftest import TWO_MODEL_PIPELINE, run_cli, run_cli_process, tree_bytes, write
 
 PIPELINE = """\
 accelbuild: 1
@@ -25,7 +25,8 @@ benchmark: {frames: 60, accuracy: {samples: 2}}
 
 def _run(project: Path, text: str, *extra: str):
     write(project / "p.yaml", text)
-    result = run_cli("run", "p.yaml", "--state-dir", "s", "--json", *extra, cwd=project)
+    run = run_cli_process if "-j" in extra else run_cli  # -j: doit's worker processes, in a process of their own
+    result = run("run", "p.yaml", "--state-dir", "s", "--json", *extra, cwd=project)
     assert result.code == 0, result.stderr
     return result
 

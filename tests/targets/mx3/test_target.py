@@ -18,7 +18,7 @@ def _build(folder: Path, words: list[str], *args: str):
     onnx.save(npu_graphs.chain(words, channels=8, size=16), folder / "models" / "m.onnx")
     write(folder / "p.yaml", "accelbuild: 1\nname: p\ntarget: {family: mx3}\nmodels:\n  - {name: m, path: models/m.onnx}\n"
                              "benchmark: {accuracy: {samples: 2}}\n")
-    return run_cli("run", "p.yaml", *args, cwd=folder, timeout=300)
+    return run_cli("run", "p.yaml", *args, cwd=folder)
 
 
 def test_unsupported_ops_at_both_ends_run_on_the_host(tmp_path: Path) -> None:

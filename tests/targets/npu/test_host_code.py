@@ -20,7 +20,7 @@ from accelbuild.targets.npu import report
 from accelbuild.targets.npu.target import host_compiler_said
 from accelbuild.testing import npu_graphs
 
-from conftest import REPO, clean_env, run_cli, write
+from conftest import REPO, clean_env, run_cli, run_cli_process, write
 
 pytestmark = pytest.mark.skipif(not tvm_compiler.available(), reason="needs the tvm extra (CI installs it)")
 
@@ -46,7 +46,8 @@ def _build(folder: Path, offload: str = "{}", *args: str, expect: int = 0) -> tu
     onnx.save(npu_graphs.chain(["conv", "relu", "conv", "sin", "conv", "relu", "conv", "celu", "conv"]),
               str(folder / "m.onnx"))
     write(folder / "p.yaml", PIPELINE.format(offload=offload))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=folder, timeout=300)
+    run = run_cli_process if "-j" in args else run_cli  # -j: doit's worker processes, in a process of their own
+    result = run("run", "p.yaml", "--state-dir", "s", *args, cwd=folder)
     assert result.code == expect, result.stderr
     assert "Traceback" not in result.stderr
     return folder / "build" / "h", result.stderr

@@ -13,7 +13,7 @@ import yaml
 
 from accelbuild.targets import tvm_compiler
 
-from conftest import run_cli, tree_bytes, write
+from conftest import run_cli, run_cli_process, tree_bytes, write
 
 PIPELINE = """\
 accelbuild: 1
@@ -42,7 +42,8 @@ def _build(project: Path, platform: str = "tda4vm", offload: str = "{deny_ops: [
         for model in (project / "models").iterdir():
             (root / "models" / model.name).write_bytes(model.read_bytes())
     write(root / "p.yaml", PIPELINE.format(platform=platform, offload=offload))
-    result = run_cli("run", "p.yaml", "--state-dir", "s", *args, cwd=root, timeout=300)
+    run = run_cli_process if "-j" in args else run_cli  # -j: doit's worker processes, in a process of their own
+    result = run("run", "p.yaml", "--state-dir", "s", *args, cwd=root)
     assert result.code == expect, result.stderr
     assert "Traceback" not in result.stderr
     return result
@@ -169,7 +170,7 @@ def test_checks_apply(project: Path) -> None:
     text = PIPELINE.format(platform="am62a", offload="{deny_ops: [Resize], host_compiler: onnx}") + \
         "checks: {max_host_layers: 1}\n"
     write(project / "p.yaml", text)
-    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project, timeout=300)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=project)
     assert result.code == 1 and "max_host_layers" in result.stdout + result.stderr
 
 
@@ -197,7 +198,7 @@ def test_mixed_precision_per_layer_costs_what_the_profile_says(project: Path) ->
     for model in (project / "models").iterdir():
         (root / "models" / model.name).write_bytes(model.read_bytes())
     write(root / "p.yaml", text)
-    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=root, timeout=300)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", cwd=root)
     assert result.code == 0, result.stderr
     layers = {layer["name"]: (layer["bits"], layer["activation_bits"])
               for layer in json.loads((root / "build/n/det/quantize.json").read_text())["layers"]}
@@ -221,7 +222,7 @@ def test_split_bits_on_mx3_are_refused_with_a_position(tmp_path: Path) -> None:
     write(tmp_path / "p.yaml", "accelbuild: 1\nname: m\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
                                "    input_shapes: {images: [256, 256, 3]}\n"
                                "    quantize: {bits: {stem.conv: {weights: 16}}}\n")
-    result = run_cli("run", "p.yaml", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", cwd=tmp_path)
     assert result.code == 2 and "separate weights/activations bits per layer are for family npu" in result.stderr
     assert "p.yaml:7:" in result.stderr and "Traceback" not in result.stderr
 
@@ -241,7 +242,7 @@ target: {{family: npu, platform: {platform}, offload: {{max_subgraphs: 16, host_
 models:
   - {{name: casts, path: models/casts.onnx, quantize: {{calibration_frames: 2}}}}
 """)
-    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "map", cwd=tmp_path, timeout=300)
+    result = run_cli("run", "p.yaml", "--state-dir", "s", "--until", "map", cwd=tmp_path)
     assert result.code == 0, result.stderr
     partition = json.loads((tmp_path / "build" / "c" / "partition.json").read_text())
     assert [s["unit"] for s in partition["subgraphs"]] == ["npu"]

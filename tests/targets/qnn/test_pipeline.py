@@ -132,7 +132,7 @@ def test_uint16_activations_are_16_bit_grids(project: Path) -> None:
 def test_the_providers_refusal_is_exit_1_in_its_own_words(project: Path) -> None:
     """onnxruntime-qnn 2.7 lays a 16-bit GlobalAveragePool out as NHWC for the HTP, then does not take it."""
     write(project / "q.yaml", PIPELINE.format(name="q", soc="sm8650", activations="uint16"))
-    result = run_cli("run", "q.yaml", cwd=project, timeout=300, env={ROOT_ENV: os.environ[ROOT_ENV]})
+    result = run_cli("run", "q.yaml", cwd=project, env={ROOT_ENV: os.environ[ROOT_ENV]})
     assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
     assert "q:net:map: qnn: [ONNXRuntimeError] : 1 : FAIL : Node 'gap_token_" in result.stderr
 
