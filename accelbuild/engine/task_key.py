@@ -7,7 +7,7 @@ A task's key is the SHA-256 of:
   in canonical JSON (``stages.context.jsonable``). The parameters carry the family's toolchain package set
   (``ToolchainRef.as_param``: name, Python range and every pin, never a path) and, for a stage that
   measures, the device's identity (``benchmark.device`` resource and the machine described on it, or this
-  machine for the cpu family): another toolchain or device is another task;
+  machine for a family that measures here): another toolchain or device is another task;
 - the SHA-256 of each input file, by role (never its path, its modification time or where the build lives);
 - accelbuild's version, here and nowhere else;
 - ``FORMAT``, the layout of this material (changing it makes every old key miss).

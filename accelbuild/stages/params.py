@@ -32,7 +32,7 @@ class CropParams:
     in_out_file: str | None  # as the YAML writes it; the file's content is a stage input
     allow_partial: bool
     # the operators the target's chip runs, when the family moves the others at the ai section's ends to the
-    # host (``Target.chip_ops``; mx3); None: the ai section is what the crop points say
+    # host (``Target.chip_ops``); None: the ai section is what the crop points say
     chip_ops: tuple[str, ...] | None = None
     chip: str = ""  # the chip's name in messages and crop.json
 
@@ -43,18 +43,18 @@ class PrecisionRules:
 
     weight_bits: tuple[int, ...]  # weight precisions the family stores
     # "bfloat16": float activations as the chip rounds them; "integer": calibrated (QDQ); "float": the family
-    # runs the model as it is, so the quantize stage leaves it unchanged (cpu, precision: float)
+    # runs the model as it is, so the quantize stage leaves it unchanged (a float precision)
     activations: str
     activation_bits: tuple[int, ...] = ()  # integer activations: the precisions the engine computes with
     symmetric: bool = False  # integer activations: zero point 0 (else asymmetric)
     share_concat_scales: bool = False  # integer activations: a Concat's inputs and output share one scale
-    conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels (ethos-u)
-    split_layer_bits: bool = False  # per-layer bits may set weights and activations apart (npu)
-    whole_model_bits: bool = False  # one activation precision per model: auto_precision picks it (ethos-u)
+    conventions: str = "onnx"  # integer activations: "tflite" follows TFLite's integer kernels
+    split_layer_bits: bool = False  # per-layer bits may set weights and activations apart
+    whole_model_bits: bool = False  # one activation precision per model: auto_precision picks it
 
     @property
     def quantizes(self) -> bool:
-        """The quantize stage changes the model (every family but cpu's float precision)."""
+        """The quantize stage changes the model (every precision but a float one)."""
         return self.activations != "float"
 
     @property
@@ -93,8 +93,8 @@ class QuantizeParams:
     accuracy: AccuracyInputs
     data: DataParams | None  # models[].data: used instead of ``accuracy`` when given
     precision: PrecisionRules
-    activations: ActivationParams | None  # families that quantize activations; None for mx3
-    target: Any  # the family's own part (e.g. mx3's host packet formats), a frozen dataclass
+    activations: ActivationParams | None  # families that quantize activations; None for the others
+    target: Any  # the family's own part (e.g. host packet formats), a frozen dataclass
 
 
 __all__ = ["AccuracyInputs", "ActivationParams", "CropParams", "DataParams", "ImportParams", "PrecisionRules",

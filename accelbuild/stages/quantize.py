@@ -86,7 +86,7 @@ def run(ctx: StageContext) -> None:
 
 
 def _unchanged(ctx: StageContext, ai: onnx.ModelProto, q: QuantizeParams) -> None:
-    """The family runs the model as it is (cpu, precision: float): quantized.onnx is ai.onnx, and the record
+    """The family runs the model as it is (a float precision): quantized.onnx is ai.onnx, and the record
     says so (weights at their stored precision; the output is the float model's own)."""
     layers = []
     for layer in weighted_layers(ai):
@@ -135,7 +135,7 @@ def _check_split_bits(ctx: StageContext, q: QuantizeParams, name: str, bits: dic
     """``{weights, activations}`` for one layer: a family that sets them apart, at precisions it computes."""
     if not q.precision.split_layer_bits:
         raise ConfigError(ctx.locate("quantize", "bits", name),
-                          "separate weights/activations bits per layer are for family npu; here give one number "
+                          "this target takes one precision per layer, not separate weights/activations bits; give one number "
                           f"(the layer's {'weights and output activation' if q.precision.integer else 'weights'})")
     for part, allowed in (("weights", q.precision.weight_bits), ("activations", q.precision.activation_bits)):
         if part in bits and bits[part] not in allowed:

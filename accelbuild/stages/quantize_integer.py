@@ -1,4 +1,4 @@
-"""The quantize stage for families that quantize activations too (npu, ethos-u).
+"""The quantize stage for families that quantize activations too (``PrecisionRules.integer``).
 
 Post-training static quantization (``accelbuild.quantize.qdq``): activation ranges are calibrated on the
 first ``calibration_frames`` inputs; the remaining inputs measure the output's accuracy against float
@@ -87,7 +87,7 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
     goal = q.auto_precision
     if auto_record is not None and goal is not None and output["measured_on"] == "held-out" \
             and output["cosine"] < goal.min_cosine:
-        if auto_record["reached"]:  # chosen on the calibration frames only (ethos-u's whole-model choice)
+        if auto_record["reached"]:  # chosen on the calibration frames only (the whole-model choice)
             auto_record.update({"held_out_cosine": output["cosine"], "reached_on_calibration": True, "reached": False})
         log.warning("%s: auto_precision: cosine %.5f (%s), below min_cosine %g (%s)", q.model, output["cosine"],
                     frames.said(output), goal.min_cosine,
@@ -109,7 +109,7 @@ def quantize(ctx: StageContext, ai: onnx.ModelProto, samples: list[measure.Feeds
 
 def _whole_model_choice(ai: onnx.ModelProto, calibration: list[measure.Feeds], eight: qdq.Calibrated,
                         q: QuantizeParams) -> tuple[qdq.Calibrated, dict]:
-    """ethos-u: int8 when it reaches ``min_cosine`` on the worst calibration frame with signal, else int16x8
+    """``PrecisionRules.whole_model_bits``: int8 when it reaches ``min_cosine`` on the worst calibration frame with signal, else int16x8
     when that does better (16-bit activations, 8-bit weights: slower on the NPU, TFLite's int16x8 kernels).
     Chosen on the calibration frames, so the held-out frames check the choice."""
     goal = q.auto_precision

@@ -137,7 +137,7 @@ def test_weights_and_activations_set_apart_on_a_family_that_allows_it(tmp_path: 
 
 
 def test_split_bits_on_a_family_without_them_are_a_positioned_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="separate weights/activations bits per layer are for family npu"):
+    with pytest.raises(ConfigError, match="not separate weights/activations bits"):
         _run(tmp_path, _params(bits={"nope": {"weights": 16}}))
 
 
