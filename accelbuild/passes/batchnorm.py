@@ -22,9 +22,11 @@ from accelbuild.util import onnx_graph as g
 def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
     notes = []
+    producers = g.producers(graph)  # both indexes kept current by each fold: the graph is walked once
+    uses = g.ReaderIndex(graph)
     for bn in [n for n in graph.node if n.op_type == "BatchNormalization" and len(n.output) == 1]:
-        producer = g.producers(graph).get(bn.input[0])
-        if producer is None or g.sole_consumer(graph, bn.input[0]) is not bn:
+        producer = producers.get(bn.input[0])
+        if producer is None or uses.sole_consumer(graph, bn.input[0]) is not bn:
             continue
         params = [g.constant(graph, name) for name in bn.input[1:5]]
         if any(p is None for p in params):
@@ -32,8 +34,11 @@ def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
         scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
         factor = scale / np.sqrt(var + float(g.attribute(bn, "epsilon", 1e-5)))
         shift = bias - mean * factor
-        if _fold_into(graph, producer, factor, shift):
+        if _fold_into(graph, producer, factor, shift, uses):
+            del producers[bn.input[0]]
+            producers[bn.output[0]] = producer
             producer.output[0] = bn.output[0]
+            uses.forget(bn, g.node_reads(bn))
             graph.node.remove(bn)
             notes.append(f"{bn.name} into {producer.name}")
     return notes
@@ -221,8 +226,10 @@ def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto]
     return None
 
 
-def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
-    """Scale the producer's weights per output channel and fold the shift into its bias."""
+def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray,
+               uses: g.ReaderIndex | None = None) -> bool:
+    """Scale the producer's weights per output channel and fold the shift into its bias (``uses``: the
+    caller's index of readers, kept current)."""
     if node.op_type == "Conv":
         axis, channels_at = 0, 0
     elif node.op_type == "ConvTranspose" and int(g.attribute(node, "group", 1)) == 1:
@@ -246,21 +253,28 @@ def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray,
     shape[axis] = factor.size
     new_weight = (weight.astype(np.float64) * factor.reshape(shape)).astype(np.float32)
     new_bias = (bias.astype(np.float64) * factor + shift).astype(np.float32)
-    weight_name = _private_name(graph, node.input[1], node)
+    before = g.node_reads(node) if uses is not None else []
+    weight_name = _private_name(graph, node.input[1], node, uses)
     g.set_initializer(graph, weight_name, new_weight)
     node.input[1] = weight_name
-    new_bias_name = _private_name(graph, bias_name or f"{node.name}.bias", node)
+    if uses is not None:
+        uses.update(node, before)
+        before = g.node_reads(node)
+    new_bias_name = _private_name(graph, bias_name or f"{node.name}.bias", node, uses)
     g.set_initializer(graph, new_bias_name, new_bias)
     if len(node.input) > 2:
         node.input[2] = new_bias_name
     else:
         node.input.append(new_bias_name)
+    if uses is not None:
+        uses.update(node, before)
     return True
 
 
-def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto) -> str:
+def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto,
+                  uses: g.ReaderIndex | None = None) -> str:
     """Reuse ``name`` if only ``owner`` reads it, else a fresh name (shared weights stay intact)."""
-    readers = g.readers(graph, name)  # a subgraph reading the weight keeps its own copy
+    readers = g.readers(graph, name) if uses is None else uses.of(name)  # a subgraph's read keeps its own copy
     if readers == [owner] or not readers:
         return name
     fresh, k = f"{name}.{owner.name}", 1

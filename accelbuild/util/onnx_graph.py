@@ -144,6 +144,40 @@ def readers(graph: onnx.GraphProto, tensor: str) -> list[onnx.NodeProto]:
     return [n for n in graph.node if (tensor and tensor in n.input) or (subgraphs(n) and tensor in node_reads(n))]
 
 
+class ReaderIndex:
+    """``readers`` of every value at once: one walk of the graph instead of one per question (a pass asking
+    about each of a large graph's layers). A pass that changes what a node reads says so (``update``,
+    ``forget``); the answers are then those ``readers`` would give, in no particular order."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self._readers = consumers(graph)
+
+    def of(self, tensor: str) -> list[onnx.NodeProto]:
+        return list(self._readers.get(tensor, ())) if tensor else []
+
+    def sole_consumer(self, graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
+        """``sole_consumer(graph, tensor)`` from the index."""
+        if tensor in graph_output_names(graph):
+            return None
+        found = self.of(tensor)
+        return found[0] if len(found) == 1 else None
+
+    def forget(self, node: onnx.NodeProto, reads: Iterable[str]) -> None:
+        """``node`` no longer reads ``reads`` (what it read before an edit, or at all once removed)."""
+        for name in dict.fromkeys(reads):
+            kept = [n for n in self._readers.get(name, ()) if n is not node]
+            if kept:
+                self._readers[name] = kept
+            else:
+                self._readers.pop(name, None)
+
+    def update(self, node: onnx.NodeProto, before: Iterable[str]) -> None:
+        """``node`` read ``before`` and now reads what ``node_reads`` says."""
+        self.forget(node, before)
+        for name in dict.fromkeys(node_reads(node)):
+            self._readers.setdefault(name, []).append(node)
+
+
 def replace_uses(graph: onnx.GraphProto, old: str, new: str) -> None:
     """Make every node that reads ``old`` read ``new`` instead, inside subgraphs too."""
     for node in graph.node:
