@@ -47,10 +47,10 @@ def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
 def fold_scale_shift(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
 
-    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex) -> str | None:
         if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
             return None
-        match = _affine_operand(model, producers, node)
+        match = _affine_operand(model, producers, uses, node)
         if match is None:
             return None
         producer, channel_values = match
@@ -71,8 +71,8 @@ def fold_input_scale(model: onnx.ModelProto) -> list[str]:
     commutes with the scale, so the fold is exact up to float rounding."""
     graph = model.graph
 
-    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
-        scale = _input_scale(model, producers, node)
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex) -> str | None:
+        scale = _input_scale(model, producers, uses, node)
         if scale is None:
             return None
         data, value = scale
@@ -86,14 +86,15 @@ def fold_input_scale(model: onnx.ModelProto) -> list[str]:
 
 
 def _until_nothing_folds(graph: onnx.GraphProto,
-                         fold: Callable[[onnx.NodeProto, dict[str, onnx.NodeProto]], str | None]) -> list[str]:
+                         fold: Callable[[onnx.NodeProto, dict[str, onnx.NodeProto], g.ReaderIndex], str | None]
+                         ) -> list[str]:
     """``fold`` (which changes the graph and says how, or returns None) on the first node it takes, from the
     top again after each, until it takes none: one fold can make the next possible. ``fold`` gets the round's
-    producers."""
+    producers and readers (current until it changes the graph, which ends the round)."""
     notes: list[str] = []
     while True:
-        producers = g.producers(graph)
-        note = next((n for n in (fold(node, producers) for node in list(graph.node)) if n is not None), None)
+        producers, uses = g.producers(graph), g.ReaderIndex(graph)
+        note = next((n for n in (fold(node, producers, uses) for node in list(graph.node)) if n is not None), None)
         if note is None:
             return notes
         notes.append(note)
@@ -142,14 +143,14 @@ def _spatial_zero_pads(model: onnx.ModelProto, pad: onnx.NodeProto) -> list[int]
     return begins[2:] + ends[2:]
 
 
-def _input_scale(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+def _input_scale(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
                  node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
     """``(x, s)`` when ``node`` is ``x * s`` with ``s`` a float constant that every reader of its output, all of
     them convolutions with constant float weights, can take into its weights."""
     graph = model.graph
     if node.op_type != "Mul" or len(node.input) != 2 or node.output[0] in g.graph_output_names(graph):
         return None
-    convs = g.readers(graph, node.output[0])
+    convs = uses.of(node.output[0])
     if not convs or any(c.op_type != "Conv" or list(c.input).index(node.output[0]) != 0 for c in convs):
         return None
     for data, other in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
@@ -198,7 +199,7 @@ def _scale_inputs(graph: onnx.GraphProto, conv: onnx.NodeProto, value: np.ndarra
     conv.input[1] = name
 
 
-def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
                     node: onnx.NodeProto) -> tuple[onnx.NodeProto, np.ndarray] | None:
     """``(the Conv, one value per output channel)`` when ``node`` multiplies or offsets the sole output of a
     Conv / ConvTranspose by a float constant that is one value or one per output channel (shape ``[C, 1, 1]``)."""
@@ -208,7 +209,7 @@ def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto]
         value = g.constant(graph, other)
         if producer is None or producer.op_type not in ("Conv", "ConvTranspose") or value is None:
             continue
-        if value.dtype != np.float32 or g.sole_consumer(graph, data) is not node \
+        if value.dtype != np.float32 or uses.sole_consumer(graph, data) is not node \
                 or data in g.graph_output_names(graph):
             return None
         weight = g.constant(graph, producer.input[1])
