@@ -31,16 +31,15 @@ PRE_OPS = {"Transpose", "Cast", "Identity"}
 NORMALISE_OPS = {"Div", "Mul", "Sub", "Add"}
 
 
-@dataclass(frozen=True)
 class _Links:
     """Who makes and who reads each tensor of the graph ``predict`` reads (never changes): found once, not
-    for every node asked about."""
-    producers: dict[str, onnx.NodeProto]
-    consumers: dict[str, list[onnx.NodeProto]]
+    for every node asked about. (A plain class: a dataclass costs its module's import a generated method.)"""
 
-    @classmethod
-    def of(cls, graph: onnx.GraphProto) -> _Links:
-        return cls(g.producers(graph), g.consumers(graph))
+    __slots__ = ("producers", "consumers")
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.producers = g.producers(graph)
+        self.consumers = g.consumers(graph)
 
 
 @dataclass
@@ -53,7 +52,7 @@ class CropPrediction:
 def predict(model: onnx.ModelProto) -> CropPrediction:
     graph = model.graph
     model_inputs = [v.name for v in g.real_inputs(graph)]
-    links = _Links.of(graph)
+    links = _Links(graph)
     post = _post_nodes(graph, links)
     outputs, reasons = _boundary_outputs(graph, post), []
     if not _leaves_accelerated_work(graph, post, links):
