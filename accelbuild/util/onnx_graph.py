@@ -105,6 +105,18 @@ def set_initializer(graph: onnx.GraphProto, name: str, value: np.ndarray) -> Non
     graph.initializer.append(tensor)
 
 
+def set_initializers(graph: onnx.GraphProto, values: dict[str, np.ndarray]) -> None:
+    """``set_initializer`` for each of ``values`` in order, looking the graph's initializers up once."""
+    at = {t.name: i for i, t in enumerate(graph.initializer)}
+    for name, value in values.items():
+        tensor = numpy_helper.from_array(np.array(value, order="C"), name)
+        if name in at:
+            graph.initializer[at[name]].CopyFrom(tensor)
+        else:
+            at[name] = len(graph.initializer)
+            graph.initializer.append(tensor)
+
+
 def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     """The value of ``node``'s attribute ``name`` (int, float, bytes, tensor, graph or a list of them, as the
     attribute's type says: ``Any`` like ``onnx.helper.get_attribute_value``), or ``default``."""

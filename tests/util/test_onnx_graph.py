@@ -124,3 +124,23 @@ def test_the_reader_index_answers_as_readers_before_and_after_edits() -> None:
     index.forget(clip, g.node_reads(clip))
     graph.node.remove(clip)
     agrees(index)
+
+
+def test_set_initializers_is_set_initializer_for_each() -> None:
+    """Replacing some initializers and adding others in one call gives the bytes one call per value gives."""
+    import numpy as np
+
+    def graph() -> onnx.GraphProto:
+        made = _graph([("a", ["x"]), ("b", ["a"])])
+        for name in ("w0", "w1", "w2"):
+            made.initializer.append(onnx.numpy_helper.from_array(np.zeros(2, np.float32), name))
+        return made
+
+    values = {"w1": np.arange(3, dtype=np.float32), "new": np.array(7, np.int64), "w0": np.ones(1, np.float32),
+              "new2": np.zeros((2, 2), np.float32)}
+    one_by_one, batch = graph(), graph()
+    for name, value in values.items():
+        g.set_initializer(one_by_one, name, value)
+    g.set_initializers(batch, values)
+    assert batch.SerializeToString() == one_by_one.SerializeToString()
+    assert [t.name for t in batch.initializer] == ["w0", "w1", "w2", "new", "new2"]
