@@ -31,6 +31,17 @@ PRE_OPS = {"Transpose", "Cast", "Identity"}
 NORMALISE_OPS = {"Div", "Mul", "Sub", "Add"}
 
 
+class _Links:
+    """Who makes and who reads each tensor of the graph ``predict`` reads (never changes): found once, not
+    for every node asked about. (A plain class: a dataclass costs its module's import a generated method.)"""
+
+    __slots__ = ("producers", "consumers")
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.producers = g.producers(graph)
+        self.consumers = g.consumers(graph)
+
+
 @dataclass
 class CropPrediction:
     inputs: list[str]
@@ -41,9 +52,10 @@ class CropPrediction:
 def predict(model: onnx.ModelProto) -> CropPrediction:
     graph = model.graph
     model_inputs = [v.name for v in g.real_inputs(graph)]
-    post = _post_nodes(graph)
+    links = _Links(graph)
+    post = _post_nodes(graph, links)
     outputs, reasons = _boundary_outputs(graph, post), []
-    if not _leaves_accelerated_work(graph, post):
+    if not _leaves_accelerated_work(graph, post, links):
         outputs = [v.name for v in graph.output]
         reasons = ["no post-processing found before the outputs (every path ends in network layers)"]
     elif post:
@@ -53,8 +65,8 @@ def predict(model: onnx.ModelProto) -> CropPrediction:
     return CropPrediction(inputs, outputs, pre_reasons + reasons)
 
 
-def _is_post_op(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
-    if _is_swish_part(graph, node):
+def _is_post_op(graph: onnx.GraphProto, node: onnx.NodeProto, links: _Links) -> bool:
+    if _is_swish_part(node, links):
         return False  # x * sigmoid(x) is a network activation, not score post-processing
     if node.op_type in POST_OPS:
         return True
@@ -63,12 +75,12 @@ def _is_post_op(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
         # an "integral": the expectation over a softmax's bins with one output channel and few weights
         # (YOLOv8's DFL), not a small network layer such as DBNet's last upsampling
         return (weight is not None and weight.size <= TINY_WEIGHTS and _output_channels(node, weight) == 1
-                and _reads_softmax(graph, node.input[0]))
+                and _reads_softmax(links, node.input[0]))
     return False
 
 
-def _reads_softmax(graph: onnx.GraphProto, tensor: str) -> bool:
-    producers = g.producers(graph)
+def _reads_softmax(links: _Links, tensor: str) -> bool:
+    producers = links.producers
     node = producers.get(tensor)
     while node is not None and node.op_type in ("Transpose", "Reshape", "Identity"):
         node = producers.get(node.input[0])
@@ -85,43 +97,43 @@ def _output_channels(node: onnx.NodeProto, weight: np.ndarray) -> int:
     return int(weight.shape[-1])
 
 
-def _is_swish_part(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+def _is_swish_part(node: onnx.NodeProto, links: _Links) -> bool:
     """The Mul of x * sigmoid(x), or the Sigmoid that feeds only such a Mul."""
-    producers = g.producers(graph)
+    producers = links.producers
     if node.op_type == "Mul" and len(node.input) == 2:
         for a, b in (node.input, reversed(node.input)):
             sig = producers.get(b)
             if sig is not None and sig.op_type == "Sigmoid" and sig.input[0] == a:
                 return True
     if node.op_type == "Sigmoid":
-        readers = g.consumers(graph).get(node.output[0], [])
+        readers = links.consumers.get(node.output[0], [])
         return bool(readers) and all(r.op_type == "Mul" and node.input[0] in r.input for r in readers)
     return False
 
 
-def _post_nodes(graph: onnx.GraphProto) -> set[str]:
+def _post_nodes(graph: onnx.GraphProto, links: _Links) -> set[str]:
     outputs = g.graph_output_names(graph)
-    consumers = g.consumers(graph)
+    consumers = links.consumers
     post: set[str] = set()
     for node in reversed(g.topological_order(graph)):
-        if not _is_post_op(graph, node):
+        if not _is_post_op(graph, node, links):
             continue
         readers = [c for out in node.output for c in consumers.get(out, [])]
         feeds_outputs = any(out in outputs for out in node.output)
         if (readers or feeds_outputs) and all(r.name in post for r in readers):
             post.add(node.name)
-    _return_channel_concats(graph, post)
+    _return_channel_concats(graph, post, links)
     return post
 
 
-def _return_channel_concats(graph: onnx.GraphProto, post: set[str]) -> None:
+def _return_channel_concats(graph: onnx.GraphProto, post: set[str], links: _Links) -> None:
     """A Concat on the channel axis whose inputs all come from the AI side stays on the chip."""
-    producers = g.producers(graph)
+    producers = links.producers
     for node in graph.node:
         if node.name not in post or node.op_type != "Concat" or int(g.attribute(node, "axis", 0)) != 1:
             continue
         sources = [producers.get(i) for i in node.input]
-        if all(s is not None and s.name not in post and not _is_post_op(graph, s) for s in sources):
+        if all(s is not None and s.name not in post and not _is_post_op(graph, s, links) for s in sources):
             post.discard(node.name)
 
 
@@ -145,9 +157,10 @@ def _boundary_outputs(graph: onnx.GraphProto, post: set[str]) -> list[str]:
     return found
 
 
-def _leaves_accelerated_work(graph: onnx.GraphProto, post: set[str]) -> bool:
+def _leaves_accelerated_work(graph: onnx.GraphProto, post: set[str], links: _Links) -> bool:
     """The AI section must keep at least one real network layer."""
-    return any(n.op_type in WEIGHTED_OPS and n.name not in post and not _is_post_op(graph, n) for n in graph.node)
+    return any(n.op_type in WEIGHTED_OPS and n.name not in post and not _is_post_op(graph, n, links)
+               for n in graph.node)
 
 
 def _pre_chain_ends(graph: onnx.GraphProto, model_inputs: list[str]) -> tuple[list[str], list[str]]:

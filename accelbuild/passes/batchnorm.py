@@ -22,9 +22,11 @@ from accelbuild.util import onnx_graph as g
 def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
     notes = []
+    producers = g.producers(graph)  # both indexes kept current by each fold: the graph is walked once
+    uses = g.ReaderIndex(graph)
     for bn in [n for n in graph.node if n.op_type == "BatchNormalization" and len(n.output) == 1]:
-        producer = g.producers(graph).get(bn.input[0])
-        if producer is None or g.sole_consumer(graph, bn.input[0]) is not bn:
+        producer = producers.get(bn.input[0])
+        if producer is None or uses.sole_consumer(graph, bn.input[0]) is not bn:
             continue
         params = [g.constant(graph, name) for name in bn.input[1:5]]
         if any(p is None for p in params):
@@ -32,8 +34,11 @@ def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
         scale, bias, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
         factor = scale / np.sqrt(var + float(g.attribute(bn, "epsilon", 1e-5)))
         shift = bias - mean * factor
-        if _fold_into(graph, producer, factor, shift):
+        if _fold_into(graph, producer, factor, shift, uses):
+            del producers[bn.input[0]]
+            producers[bn.output[0]] = producer
             producer.output[0] = bn.output[0]
+            uses.forget(bn, g.node_reads(bn))
             graph.node.remove(bn)
             notes.append(f"{bn.name} into {producer.name}")
     return notes
@@ -42,10 +47,10 @@ def fold_batchnorm(model: onnx.ModelProto) -> list[str]:
 def fold_scale_shift(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
 
-    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex) -> str | None:
         if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
             return None
-        match = _affine_operand(model, producers, node)
+        match = _affine_operand(model, producers, uses, node)
         if match is None:
             return None
         producer, channel_values = match
@@ -66,8 +71,8 @@ def fold_input_scale(model: onnx.ModelProto) -> list[str]:
     commutes with the scale, so the fold is exact up to float rounding."""
     graph = model.graph
 
-    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto]) -> str | None:
-        scale = _input_scale(model, producers, node)
+    def fold(node: onnx.NodeProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex) -> str | None:
+        scale = _input_scale(model, producers, uses, node)
         if scale is None:
             return None
         data, value = scale
@@ -81,14 +86,15 @@ def fold_input_scale(model: onnx.ModelProto) -> list[str]:
 
 
 def _until_nothing_folds(graph: onnx.GraphProto,
-                         fold: Callable[[onnx.NodeProto, dict[str, onnx.NodeProto]], str | None]) -> list[str]:
+                         fold: Callable[[onnx.NodeProto, dict[str, onnx.NodeProto], g.ReaderIndex], str | None]
+                         ) -> list[str]:
     """``fold`` (which changes the graph and says how, or returns None) on the first node it takes, from the
     top again after each, until it takes none: one fold can make the next possible. ``fold`` gets the round's
-    producers."""
+    producers and readers (current until it changes the graph, which ends the round)."""
     notes: list[str] = []
     while True:
-        producers = g.producers(graph)
-        note = next((n for n in (fold(node, producers) for node in list(graph.node)) if n is not None), None)
+        producers, uses = g.producers(graph), g.ReaderIndex(graph)
+        note = next((n for n in (fold(node, producers, uses) for node in list(graph.node)) if n is not None), None)
         if note is None:
             return notes
         notes.append(note)
@@ -137,14 +143,14 @@ def _spatial_zero_pads(model: onnx.ModelProto, pad: onnx.NodeProto) -> list[int]
     return begins[2:] + ends[2:]
 
 
-def _input_scale(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+def _input_scale(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
                  node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
     """``(x, s)`` when ``node`` is ``x * s`` with ``s`` a float constant that every reader of its output, all of
     them convolutions with constant float weights, can take into its weights."""
     graph = model.graph
     if node.op_type != "Mul" or len(node.input) != 2 or node.output[0] in g.graph_output_names(graph):
         return None
-    convs = g.readers(graph, node.output[0])
+    convs = uses.of(node.output[0])
     if not convs or any(c.op_type != "Conv" or list(c.input).index(node.output[0]) != 0 for c in convs):
         return None
     for data, other in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
@@ -193,7 +199,7 @@ def _scale_inputs(graph: onnx.GraphProto, conv: onnx.NodeProto, value: np.ndarra
     conv.input[1] = name
 
 
-def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto],
+def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
                     node: onnx.NodeProto) -> tuple[onnx.NodeProto, np.ndarray] | None:
     """``(the Conv, one value per output channel)`` when ``node`` multiplies or offsets the sole output of a
     Conv / ConvTranspose by a float constant that is one value or one per output channel (shape ``[C, 1, 1]``)."""
@@ -203,7 +209,7 @@ def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto]
         value = g.constant(graph, other)
         if producer is None or producer.op_type not in ("Conv", "ConvTranspose") or value is None:
             continue
-        if value.dtype != np.float32 or g.sole_consumer(graph, data) is not node \
+        if value.dtype != np.float32 or uses.sole_consumer(graph, data) is not node \
                 or data in g.graph_output_names(graph):
             return None
         weight = g.constant(graph, producer.input[1])
@@ -221,8 +227,10 @@ def _affine_operand(model: onnx.ModelProto, producers: dict[str, onnx.NodeProto]
     return None
 
 
-def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
-    """Scale the producer's weights per output channel and fold the shift into its bias."""
+def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray,
+               uses: g.ReaderIndex | None = None) -> bool:
+    """Scale the producer's weights per output channel and fold the shift into its bias (``uses``: the
+    caller's index of readers, kept current)."""
     if node.op_type == "Conv":
         axis, channels_at = 0, 0
     elif node.op_type == "ConvTranspose" and int(g.attribute(node, "group", 1)) == 1:
@@ -246,21 +254,28 @@ def _fold_into(graph: onnx.GraphProto, node: onnx.NodeProto, factor: np.ndarray,
     shape[axis] = factor.size
     new_weight = (weight.astype(np.float64) * factor.reshape(shape)).astype(np.float32)
     new_bias = (bias.astype(np.float64) * factor + shift).astype(np.float32)
-    weight_name = _private_name(graph, node.input[1], node)
+    before = g.node_reads(node) if uses is not None else []
+    weight_name = _private_name(graph, node.input[1], node, uses)
     g.set_initializer(graph, weight_name, new_weight)
     node.input[1] = weight_name
-    new_bias_name = _private_name(graph, bias_name or f"{node.name}.bias", node)
+    if uses is not None:
+        uses.update(node, before)
+        before = g.node_reads(node)
+    new_bias_name = _private_name(graph, bias_name or f"{node.name}.bias", node, uses)
     g.set_initializer(graph, new_bias_name, new_bias)
     if len(node.input) > 2:
         node.input[2] = new_bias_name
     else:
         node.input.append(new_bias_name)
+    if uses is not None:
+        uses.update(node, before)
     return True
 
 
-def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto) -> str:
+def _private_name(graph: onnx.GraphProto, name: str, owner: onnx.NodeProto,
+                  uses: g.ReaderIndex | None = None) -> str:
     """Reuse ``name`` if only ``owner`` reads it, else a fresh name (shared weights stay intact)."""
-    readers = g.readers(graph, name)  # a subgraph reading the weight keeps its own copy
+    readers = g.readers(graph, name) if uses is None else uses.of(name)  # a subgraph's read keeps its own copy
     if readers == [owner] or not readers:
         return name
     fresh, k = f"{name}.{owner.name}", 1

@@ -69,8 +69,7 @@ def _fold_round(model: onnx.ModelProto) -> list[str]:
         shape = shapes.get(name)
         if shape is not None and list(value.shape) != shape and value.size == int(np.prod(shape, dtype=np.int64)):
             values[name] = value.reshape(shape)
-    for name, value in values.items():
-        g.set_initializer(graph, name, value)
+    g.set_initializers(graph, values)
     g.remove_nodes(graph, foldable)
     return [f"{n.op_type} {n.name or n.output[0]}" for n in foldable]
 

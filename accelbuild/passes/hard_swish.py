@@ -35,13 +35,14 @@ def fuse_hard_swish(model: onnx.ModelProto) -> list[str]:
         return []
     graph = model.graph
     producers = g.producers(graph)
+    uses = g.ReaderIndex(graph)  # the graph changes only after the search
     replaced: dict[int, onnx.NodeProto] = {}  # id of a chain's last node -> its HardSwish
     removed: set[int] = set()
     notes = []
     for node in graph.node:
         if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
             continue
-        match = _hard_swish_of(graph, producers, node)
+        match = _hard_swish_of(graph, producers, uses, node)
         if match is None or not _broadcasts_into(model, *match):
             continue
         x, chain = match
@@ -65,28 +66,28 @@ def _broadcasts_into(model: onnx.ModelProto, x: str, chain: list[onnx.NodeProto]
     return shape is not None and max(ranks) <= len(shape)
 
 
-def _hard_swish_of(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto],
+def _hard_swish_of(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
                    node: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
     """``(x, the nodes computing hard-swish of x, last first)`` when ``node`` ends one of the forms above."""
     divided = _scaled_by_sixth(graph, node)
     if divided is not None:  # (x * relu6(x + 3)) / 6
         product = producers.get(divided)
-        if product is not None and product.op_type == "Mul" and _private(graph, product, node):
+        if product is not None and product.op_type == "Mul" and _private(graph, uses, product, node):
             for x, gate in _operand_orders(product):
-                gate_chain = _relu6_of_x_plus_3(graph, producers, gate, x)
-                if gate_chain is not None and _private(graph, gate_chain[0], product):
+                gate_chain = _relu6_of_x_plus_3(graph, producers, uses, gate, x)
+                if gate_chain is not None and _private(graph, uses, gate_chain[0], product):
                     return x, [node, product, *gate_chain]
         return None
     if node.op_type != "Mul":
         return None
     for x, gate in _operand_orders(node):  # x * (relu6(x + 3) / 6)
         gate_node = producers.get(gate)
-        if gate_node is None or not _private(graph, gate_node, node):
+        if gate_node is None or not _private(graph, uses, gate_node, node):
             continue
         scaled = _scaled_by_sixth(graph, gate_node)
         if scaled is not None:
-            gate_chain = _relu6_of_x_plus_3(graph, producers, scaled, x)
-            if gate_chain is not None and _private(graph, gate_chain[0], gate_node):
+            gate_chain = _relu6_of_x_plus_3(graph, producers, uses, scaled, x)
+            if gate_chain is not None and _private(graph, uses, gate_chain[0], gate_node):
                 return x, [node, gate_node, *gate_chain]
     return None
 
@@ -106,8 +107,8 @@ def _scaled_by_sixth(graph: onnx.GraphProto, node: onnx.NodeProto) -> str | None
     return None
 
 
-def _relu6_of_x_plus_3(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto], tensor: str,
-                       x: str) -> list[onnx.NodeProto] | None:
+def _relu6_of_x_plus_3(graph: onnx.GraphProto, producers: dict[str, onnx.NodeProto], uses: g.ReaderIndex,
+                       tensor: str, x: str) -> list[onnx.NodeProto] | None:
     """``[Clip, Add]`` when ``tensor`` is ``Clip(Add(x, 3), 0, 6)`` and the Add's output feeds only the Clip."""
     clip = producers.get(tensor)
     if clip is None or clip.op_type != "Clip" or len(clip.input) != 3:
@@ -115,17 +116,17 @@ def _relu6_of_x_plus_3(graph: onnx.GraphProto, producers: dict[str, onnx.NodePro
     if not (_is_scalar(graph, clip.input[1], 0.0) and _is_scalar(graph, clip.input[2], 6.0)):
         return None
     add = producers.get(clip.input[0])
-    if add is None or add.op_type != "Add" or not _private(graph, add, clip):
+    if add is None or add.op_type != "Add" or not _private(graph, uses, add, clip):
         return None
     if any(t == x and _is_scalar(graph, other, 3.0) for t, other in _operand_orders(add)):
         return [clip, add]
     return None
 
 
-def _private(graph: onnx.GraphProto, node: onnx.NodeProto, reader: onnx.NodeProto) -> bool:
+def _private(graph: onnx.GraphProto, uses: g.ReaderIndex, node: onnx.NodeProto, reader: onnx.NodeProto) -> bool:
     """``node``'s one output is read by ``reader`` alone and is not a graph output."""
     out = node.output[0]
-    return (len(node.output) == 1 and g.sole_consumer(graph, out) is reader
+    return (len(node.output) == 1 and uses.sole_consumer(graph, out) is reader
             and out not in g.graph_output_names(graph))
 
 

@@ -105,6 +105,18 @@ def set_initializer(graph: onnx.GraphProto, name: str, value: np.ndarray) -> Non
     graph.initializer.append(tensor)
 
 
+def set_initializers(graph: onnx.GraphProto, values: dict[str, np.ndarray]) -> None:
+    """``set_initializer`` for each of ``values`` in order, looking the graph's initializers up once."""
+    at = {t.name: i for i, t in enumerate(graph.initializer)}
+    for name, value in values.items():
+        tensor = numpy_helper.from_array(np.array(value, order="C"), name)
+        if name in at:
+            graph.initializer[at[name]].CopyFrom(tensor)
+        else:
+            at[name] = len(graph.initializer)
+            graph.initializer.append(tensor)
+
+
 def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     """The value of ``node``'s attribute ``name`` (int, float, bytes, tensor, graph or a list of them, as the
     attribute's type says: ``Any`` like ``onnx.helper.get_attribute_value``), or ``default``."""
@@ -142,6 +154,40 @@ def readers(graph: onnx.GraphProto, tensor: str) -> list[onnx.NodeProto]:
     """Nodes that read ``tensor``, as an input or from inside a subgraph (``node_reads``, which walks a node's
     bodies only when it has some: most nodes are answered by their input list)."""
     return [n for n in graph.node if (tensor and tensor in n.input) or (subgraphs(n) and tensor in node_reads(n))]
+
+
+class ReaderIndex:
+    """``readers`` of every value at once: one walk of the graph instead of one per question (a pass asking
+    about each of a large graph's layers). A pass that changes what a node reads says so (``update``,
+    ``forget``); the answers are then those ``readers`` would give, in no particular order."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self._readers = consumers(graph)
+
+    def of(self, tensor: str) -> list[onnx.NodeProto]:
+        return list(self._readers.get(tensor, ())) if tensor else []
+
+    def sole_consumer(self, graph: onnx.GraphProto, tensor: str) -> onnx.NodeProto | None:
+        """``sole_consumer(graph, tensor)`` from the index."""
+        if tensor in graph_output_names(graph):
+            return None
+        found = self.of(tensor)
+        return found[0] if len(found) == 1 else None
+
+    def forget(self, node: onnx.NodeProto, reads: Iterable[str]) -> None:
+        """``node`` no longer reads ``reads`` (what it read before an edit, or at all once removed)."""
+        for name in dict.fromkeys(reads):
+            kept = [n for n in self._readers.get(name, ()) if n is not node]
+            if kept:
+                self._readers[name] = kept
+            else:
+                self._readers.pop(name, None)
+
+    def update(self, node: onnx.NodeProto, before: Iterable[str]) -> None:
+        """``node`` read ``before`` and now reads what ``node_reads`` says."""
+        self.forget(node, before)
+        for name in dict.fromkeys(node_reads(node)):
+            self._readers.setdefault(name, []).append(node)
 
 
 def replace_uses(graph: onnx.GraphProto, old: str, new: str) -> None:

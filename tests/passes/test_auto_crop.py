@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accelbuild.passes.auto_crop import integer_front, predict
@@ -87,3 +88,28 @@ def test_integer_inputs_and_the_ops_on_them_are_the_pre_section() -> None:
 def test_a_float_model_has_no_integer_front() -> None:
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [], [_vi("x", [1, 8])], [_vi("y", [1, 8])])
     assert integer_front(model) is None
+
+
+def test_the_prediction_walks_the_graph_a_fixed_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deep swish network with a sigmoid head: the producers and readers of the whole graph are found a
+    fixed number of times, not once per node asked about (quadratic in a large model)."""
+    from accelbuild.util import onnx_graph as g
+
+    nodes, inits, x = [], [], "x"
+    for i in range(30):
+        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"]),
+                  helper.make_node("Sigmoid", [f"c{i}"], [f"s{i}"]),
+                  helper.make_node("Mul", [f"c{i}", f"s{i}"], [f"a{i}"])]
+        inits.append(_w(f"w{i}", [4, 4, 1, 1]))
+        x = f"a{i}"
+    nodes.append(helper.make_node("Sigmoid", [x], ["score"]))
+    model = _model(nodes, inits, [_vi("x", [1, 4, 4, 4])], [_vi("score", [1, 4, 4, 4])])
+    walks = {"producers": 0, "consumers": 0}
+    real = {name: getattr(g, name) for name in walks}
+    for name in walks:
+        def counted(graph: onnx.GraphProto, name: str = name) -> object:
+            walks[name] += 1
+            return real[name](graph)
+        monkeypatch.setattr(g, name, counted)
+    assert predict(model).outputs == ["a29"]
+    assert walks["producers"] <= 2 and walks["consumers"] <= 2, walks

@@ -142,3 +142,25 @@ def test_a_pad_a_convolution_cannot_take_stays(case: str) -> None:
     model = _padded(pads, mode="reflect" if case == "reflect" else "constant",
                     reader="MaxPool" if case == "pool reads it" else "Conv")
     assert fold_pad(model) == []
+
+
+def test_a_search_round_walks_the_graph_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty constant scales of one convolution's output, summed: none folds (the output has other readers;
+    the scaled values feed no convolution). Each pass looks at every Mul and Add with one index of the
+    graph's readers, not a walk of the whole graph per node (quadratic in a large model)."""
+    from accelbuild.util import onnx_graph as g
+
+    after, last = [], "c"
+    for i in range(20):
+        after += [helper.make_node("Mul", ["c", "s"], [f"m{i}"], name=f"mul{i}"),
+                  helper.make_node("Add", [f"m{i}", last], [f"a{i}"], name=f"add{i}")]
+        last = f"a{i}"
+    after.append(helper.make_node("Identity", [last], ["y"], name="out"))
+    model = _model(after, {"s": RNG.uniform(0.5, 2, (1,))})
+    walks: list[str] = []
+    real = g.readers, g.sole_consumer, g.ReaderIndex
+    monkeypatch.setattr(g, "readers", lambda *a: walks.append("readers") or real[0](*a))
+    monkeypatch.setattr(g, "sole_consumer", lambda *a: walks.append("sole_consumer") or real[1](*a))
+    monkeypatch.setattr(g, "ReaderIndex", lambda graph: walks.append("index") or real[2](graph))
+    assert fold_scale_shift(model) == [] and fold_input_scale(model) == []
+    assert walks == ["index", "index"]

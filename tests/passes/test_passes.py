@@ -17,6 +17,9 @@ from accelbuild.passes.decompose import decompose
 from accelbuild.passes.fold_constants import fold_constants
 from accelbuild.passes.opset import TARGET_OPSET, convert_opset
 from accelbuild.testing import models
+from accelbuild.util import onnx_graph as g
+
+g_readers, g_producers = g.readers, g.producers
 
 
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -114,6 +117,38 @@ def test_batchnorm_folds_into_conv(with_bias: bool) -> None:
     assert fold_batchnorm(model) == ["bn into conv"]
     assert [n.op_type for n in model.graph.node] == ["Conv", "Relu"]
     np.testing.assert_allclose(_run(model, {"x": x})[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_folds_keep_shared_weights_and_chains_exact() -> None:
+    """Two convolutions share one weight, each followed by a BatchNormalization, and a third BN follows the
+    second: every BN folds, the first convolution takes a private copy of the shared weight, the second (its
+    only reader by then) keeps the name, and the outputs stay."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w"], ["c2"], name="conv2", pads=[1, 1, 1, 1])]
+    for bn, source, out in (("bn1", "c1", "y1"), ("bn2", "c2", "y2"), ("bn3", "y2", "y3")):
+        names = [f"{bn}.{k}" for k in ("s", "o", "m", "v")]
+        for name, value in zip(names, (rng.random(4) + 0.5, rng.standard_normal(4), rng.standard_normal(4),
+                                       rng.random(4) + 0.1), strict=True):
+            inits.append(numpy_helper.from_array(value.astype(np.float32), name))
+        nodes.append(helper.make_node("BatchNormalization", [source, *names], [out], name=bn))
+    nodes.append(helper.make_node("Add", ["y1", "y3"], ["z"], name="add"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    want = _run(model, {"x": x})[0]
+    walks = []
+    with pytest.MonkeyPatch.context() as patch:  # one walk of the graph, not one per layer asked about
+        patch.setattr(g, "readers", lambda *a: walks.append("readers") or g_readers(*a))
+        patch.setattr(g, "producers", lambda *a: walks.append("producers") or g_producers(*a))
+        assert fold_batchnorm(model) == ["bn1 into conv1", "bn2 into conv2", "bn3 into conv2"]
+    assert walks == ["producers"]
+    assert [(n.name, list(n.input)) for n in model.graph.node] == [
+        ("conv1", ["x", "w.conv1", "conv1.bias"]), ("conv2", ["x", "w", "conv2.bias"]), ("add", ["y1", "y3"])]
+    onnx.checker.check_model(model)
+    np.testing.assert_allclose(_run(model, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
 
 
 def test_batchnorm_folds_into_conv_transpose() -> None:

@@ -93,3 +93,54 @@ def test_readers_are_the_nodes_whose_reads_name_the_tensor() -> None:
     for tensor in ["x", "w", "a", "c", "", "t", "missing"]:
         assert g.readers(graph, tensor) == [n for n in graph.node if tensor in g.node_reads(n)], tensor
     assert [n.name for n in g.readers(graph, "w")] == ["add", "if", "clip"]
+
+
+def test_the_reader_index_answers_as_readers_before_and_after_edits() -> None:
+    """One walk answers every tensor as ``readers`` does, subgraph reads included; ``update`` and ``forget``
+    keep it so after a node's inputs change and after a node goes."""
+    outer = helper.make_graph([helper.make_node("Identity", ["w"], ["t"])], "then", [],
+                              [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])])
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+             helper.make_node("If", ["c"], ["i"], name="if", then_branch=outer, else_branch=outer),
+             helper.make_node("Mul", ["a", "a"], ["m"], name="mul"),
+             helper.make_node("Clip", ["m", "", "w"], ["clip"], name="clip")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("clip", TensorProto.FLOAT, [1])])
+    tensors = ["x", "w", "a", "c", "m", "", "t", "w2", "missing", "clip"]
+
+    def agrees(index: g.ReaderIndex) -> None:
+        for tensor in tensors:
+            assert sorted(n.name for n in index.of(tensor)) == sorted(n.name for n in g.readers(graph, tensor)), tensor
+            assert index.sole_consumer(graph, tensor) is g.sole_consumer(graph, tensor), tensor
+
+    index = g.ReaderIndex(graph)
+    agrees(index)
+    mul = graph.node[2]
+    before = g.node_reads(mul)
+    mul.input[1] = "w2"  # reads a once now, and w2
+    index.update(mul, before)
+    agrees(index)
+    clip = graph.node[3]
+    index.forget(clip, g.node_reads(clip))
+    graph.node.remove(clip)
+    agrees(index)
+
+
+def test_set_initializers_is_set_initializer_for_each() -> None:
+    """Replacing some initializers and adding others in one call gives the bytes one call per value gives."""
+    import numpy as np
+
+    def graph() -> onnx.GraphProto:
+        made = _graph([("a", ["x"]), ("b", ["a"])])
+        for name in ("w0", "w1", "w2"):
+            made.initializer.append(onnx.numpy_helper.from_array(np.zeros(2, np.float32), name))
+        return made
+
+    values = {"w1": np.arange(3, dtype=np.float32), "new": np.array(7, np.int64), "w0": np.ones(1, np.float32),
+              "new2": np.zeros((2, 2), np.float32)}
+    one_by_one, batch = graph(), graph()
+    for name, value in values.items():
+        g.set_initializer(one_by_one, name, value)
+    g.set_initializers(batch, values)
+    assert batch.SerializeToString() == one_by_one.SerializeToString()
+    assert [t.name for t in batch.initializer] == ["w0", "w1", "w2", "new", "new2"]
