@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.errors import StageError
 from accelbuild.stages.declaration import (
     Stage,
@@ -166,8 +166,7 @@ class CpuTarget(TargetBase):
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
         if t["backend"] == "tvm" and not tvm_compiler.available():
             checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_compiler.EXTRA}")
-        return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"],
-                             t["closed_loop"]["enabled"])
+        return build(CpuTargetSpec, t)
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""

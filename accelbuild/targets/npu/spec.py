@@ -36,8 +36,8 @@ class NpuTargetSpec:
     effort: Effort
     compile_mode: CompileMode
     offload: OffloadSettings
-    host_compiler: str = "onnx"  # offload.host_compiler, resolved: tvm | onnx
-    package_name: str | None = None  # target.package_name; None: <pipeline name>.tar.gz
+    host_compiler: str  # offload.host_compiler, resolved: tvm | onnx
+    package_name: str | None  # target.package_name; None: <pipeline name>.tar.gz
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,6 @@ class NpuBenchmarkParams:
     models: tuple[str, ...]
     accuracy: AccuracyInputs
     data: tuple[DataParams | None, ...]
-    calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
-    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
-    host_compiler: str = "onnx"  # tvm: the host subgraphs run and are timed as TVM built them (host_code.json)
+    calibration_frames: tuple[int, ...]  # per model: its first accuracy inputs calibrated it
+    host: bool  # benchmark.host: time the cropped pre/post sections on this machine
+    host_compiler: str  # tvm: the host subgraphs run and are timed as TVM built them (host_code.json)

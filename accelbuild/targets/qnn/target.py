@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
@@ -95,7 +95,7 @@ class QnnTarget(TargetBase):
         return ["family: qnn", f"soc: {platform}               # the Snapdragon SoC (docs/qnn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> QnnTargetSpec:
-        return QnnTargetSpec("qnn", t["soc"], t["activations"], ToolchainRef.python_given(t, checker))
+        return build(QnnTargetSpec, t, toolchain_python=ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)

@@ -57,4 +57,4 @@ class BenchmarkParams:
     npu_clock_mhz: float | None
     clock_source: str
     toolkit: str  # "rknn-toolkit2 <version>": the estimate's label
-    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
+    host: bool  # benchmark.host: time the cropped pre/post sections on this machine
