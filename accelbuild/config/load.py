@@ -421,7 +421,7 @@ class _Checker:
             second_key = keys_of_way[firsts[1][1]][0]
             self.error(at + (second_key,), f"crop: choose one way of cropping, not {' and '.join(ways)}", key=True)
         in_out = self.existing(at + ("in_out_file",), c["in_out_file"]) if "in_out_file" in c else None
-        return build(CropSpec, {"inputs": (), "outputs": (), **c}, in_out_file=in_out)
+        return build(CropSpec, c, in_out_file=in_out)
 
     def quantize(self, at: tuple[Any, ...], q: dict[str, Any]) -> QuantizeSpec:
         if "bits" in q and "bits_file" in q:
@@ -436,7 +436,7 @@ class _Checker:
         bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
         own_spec = getattr(self.family, "quantize_spec", None)
         own = own_spec(q, at, self) if own_spec is not None else None
-        return build(QuantizeSpec, {"bits": {}, **q}, bits_file=bits_file,
+        return build(QuantizeSpec, q, bits_file=bits_file,
                      auto_precision=self.auto_precision(q["auto_precision"]), own=own)
 
     def auto_precision(self, value: bool | dict[str, Any]) -> AutoPrecision | None:

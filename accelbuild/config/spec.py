@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 def key(path: str, convert: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Field metadata: the field holds the value at ``path`` (dotted, within its section), optionally
-    converted. Use as ``field(metadata=key(...))``; a field without it holds the key of its own name."""
+    converted (``convert`` also gets None, for an absent key). Use as ``field(metadata=key(...))``; a field without it holds the key of its own name."""
     return {"key": path, "convert": convert}
 
 
@@ -58,7 +58,7 @@ def build(cls: type[T], data: dict[str, Any], /, **given: Any) -> T:
         else:
             value = value_at(data, f.metadata.get("key", f.name))
             convert = f.metadata.get("convert")
-            values[f.name] = convert(value) if convert is not None and value is not None else value
+            values[f.name] = convert(value) if convert is not None else value
     return cls(**values)
 
 
@@ -133,20 +133,30 @@ class InputShapes:
         return "auto"
 
 
-def _tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(value)
+def _tuple(value: Any) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
 
 
-def _floats(value: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in value)
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of names; an absent key: none."""
+    return tuple(value or ())
+
+
+def _floats(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(float(v) for v in value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A mapping; an absent key: an empty one."""
+    return dict(value or {})
 
 
 @dataclass(frozen=True)
 class CropSpec:
     """``models[].crop``."""
 
-    inputs: tuple[str, ...] = field(metadata=key("inputs", _tuple))
-    outputs: tuple[str, ...] = field(metadata=key("outputs", _tuple))
+    inputs: tuple[str, ...] = field(metadata=key("inputs", _names))
+    outputs: tuple[str, ...] = field(metadata=key("outputs", _names))
     auto: bool = field(metadata=key("auto"))
     in_out_file: Path | None = field(
         metadata=derived("in_out_file", "resolved against the YAML's folder, checked to exist")
@@ -169,7 +179,7 @@ class QuantizeSpec:
     """``models[].quantize`` over ``target.quantize``: the keys every family has (``quantize_stage``)."""
 
     weight_bits: int
-    bits: dict[str, int | dict[str, int]] = field(metadata=key("bits", dict))  # or {weights, activations}
+    bits: dict[str, int | dict[str, int]] = field(metadata=key("bits", _mapping))  # or {weights, activations}
     bits_file: Path | None = field(
         metadata=derived("bits_file", "resolved against the YAML's folder, checked to exist")
     )

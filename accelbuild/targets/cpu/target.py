@@ -34,7 +34,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import TargetBase
 from accelbuild.targets.cpu.spec import (
@@ -170,11 +170,10 @@ class CpuTarget(TargetBase):
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
-        own = model.quantize.own
-        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
+        return project(ActivationParams, model.quantize.own)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.target.closed_loop and spec.target.backend == "tvm":
