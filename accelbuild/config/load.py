@@ -328,7 +328,7 @@ class _Checker:
             benchmark=build(BenchmarkSpec, bench, data=data_dir, device=self.device(bench.get("device"), family)),
             output=build(OutputSpec, out, dir=out_dir / variant if variant else out_dir),
             source=self.doc,
-            checks=dict(data.get("checks", {})),
+            checks=dict(data["checks"]),
             variant=variant,
             base_name=base_name,
             target_impl=family,
