@@ -29,8 +29,11 @@ from accelbuild.config.spec import (
 )
 from accelbuild.stages.params import ActivationSettings
 from accelbuild.targets.cpu.spec import CpuTargetSpec
-from accelbuild.targets.mx3.spec import Mx3TargetSpec
+from accelbuild.targets.ethos_u.spec import EthosUTargetSpec
+from accelbuild.targets.mx3.spec import ClosedLoopSpec, Mx3TargetSpec
+from accelbuild.targets.npu.spec import NpuTargetSpec, OffloadSettings
 from accelbuild.targets.qnn.spec import QnnTargetSpec
+from accelbuild.targets.rknn.spec import RknnTargetSpec
 
 PACKAGE = Path(accelbuild.__file__).parent
 CORE = json.loads((PACKAGE / "schemas" / "pipeline_core.json").read_text(encoding="utf-8"))
@@ -81,11 +84,18 @@ def test_every_key_of_a_core_section_has_a_field_and_every_field_a_key(section: 
     assert unknown_keys(classes, schema, _resolve(CORE)) == []
 
 
-@pytest.mark.parametrize("family, spec", [("cpu", CpuTargetSpec), ("mx3", Mx3TargetSpec), ("qnn", QnnTargetSpec)])
-def test_a_family_target_spec_built_by_key_covers_its_target_section(family: str, spec: type) -> None:
+@pytest.mark.parametrize("family, spec, section", [
+    ("cpu", CpuTargetSpec, ()), ("ethos_u", EthosUTargetSpec, ()), ("mx3", Mx3TargetSpec, ()),
+    ("mx3", ClosedLoopSpec, ("closed_loop",)), ("npu", NpuTargetSpec, ()), ("npu", OffloadSettings, ("offload",)),
+    ("qnn", QnnTargetSpec, ()), ("rknn", RknnTargetSpec, ())])
+def test_a_family_target_spec_built_by_key_covers_its_target_section(family: str, spec: type,
+                                                                     section: tuple[str, ...]) -> None:
     fragment = FRAGMENTS[family]
-    assert uncovered((spec,), fragment["target"], _resolve(fragment)) == []
-    assert unknown_keys((spec,), fragment["target"], _resolve(fragment)) == []
+    schema = fragment["target"]
+    for part in section:
+        schema = schema["properties"][part]
+    assert uncovered((spec,), schema, _resolve(fragment)) == []
+    assert unknown_keys((spec,), schema, _resolve(fragment)) == []
 
 
 @pytest.mark.parametrize("family", [f for f in FRAGMENTS if "calibration" in FRAGMENTS[f].get("quantize", {})

@@ -146,8 +146,7 @@ class EthosUTarget(TargetBase):
         return ["family: ethos-u", f"accelerator: {platform}"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> EthosUTargetSpec:
-        spec = EthosUTargetSpec("ethos-u", t["accelerator"], t.get("system_config"), t.get("memory_mode"),
-                                t["optimise"])
+        spec = build(EthosUTargetSpec, t)
         try:
             vela.require()
         except vela.MissingExtraError as exc:

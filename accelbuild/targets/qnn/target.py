@@ -25,7 +25,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.qnn.socs import SOCS
 from accelbuild.targets.qnn.spec import BenchmarkParams, CompileParams, NoQuantizeParams, QnnTargetSpec
@@ -105,8 +105,7 @@ class QnnTarget(TargetBase):
         return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
-        own = model.quantize.own
-        return ActivationParams(self.precision(spec).activation_bits[0], own.calibration, own.calibration_frames)
+        return project(ActivationParams, model.quantize.own, bits=self.precision(spec).activation_bits[0])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:

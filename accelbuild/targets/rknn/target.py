@@ -127,8 +127,7 @@ class RknnTarget(TargetBase):
         return ["family: rknn", f"platform: {platform}            # rknn-toolkit2's target_platform (docs/rknn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> RknnTargetSpec:
-        return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"),
-                              ToolchainRef.python_given(t, checker))
+        return build(RknnTargetSpec, t, toolchain_python=ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
