@@ -28,6 +28,7 @@ from accelbuild.config.spec import (
     PipelineSpec,
     QuantizeSpec,
     Shape,
+    build,
 )
 from accelbuild.config.validated import ValidatedConfigs
 from accelbuild.config.yaml_source import load_yaml
@@ -324,12 +325,10 @@ class _Checker:
             yaml_path=yaml_path.resolve(),
             target=target,
             models=models,
-            benchmark=BenchmarkSpec(bench["frames"], bench["host"], accuracy["samples"], accuracy["seed"], data_dir,
-                                    accuracy.get("data"), accuracy["warn_below"],
-                                    self.device(bench.get("device"), family)),
-            output=OutputSpec(out_dir / variant if variant else out_dir),
+            benchmark=build(BenchmarkSpec, bench, data=data_dir, device=self.device(bench.get("device"), family)),
+            output=build(OutputSpec, out, dir=out_dir / variant if variant else out_dir),
             source=self.doc,
-            checks=dict(data.get("checks", {})),
+            checks=dict(data["checks"]),
             variant=variant,
             base_name=base_name,
             target_impl=family,
@@ -352,7 +351,7 @@ class _Checker:
             self.error(("benchmark", "device"), f"family {family.family} has no device runtime "
                                                 f"({family.no_device_runtime}); "
                                                 "remove benchmark.device", key=True)
-        return DeviceSpec(d.get("farm", "").rstrip("/") or None, d["resource"])
+        return build(DeviceSpec, d, farm=d.get("farm", "").rstrip("/") or None)
 
     def model(self, index: int, m: dict[str, Any]) -> ModelSpec:
         at = ("models", index)
@@ -392,9 +391,7 @@ class _Checker:
             if len(pre[key]) not in (1, channels):
                 self.error(at + ("preprocess", key), f"{key} needs 1 or {channels} value(s) for color "
                                                      f"{pre['color']}, not {len(pre[key])}")
-        resize = tuple(pre["resize"]) if pre["resize"] is not None else None
-        return DataSettings(folder, DataParams(d["path"], d.get("count"), resize, pre["color"],
-                                               tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"])))
+        return build(DataSettings, d, path=folder, params=build(DataParams, d))
 
     def input_shapes(self, at: tuple[Any, ...], value: Any) -> InputShapes:
         def shape(v: Any) -> Shape:
@@ -411,7 +408,7 @@ class _Checker:
 
     def crop(self, at: tuple[Any, ...], c: dict[str, Any] | None) -> CropSpec:
         if not c:
-            return CropSpec()
+            return build(CropSpec, _section_defaults(("$defs", "model", "properties", "crop")), in_out_file=None)
         keys_of_way = {
             "inputs/outputs": [k for k in ("inputs", "outputs") if k in c],
             "auto": ["auto"] if c.get("auto") else [],
@@ -424,8 +421,7 @@ class _Checker:
             second_key = keys_of_way[firsts[1][1]][0]
             self.error(at + (second_key,), f"crop: choose one way of cropping, not {' and '.join(ways)}", key=True)
         in_out = self.existing(at + ("in_out_file",), c["in_out_file"]) if "in_out_file" in c else None
-        return CropSpec(tuple(c.get("inputs", ())), tuple(c.get("outputs", ())), bool(c.get("auto")), in_out,
-                        c.get("in_out_file"), bool(c.get("allow_partial")))
+        return build(CropSpec, c, in_out_file=in_out)
 
     def quantize(self, at: tuple[Any, ...], q: dict[str, Any]) -> QuantizeSpec:
         if "bits" in q and "bits_file" in q:
@@ -438,12 +434,21 @@ class _Checker:
                 key=True,
             )
         bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
-        auto = q["auto_precision"]
-        target = None if auto is False else AutoPrecision() if auto is True else \
-            AutoPrecision(auto.get("min_cosine", 0.99), auto.get("max_extra_bytes"))
-        build = getattr(self.family, "quantize_spec", None)
-        own = build(q, at, self) if build is not None else None
-        return QuantizeSpec(q["weight_bits"], dict(q.get("bits", {})), bits_file, q.get("bits_file"), target, own)
+        own_spec = getattr(self.family, "quantize_spec", None)
+        own = own_spec(q, at, self) if own_spec is not None else None
+        return build(QuantizeSpec, q, bits_file=bits_file,
+                     auto_precision=self.auto_precision(q["auto_precision"]), own=own)
+
+    def auto_precision(self, value: bool | dict[str, Any]) -> AutoPrecision | None:
+        """``auto_precision``: false, true (the schema's default goal) or ``{min_cosine, max_extra_bytes}``."""
+        if value is False:
+            return None
+        root = schema_check.load_schema(SCHEMA)
+        section = root["$defs"][quantize_definition(self.family.family)]
+        branches = schema_check.resolve_ref(section["properties"]["auto_precision"], root)["oneOf"]
+        mapping = next(b for b in branches if b.get("type") == "object")
+        given = {} if value is True else dict(value)
+        return build(AutoPrecision, schema_check.apply_defaults(given, mapping, root))
 
     def unique_model_names(self, models: tuple[ModelSpec, ...]) -> None:
         seen: dict[str, int] = {}
@@ -459,6 +464,15 @@ class _Checker:
                 )
             else:
                 seen[model.name] = model.index
+
+
+def _section_defaults(path: tuple[str, ...]) -> dict[str, Any]:
+    """An absent section as its schema's defaults fill it in (``path``: the section in the schema)."""
+    root = schema_check.load_schema(SCHEMA)
+    section: Any = root
+    for part in path:
+        section = schema_check.resolve_ref(section[part], root)
+    return schema_check.apply_defaults({}, section, root)  # type: ignore[no-any-return]
 
 
 def _safe_stem(path: Path) -> str:

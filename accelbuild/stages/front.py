@@ -17,7 +17,7 @@ from accelbuild.stages.declaration import (
     model_data,
     model_dir,
 )
-from accelbuild.stages.params import CropParams, ImportParams, QuantizeParams
+from accelbuild.stages.params import CropParams, ImportParams, QuantizeParams, project
 
 
 def _import_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -63,7 +63,7 @@ def _import_params(pipeline: PipelineSpec, model: ModelSpec | None) -> ImportPar
         from accelbuild.frontends.tensorflow import converter_version
 
         converter = converter_version()
-    return ImportParams(model.name, model.path_text, model.format, model.input_shapes, converter)
+    return project(ImportParams, model, converter=converter)
 
 
 def _crop_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -84,8 +84,8 @@ def _crop_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CropParams:
     assert model is not None
     crop = model.crop
     ops = pipeline.target_impl.chip_ops(pipeline)  # None: the family's chip is not told apart by operator
-    return CropParams(model.name, crop.inputs, crop.outputs, crop.auto, crop.in_out_file_text, crop.allow_partial,
-                      None if ops is None else tuple(sorted(ops)), pipeline.target.family if ops is not None else "")
+    return project(CropParams, crop, model=model.name, chip_ops=None if ops is None else tuple(sorted(ops)),
+                   chip=pipeline.target.family if ops is not None else "")
 
 
 def _quantize_inputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, Path]:
@@ -113,13 +113,11 @@ def _quantize_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Quantiz
     q = model.quantize
     target = pipeline.target_impl
     precision = target.precision(pipeline)
-    return QuantizeParams(
+    return project(
+        QuantizeParams, q,
         model=model.name,
         family=pipeline.target.family,
-        weight_bits=q.weight_bits,
         bits=dict(sorted(q.bits.items())),
-        bits_file=q.bits_file_text,
-        auto_precision=q.auto_precision,
         accuracy=accuracy_inputs(pipeline),
         data=data_params(model),
         precision=precision,

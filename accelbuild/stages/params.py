@@ -4,19 +4,39 @@ Each is frozen and holds plain values only (no paths: files are stage inputs), b
 digests exactly this object for doit and the artifact cache. Built from the spec by
 ``accelbuild.engine.stages``; read by the stage modules. Light to import: planning a no-op run builds
 every task's parameters. ``DataParams`` (``models[].data`` without its folder) is defined with the spec.
+
+A parameter object is a projection of spec objects (``project``): a field takes the same-named attribute of
+the spec (or the one its metadata ``spec`` names), so a new spec field needs no copying code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
-from accelbuild.config.spec import AccuracyInputs, AutoPrecision, DataParams, InputShapes  # noqa: F401
+from accelbuild.config.spec import AccuracyInputs, AutoPrecision, DataParams, InputShapes, key  # noqa: F401
+
+T = TypeVar("T")
+
+
+def project(cls: type[T], source: object, /, **given: Any) -> T:
+    """``cls`` with each field not in ``given`` taken from ``source``'s attribute of the same name, or of the
+    name in the field's metadata ``spec``."""
+    values = dict(given)
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in values:
+            values[f.name] = getattr(source, f.metadata.get("spec", f.name))
+    return cls(**values)
+
+
+def spec(name: str) -> dict[str, str]:
+    """Field metadata: the field projects the spec attribute ``name`` (another name than its own)."""
+    return {"spec": name}
 
 
 @dataclass(frozen=True)
 class ImportParams:
-    model: str
+    model: str = field(metadata=spec("name"))
     path_text: str  # the model path as the YAML writes it (messages)
     format: str
     input_shapes: InputShapes
@@ -29,7 +49,8 @@ class CropParams:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     auto: bool
-    in_out_file: str | None  # as the YAML writes it; the file's content is a stage input
+    # as the YAML writes it; the file's content is a stage input
+    in_out_file: str | None = field(metadata=spec("in_out_file_text"))
     allow_partial: bool
     # the operators the target's chip runs, when the family moves the others at the ai section's ends to the
     # host (``Target.chip_ops``); None: the ai section is what the crop points say
@@ -66,9 +87,10 @@ class PrecisionRules:
 @dataclass(frozen=True)
 class ActivationSettings:
     """A family's calibration keys of a quantize section, as its schema fills them in (families that
-    quantize activations declare them in their fragment; ``bits`` None: the family's default)."""
+    quantize activations declare them in their fragment; ``bits`` None: the family has no such key, or npu's
+    default). Built by ``accelbuild.config.spec.build``."""
 
-    bits: int | None
+    bits: int | None = field(metadata=key("activation_bits"))
     calibration: str
     calibration_frames: int
 
@@ -88,7 +110,8 @@ class QuantizeParams:
     family: str
     weight_bits: int
     bits: dict[str, int | dict[str, int]]
-    bits_file: str | None  # as the YAML writes it; the file's content is a stage input
+    # as the YAML writes it; the file's content is a stage input
+    bits_file: str | None = field(metadata=spec("bits_file_text"))
     auto_precision: AutoPrecision | None
     accuracy: AccuracyInputs
     data: DataParams | None  # models[].data: used instead of ``accuracy`` when given

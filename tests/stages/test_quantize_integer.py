@@ -153,7 +153,7 @@ def test_unknown_layer_and_unsupported_activation_bits_are_positioned(tmp_path: 
 def test_auto_precision_reaches_a_target_and_reports_an_unreachable_one(tmp_path: Path) -> None:
     base_cosine = _run(tmp_path, _params())["quantize.json"]["output"]["cosine"]
     goal = min(0.99999, 1 - (1 - base_cosine) / 4)  # a quarter of the error
-    q = _run(tmp_path, _params(auto_precision=AutoPrecision(goal)))["quantize.json"]
+    q = _run(tmp_path, _params(auto_precision=AutoPrecision(goal, None)))["quantize.json"]
     record = q["auto_precision"]
     assert record["reached"] and record["raised"] and record["cosine"] >= goal
     assert q["output"]["cosine"] >= goal - 1e-6  # the shipped model measures what the search measured

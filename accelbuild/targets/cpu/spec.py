@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from accelbuild.config.spec import key
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 
@@ -14,12 +15,16 @@ def program_files(backend: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class CpuTargetSpec:
+    """``target`` of family cpu (``target.schema.json``: each key's description and default), built by
+    ``accelbuild.config.spec.build``."""
+
     family: str  # "cpu"
     backend: str  # onnxruntime | tvm
     threads: int | None  # intra-op threads; None: onnxruntime's default (one per physical core)
     precision: str  # float | int8
     graph_optimization: str  # basic | extended | all
-    closed_loop: bool = False  # target.closed_loop.enabled: measure every session configuration, keep the fastest
+    # measure every session configuration, keep the fastest
+    closed_loop: bool = field(metadata=key("closed_loop.enabled"))
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,6 @@ class CpuBenchmarkParams:
     host: bool  # time the cropped pre/post sections too (end-to-end figures)
     machine: str  # where the figures are measured: another machine re-measures rather than reusing them
     machine_id: str  # which machine (util.machine.machine_identity): one of the same kind re-measures too
-    calibration_frames: tuple[int | None, ...] = ()  # per model, int8: its first accuracy inputs calibrated it
-    backend: str = "onnxruntime"  # what runs each model: onnxruntime (model.ort) or tvm (model.so)
-    device: str | None = None  # benchmark.device's resource: measured on that device (``machine`` is its)
+    calibration_frames: tuple[int | None, ...]  # per model, int8: its first accuracy inputs calibrated it
+    backend: str  # what runs each model: onnxruntime (model.ort) or tvm (model.so)
+    device: str | None  # benchmark.device's resource: measured on that device (``machine`` is its)

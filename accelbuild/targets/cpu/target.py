@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.errors import StageError
 from accelbuild.stages.declaration import (
     Stage,
@@ -34,7 +34,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import TargetBase
 from accelbuild.targets.cpu.spec import (
@@ -166,16 +166,14 @@ class CpuTarget(TargetBase):
     def target_spec(self, t: dict[str, Any], checker: Any) -> CpuTargetSpec:
         if t["backend"] == "tvm" and not tvm_compiler.available():
             checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_compiler.EXTRA}")
-        return CpuTargetSpec("cpu", t["backend"], t.get("threads"), t["precision"], t["graph_optimization"],
-                             t["closed_loop"]["enabled"])
+        return build(CpuTargetSpec, t)
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
-        own = model.quantize.own
-        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
+        return project(ActivationParams, model.quantize.own)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         if spec.target.closed_loop and spec.target.backend == "tvm":

@@ -58,5 +58,5 @@ class BenchmarkParams:
     data: tuple[DataParams | None, ...]
     accelerator: str
     vela_version: str
-    calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
-    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
+    calibration_frames: tuple[int, ...]  # per model: its first accuracy inputs calibrated it
+    host: bool  # benchmark.host: time the cropped pre/post sections on this machine

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbuild.config import schema_check
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
@@ -33,7 +33,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.ethos_u import vela
 from accelbuild.targets.ethos_u.spec import (
@@ -146,8 +146,7 @@ class EthosUTarget(TargetBase):
         return ["family: ethos-u", f"accelerator: {platform}"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> EthosUTargetSpec:
-        spec = EthosUTargetSpec("ethos-u", t["accelerator"], t.get("system_config"), t.get("memory_mode"),
-                                t["optimise"])
+        spec = build(EthosUTargetSpec, t)
         try:
             vela.require()
         except vela.MissingExtraError as exc:
@@ -168,11 +167,10 @@ class EthosUTarget(TargetBase):
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(q["activation_bits"], q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
-        own = model.quantize.own
-        return ActivationParams(own.bits, own.calibration, own.calibration_frames)
+        return project(ActivationParams, model.quantize.own)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from accelbuild.config.spec import derived
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 
@@ -23,16 +24,16 @@ class ClosedLoopSpec:
 class Mx3TargetSpec:
     family: Literal["mx3"]
     chip_gen: str
-    profile_path: Path
+    profile_path: Path = field(metadata=derived("chip_gen", "the chip generation's profile, resolved"))
     num_chips: int | Literal["min"]
     effort: Literal["lazy", "normal", "hard"]
     target_fps: float | None
     input_format: str
     output_format: str
     share_input: bool
-    closed_loop: ClosedLoopSpec = field(default_factory=lambda: ClosedLoopSpec(False, 4, False, -1))
-    dfp_name: str | None = None  # None: <pipeline name>.dfp (``target.dfp_name``)
-    sim_dfp: bool = False
+    closed_loop: ClosedLoopSpec = field(metadata=derived("closed_loop", "its own section (ClosedLoopSpec)"))
+    dfp_name: str | None  # None: <pipeline name>.dfp (``target.dfp_name``)
+    sim_dfp: bool
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.families import ProgramFile
 from accelbuild.quantize.precision import BITS
 from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs, data_params, model_data, model_dir
@@ -179,11 +179,8 @@ class Mx3Target(TargetBase):
     def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
         chip_gen = t["chip_gen"]
         profile_path, _ = resolve_profile(chip_gen, MX3_PROFILES, checker, ("target", "chip_gen"), "chip_gen")
-        loop = t["closed_loop"]
-        return Mx3TargetSpec("mx3", chip_gen, profile_path, t["num_chips"], t["effort"], t["target_fps"],
-                             t["input_format"], t["output_format"], t["share_input"],
-                             ClosedLoopSpec(loop["enabled"], loop["jobs"], loop["keep_splits"], loop["prioritize_model"]),
-                             t.get("dfp_name"), t["sim_dfp"])
+        return build(Mx3TargetSpec, t, profile_path=profile_path,
+                     closed_loop=build(ClosedLoopSpec, t["closed_loop"]))
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         _check_weights(spec, checker)

@@ -6,10 +6,11 @@ because the build digests exactly it for doit and the artifact cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from accelbuild.config.spec import derived, key
 from accelbuild.stages.params import AccuracyInputs, DataParams
 
 if TYPE_CHECKING:
@@ -20,9 +21,11 @@ if TYPE_CHECKING:
 class OffloadSettings:
     """``target.offload``: where the layers the NPU cannot (or may not) run go."""
 
+    ELSEWHERE: ClassVar[dict[str, str]] = {"host_compiler": "resolved into NpuTargetSpec.host_compiler"}
+
     host: Literal["arm", "dsp"]
-    deny_ops: tuple[str, ...]
-    deny_layers: tuple[str, ...]
+    deny_ops: tuple[str, ...] = field(metadata=key("deny_ops", tuple))
+    deny_layers: tuple[str, ...] = field(metadata=key("deny_layers", tuple))
     max_subgraphs: int
     fail_on_fallback: bool
 
@@ -31,13 +34,14 @@ class OffloadSettings:
 class NpuTargetSpec:
     family: str
     platform: str  # as the YAML writes it (a built-in name or a path)
-    profile_path: Path
+    profile_path: Path = field(metadata=derived("platform", "the platform's profile, resolved"))
     batch_size: int
     effort: Effort
     compile_mode: CompileMode
-    offload: OffloadSettings
-    host_compiler: str = "onnx"  # offload.host_compiler, resolved: tvm | onnx
-    package_name: str | None = None  # target.package_name; None: <pipeline name>.tar.gz
+    offload: OffloadSettings = field(metadata=derived("offload", "its own section (OffloadSettings)"))
+    # offload.host_compiler, resolved: tvm | onnx
+    host_compiler: str = field(metadata=derived("offload.host_compiler", "resolved: tvm when it can build"))
+    package_name: str | None  # target.package_name; None: <pipeline name>.tar.gz
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,6 @@ class NpuBenchmarkParams:
     models: tuple[str, ...]
     accuracy: AccuracyInputs
     data: tuple[DataParams | None, ...]
-    calibration_frames: tuple[int, ...] = ()  # per model: its first accuracy inputs calibrated it
-    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
-    host_compiler: str = "onnx"  # tvm: the host subgraphs run and are timed as TVM built them (host_code.json)
+    calibration_frames: tuple[int, ...]  # per model: its first accuracy inputs calibrated it
+    host: bool  # benchmark.host: time the cropped pre/post sections on this machine
+    host_compiler: str  # tvm: the host subgraphs run and are timed as TVM built them (host_code.json)

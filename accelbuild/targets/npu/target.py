@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.families import ProgramFile
 from accelbuild.stages.declaration import (
     Stage,
@@ -16,7 +16,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets import tvm_compiler
 from accelbuild.targets.base import PlatformRule, SupportSection, TargetBase
 from accelbuild.targets.npu.hardware import NPU_PROFILES
@@ -168,18 +168,17 @@ class NpuTarget(TargetBase):
         if profile is not None and t["batch_size"] > profile["npu"]["max_batch"]:
             checker.error(("target", "batch_size"), f"platform {platform} compiles batches of at most "
                                                     f"{profile['npu']['max_batch']}, not {t['batch_size']}")
-        offload = OffloadSettings(o["host"], tuple(o["deny_ops"]), tuple(o["deny_layers"]), o["max_subgraphs"],
-                                  o["fail_on_fallback"])
-        return NpuTargetSpec("npu", platform, profile_path, t["batch_size"], t["effort"], t["compile_mode"], offload,
-                             _host_compiler(o, checker), t.get("package_name"))
+        return build(NpuTargetSpec, t, profile_path=profile_path, offload=build(OffloadSettings, o),
+                     host_compiler=_host_compiler(o, checker))
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(q.get("activation_bits"), q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
         own = model.quantize.own
-        return ActivationParams(own.bits or _default_activation_bits(self.precision(spec).activation_bits), own.calibration, own.calibration_frames)
+        return project(ActivationParams, own,
+                       bits=own.bits or _default_activation_bits(self.precision(spec).activation_bits))
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:

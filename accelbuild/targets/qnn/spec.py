@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from accelbuild.config.spec import derived
 from accelbuild.stages.params import AccuracyInputs, DataParams
 from accelbuild.toolchains import ToolchainRef
 
@@ -15,7 +16,9 @@ class QnnTargetSpec:
     family: Literal["qnn"]
     soc: str
     activations: Literal["uint8", "uint16"]
-    toolchain_python: Path | None
+    toolchain_python: Path | None = field(
+        metadata=derived("toolchain", "the toolchain's python, checked (ToolchainRef)")
+    )
 
 
 @dataclass(frozen=True)

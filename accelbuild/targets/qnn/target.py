@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_inputs,
@@ -25,7 +25,7 @@ from accelbuild.stages.declaration import (
     model_files,
     models_data,
 )
-from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules
+from accelbuild.stages.params import ActivationParams, ActivationSettings, PrecisionRules, project
 from accelbuild.targets.base import PlatformRule, TargetBase
 from accelbuild.targets.qnn.socs import SOCS
 from accelbuild.targets.qnn.spec import BenchmarkParams, CompileParams, NoQuantizeParams, QnnTargetSpec
@@ -95,18 +95,17 @@ class QnnTarget(TargetBase):
         return ["family: qnn", f"soc: {platform}               # the Snapdragon SoC (docs/qnn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> QnnTargetSpec:
-        return QnnTargetSpec("qnn", t["soc"], t["activations"], ToolchainRef.python_given(t, checker))
+        return build(QnnTargetSpec, t, toolchain_python=ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(None, q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
-        own = model.quantize.own
-        return ActivationParams(self.precision(spec).activation_bits[0], own.calibration, own.calibration_frames)
+        return project(ActivationParams, model.quantize.own, bits=self.precision(spec).activation_bits[0])
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from accelbuild.config.spec import derived
 from accelbuild.stages.params import AccuracyInputs, DataParams
 from accelbuild.toolchains import ToolchainRef
 
@@ -19,7 +20,9 @@ class RknnTargetSpec:
     platform: str
     precision: str
     npu_clock_mhz: float | None
-    toolchain_python: Path | None  # target.toolchain.python: an environment the user made
+    # target.toolchain.python: an environment the user made
+    toolchain_python: Path | None = field(
+        metadata=derived("toolchain", "the toolchain's python, checked (ToolchainRef)"))
 
 
 @dataclass(frozen=True)
@@ -57,4 +60,4 @@ class BenchmarkParams:
     npu_clock_mhz: float | None
     clock_source: str
     toolkit: str  # "rknn-toolkit2 <version>": the estimate's label
-    host: bool = True  # benchmark.host: time the cropped pre/post sections on this machine
+    host: bool  # benchmark.host: time the cropped pre/post sections on this machine

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
+from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.stages.declaration import (
     Stage,
     accuracy_data,
@@ -127,15 +127,14 @@ class RknnTarget(TargetBase):
         return ["family: rknn", f"platform: {platform}            # rknn-toolkit2's target_platform (docs/rknn.md)"]
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> RknnTargetSpec:
-        return RknnTargetSpec("rknn", t["platform"], t["precision"], t.get("npu_clock_mhz"),
-                              ToolchainRef.python_given(t, checker))
+        return build(RknnTargetSpec, t, toolchain_python=ToolchainRef.python_given(t, checker))
 
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
     def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
         """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return ActivationSettings(None, q["calibration"], q["calibration_frames"])
+        return build(ActivationSettings, q)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
