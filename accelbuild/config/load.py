@@ -434,8 +434,7 @@ class _Checker:
                 key=True,
             )
         bits_file = self.existing(at + ("bits_file",), q["bits_file"]) if "bits_file" in q else None
-        own_spec = getattr(self.family, "quantize_spec", None)
-        own = own_spec(q, at, self) if own_spec is not None else None
+        own = self.family.quantize_spec(q, at, self)
         return build(QuantizeSpec, q, bits_file=bits_file,
                      auto_precision=self.auto_precision(q["auto_precision"]), own=own)
 

@@ -66,9 +66,11 @@ class Target(Protocol):
         """Families with a ``toolchain`` only: the environment a pipeline's vendor-facing stages run in (its
         digest is the package set), from the target spec (``target.toolchain.python``, else the managed one)."""
 
-    # Optional: ``quantize_spec(section, at, checker) -> Any``, the family's own keys of a model's quantize
-    # section (its fragment's ``quantize`` part; ``section`` with target.quantize and defaults merged in), typed:
-    # ``ModelSpec.quantize.own``. Without it ``own`` is None.
+    quantize_settings: type | None  # the dataclass of its own quantize keys (its fragment's ``quantize``)
+
+    def quantize_spec(self, section: dict[str, Any], at: tuple[Any, ...], checker: Any) -> Any:
+        """The family's own keys of a model's quantize section (``section`` with target.quantize and defaults
+        merged in), typed: ``ModelSpec.quantize.own``; None for a family without any."""
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         """Rules across sections that only this family knows (e.g. closed_loop needs effort: hard)."""
@@ -121,6 +123,15 @@ class TargetBase:
     # with ``no_device_runtime`` as the reason.
     device_runtime: Callable[[], str] | None = None
     no_device_runtime: str = "its figures are not measured on a board"
+    # the dataclass of the family's own quantize keys (its fragment's ``quantize`` section, built by key): a new
+    # key is a field of it, which a family adds by declaring its own subclass of ``ActivationSettings``
+    quantize_settings: type | None = None
+
+    def quantize_spec(self, section: dict[str, Any], at: tuple[Any, ...], checker: Any) -> Any:
+        """``quantize_settings`` built from the section's data (defaults filled in), or None."""
+        from accelbuild.config.spec import build
+
+        return None if self.quantize_settings is None else build(self.quantize_settings, section)
 
     def show_mapping(self, output_dir: Path) -> str | None:
         return None

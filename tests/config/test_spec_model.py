@@ -27,6 +27,7 @@ from accelbuild.config.spec import (
     uncovered,
     unknown_keys,
 )
+from accelbuild.families import get_target
 from accelbuild.stages.params import ActivationSettings
 from accelbuild.targets.cpu.spec import CpuTargetSpec
 from accelbuild.targets.ethos_u.spec import EthosUTargetSpec
@@ -100,9 +101,13 @@ def test_a_family_target_spec_built_by_key_covers_its_target_section(family: str
 
 @pytest.mark.parametrize("family", [f for f in FRAGMENTS if "calibration" in FRAGMENTS[f].get("quantize", {})
                                     .get("properties", {})])
-def test_a_family_calibration_keys_are_the_activation_settings(family: str) -> None:
+def test_a_family_quantize_keys_are_its_quantize_settings(family: str) -> None:
+    """Each key of a family's quantize section is a field of the dataclass the family declares for it (a new
+    key: a field of the family's own subclass of ``ActivationSettings``, in its package)."""
     fragment = FRAGMENTS[family]
-    assert uncovered((ActivationSettings,), fragment["quantize"], _resolve(fragment)) == []
+    settings = get_target(family.replace("_", "-")).quantize_settings
+    assert settings is not None and issubclass(settings, ActivationSettings)
+    assert uncovered((settings,), fragment["quantize"], _resolve(fragment)) == []
 
 
 def test_a_new_schema_key_without_a_field_is_reported() -> None:

@@ -148,6 +148,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> CpuBen
 
 class CpuTarget(TargetBase):
     family = "cpu"
+    quantize_settings = ActivationSettings  # its quantize keys: activation_bits, calibration, calibration_frames
     code = ("accelbuild.targets.cpu", "accelbuild.targets.tvm_compiler", "accelbuild.quantize", "accelbuild.accuracy", "accelbuild.data", "accelbuild.report")
     files = ()  # model.ort is onnxruntime's own format: onnxruntime loads and inspects it
     toolchain = None  # runs in accelbuild's own environment
@@ -168,9 +169,6 @@ class CpuTarget(TargetBase):
             checker.error(("target", "backend"), f"backend tvm needs Apache TVM: {tvm_compiler.EXTRA}")
         return build(CpuTargetSpec, t)
 
-    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
-        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
         return project(ActivationParams, model.quantize.own)

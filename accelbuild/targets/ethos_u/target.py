@@ -128,6 +128,7 @@ def vela_ini_names() -> dict[str, tuple[str, ...]]:
 
 class EthosUTarget(TargetBase):
     family = "ethos-u"
+    quantize_settings = ActivationSettings  # its quantize keys: activation_bits, calibration, calibration_frames
     code = _CODE
     files = ()  # its program is a Vela TFLite file; Vela itself inspects it
     toolchain = None  # runs in accelbuild's own environment
@@ -165,9 +166,6 @@ class EthosUTarget(TargetBase):
                               f"{', '.join(names[kind])}){schema_check.did_you_mean(value, list(names[kind]))}")
         return spec
 
-    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
-        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
         return project(ActivationParams, model.quantize.own)

@@ -138,6 +138,7 @@ _CODE = ("accelbuild.targets.npu", "accelbuild.targets.profile_files", "accelbui
 
 class NpuTarget(TargetBase):
     family = "npu"
+    quantize_settings = ActivationSettings  # its quantize keys: activation_bits, calibration, calibration_frames
     code = _CODE
     files = (ProgramFile("npu package", (".tar.gz",), (b"\x1f\x8b",), "accelbuild.targets.npu.files:inspect",
                          "accelbuild.targets.npu.files:bench"),)
@@ -171,9 +172,6 @@ class NpuTarget(TargetBase):
         return build(NpuTargetSpec, t, profile_path=profile_path, offload=build(OffloadSettings, o),
                      host_compiler=_host_compiler(o, checker))
 
-    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
-        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
         own = model.quantize.own

@@ -77,6 +77,7 @@ def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> Benchm
 
 class QnnTarget(TargetBase):
     family = "qnn"
+    quantize_settings = ActivationSettings  # its quantize keys: activation_bits, calibration, calibration_frames
     code = ("accelbuild.targets.qnn", "accelbuild.toolchains", "accelbuild.quantize", "accelbuild.accuracy",
             "accelbuild.data",
             "accelbuild.report")
@@ -100,9 +101,6 @@ class QnnTarget(TargetBase):
     def toolchain_ref(self, spec: QnnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
-    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
-        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return build(ActivationSettings, q)
 
     def activation_params(self, spec: PipelineSpec, model: ModelSpec) -> ActivationParams:
         return project(ActivationParams, model.quantize.own, bits=self.precision(spec).activation_bits[0])

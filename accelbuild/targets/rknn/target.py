@@ -107,6 +107,7 @@ def _version(pipeline: PipelineSpec) -> str:
 
 class RknnTarget(TargetBase):
     family = "rknn"
+    quantize_settings = ActivationSettings  # its quantize keys: activation_bits, calibration, calibration_frames
     code = ("accelbuild.targets.rknn", "accelbuild.toolchains", "accelbuild.quantize.frames", "accelbuild.accuracy",
             "accelbuild.data",
             "accelbuild.report")
@@ -132,9 +133,6 @@ class RknnTarget(TargetBase):
     def toolchain_ref(self, spec: RknnTargetSpec, checker: Any) -> ToolchainRef:
         return ToolchainRef.checked(TOOLCHAIN, spec.toolchain_python, checker)
 
-    def quantize_spec(self, q: dict[str, Any], at: tuple[Any, ...], checker: Any) -> ActivationSettings:
-        """Its own quantize keys (``target.schema.json`` ``quantize``), defaults filled in."""
-        return build(ActivationSettings, q)
 
     def check_pipeline(self, spec: PipelineSpec, checker: Any) -> None:
         for model in spec.models:
