@@ -74,8 +74,8 @@ def build_plan(pipelines: list[PipelineSpec], until: str | None = None) -> Plan:
     jobs: list[Job] = []
     artifacts: dict[str, dict[str, Path]] = {p.name: {} for p in pipelines}
     shared: dict[tuple[Any, ...], Job] = {}  # (matrix file, stage, model, digest, inputs) -> first job
-    moved: dict[Path, Path] = {}
-    memo: dict[int, Any] = {}  # jsonable results by object, for this plan (the objects outlive it)  # an output of a skipped variant task -> the shared task's output
+    moved: dict[Path, Path] = {}  # an output of a skipped variant task -> the shared task's output
+    memo: dict[int, Any] = {}  # jsonable results by object, for this plan (it keeps each object alive)
     for pipeline in pipelines:
         for stage in stages_of(pipeline):
             if STAGE_ORDER.index(stage.name) > last:

@@ -68,10 +68,10 @@ def jsonable(value: Any, memo: dict[int, Any] | None = None) -> Any:
         return value.value
     if isinstance(value, dict):  # ``memo`` (by object): a profile shared by many tasks' params is walked once
         if memo is not None and id(value) in memo:
-            return memo[id(value)]
+            return memo[id(value)][1]
         result = {str(k): jsonable(v, memo) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-        if memo is not None:
-            memo[id(value)] = result
+        if memo is not None:  # the dict is kept with its form: a freed dict's id, given to a new one, would hit
+            memo[id(value)] = (value, result)
         return result
     if isinstance(value, (list, tuple)):
         return [jsonable(v, memo) for v in value]
