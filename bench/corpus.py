@@ -19,7 +19,7 @@ Each outcome is one of:
 - ``crash``: a traceback or an "internal error";
 - ``hang``: the build did not finish within the timeout;
 - ``suspicious``: built, but the figures cannot all be true: an output identical to float (max_abs_err 0)
-  with integer layers on the NPU,
+  with integer layers on the NPU (unless every output is an integer tensor, whose codes absorb small errors),
   cosine < 0.9 with no warning, every layer on the host with no "on the host" note, or weight_bytes 0.
 
 Inputs are accelbuild's seeded random inputs (no ``models[].data``); the shapes of dynamic inputs are in
@@ -554,7 +554,8 @@ def read_figures(out_dir: Path, model: str, family: str) -> dict[str, Any]:
                                "max_abs_err": (entry.get("accuracy") or {}).get("max_abs_err"),
                                "worst_output": (entry.get("accuracy") or {}).get("worst_output"),
                                "weight_bytes": quant.get("weight_bytes"),
-                               "has_benchmark": bool(bench)}
+                               "has_benchmark": bool(bench),
+                               "integer_outputs": _integer_outputs(out_dir / model / "imported.onnx")}
     if family.startswith(("npu", "rknn", "qnn")):
         offload = bench.get("offload") or {}
         figures["npu_layers"], figures["host_layers"] = offload.get("npu_layers"), offload.get("host_layers")
@@ -563,6 +564,18 @@ def read_figures(out_dir: Path, model: str, family: str) -> dict[str, Any]:
     else:
         figures["num_chips"] = bench.get("num_chips")
     return figures
+
+
+def _integer_outputs(imported: Path) -> bool:
+    """Every output of the imported model is an integer tensor (a pre-quantized model's uint8 score, say): its
+    codes absorb small differences, so a build can match float exactly."""
+    if not imported.is_file():
+        return False
+    import onnx
+
+    outputs = onnx.load(str(imported), load_external_data=False).graph.output
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
+    return bool(outputs) and all(o.type.tensor_type.elem_type not in floats for o in outputs)
 
 
 def _count(value: Any) -> int | None:
@@ -584,7 +597,8 @@ def suspicions(figures: dict[str, Any], family: str, text: str) -> list[str]:
     on_device = figures.get("npu_layers") if family.startswith(("npu", "rknn", "qnn")) else figures.get("npu_ops")
     # float compared with float: the output of a build with integer layers is exactly the float model's
     # (a cosine near 1 alone says little: a saturated sigmoid score keeps 0.99999 through int8)
-    if family in INTEGER_FAMILIES and on_device and figures.get("max_abs_err") == 0:
+    if family in INTEGER_FAMILIES and on_device and figures.get("max_abs_err") == 0 \
+            and not figures.get("integer_outputs"):
         reasons.append("output identical to float (max_abs_err 0) with integer layers on the NPU")
     if isinstance(cosine, (int, float)) and cosine < 0.9 and not _accuracy_warning(text):
         reasons.append(f"cosine {cosine:.4f} and no warning about it")

@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,6 +176,19 @@ def test_suspicious_builds(tmp_path, bench, weight_bytes, log, outcome, reason):
     if reason:
         assert any(reason in r for r in result.reasons), result.reasons
 
+
+
+def test_an_integer_output_may_match_float_exactly(tmp_path):
+    """A pre-quantized model's uint8 score: its codes absorb the NPU's small errors, so max_abs_err 0 is no
+    sign of a float model passed off as integer."""
+    from onnx import TensorProto, helper
+
+    out = _artifacts(tmp_path / "build" / "m", "m", _npu_bench(1.0, 10, 0, max_abs_err=0.0), 100)
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1])])
+    onnx.save(helper.make_model(graph), out / "m" / "imported.onnx")
+    assert corpus.classify(0, "", "", out, "m", "npu-x5").outcome == "built"
 
 def test_markdown_keeps_what_is_written_around_the_generated_part(tmp_path):
     path = tmp_path / "corpus.md"
