@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from accelbuild.util.onnx_wire import fields
+
 log = logging.getLogger(__name__)
 
 MIN_FILE = 1 << 20  # smaller files are stored whole
@@ -79,51 +81,14 @@ def _program_file_regions(name: str, data: bytes, family: str | None) -> list[tu
     return list(families.handler(found[1].parts)(data))
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _fields(data: bytes, start: int, end: int):  # -> Iterator[(field, wire type, payload start, payload end)]
-    position = start
-    while position < end:
-        key, position = _varint(data, position)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            _, position = _varint(data, position)
-            yield field, wire, position, position
-        elif wire == 1:
-            position += 8
-        elif wire == 5:
-            position += 4
-        elif wire == _LEN:
-            length, position = _varint(data, position)
-            if position + length > end:
-                raise ValueError("a field runs past its message")
-            yield field, wire, position, position + length
-            position += length
-        else:
-            raise ValueError(f"wire type {wire}")
-    if position != end:
-        raise ValueError("a field runs past its message")
-
-
 def onnx_tensor_regions(data: bytes) -> list[tuple[int, int]]:
     """Where the raw_data of the model graph's initializers lies in ``data`` (a serialised ModelProto)."""
     found = []
-    for field, wire, start, end in _fields(data, 0, len(data)):
+    for field, wire, start, end in fields(data, 0, len(data)):
         if field != _GRAPH or wire != _LEN:
             continue
-        for g_field, g_wire, t_start, t_end in _fields(data, start, end):
+        for g_field, g_wire, t_start, t_end in fields(data, start, end):
             if g_field != _INITIALIZER or g_wire != _LEN or t_end - t_start < MIN_REGION:
                 continue
-            found += [(s, e) for f, w, s, e in _fields(data, t_start, t_end) if f == _RAW_DATA and w == _LEN]
+            found += [(s, e) for f, w, s, e in fields(data, t_start, t_end) if f == _RAW_DATA and w == _LEN]
     return found

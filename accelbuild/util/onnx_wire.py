@@ -39,7 +39,7 @@ def read_graph(data: bytes) -> Graph:
     graph = Graph()
     view = memoryview(data)
     try:
-        for number, wire, start, end in _fields(view, 0, len(view)):
+        for number, wire, start, end in fields(view, 0, len(view)):
             if number == _MODEL_GRAPH and wire == _LEN:
                 _read_graph(view, start, end, graph)
     except (IndexError, UnicodeDecodeError) as error:
@@ -48,7 +48,7 @@ def read_graph(data: bytes) -> Graph:
 
 
 def _read_graph(data: memoryview, start: int, end: int, graph: Graph) -> None:
-    for number, wire, s, e in _fields(data, start, end):
+    for number, wire, s, e in fields(data, start, end):
         if wire != _LEN:
             continue
         if number == _GRAPH_NODE:
@@ -57,13 +57,13 @@ def _read_graph(data: memoryview, start: int, end: int, graph: Graph) -> None:
             name, dims = _tensor(data, s, e)
             graph.initializer_dims[name] = dims
         elif number == _GRAPH_OUTPUT:
-            graph.output.append(next((_text(data, a, b) for n, w, a, b in _fields(data, s, e)
+            graph.output.append(next((_text(data, a, b) for n, w, a, b in fields(data, s, e)
                                       if n == _VALUE_INFO_NAME and w == _LEN), ""))
 
 
 def _node(data: memoryview, start: int, end: int) -> Node:
     inputs, outputs, op_type = [], [], ""
-    for number, wire, s, e in _fields(data, start, end):
+    for number, wire, s, e in fields(data, start, end):
         if wire != _LEN:
             continue
         if number == _NODE_INPUT:
@@ -77,7 +77,7 @@ def _node(data: memoryview, start: int, end: int) -> Node:
 
 def _tensor(data: memoryview, start: int, end: int) -> tuple[str, list[int]]:
     name, dims = "", []
-    for number, wire, s, e in _fields(data, start, end):
+    for number, wire, s, e in fields(data, start, end):
         if number == _TENSOR_NAME and wire == _LEN:
             name = _text(data, s, e)
         elif number == _TENSOR_DIMS and wire == _VARINT:
@@ -98,7 +98,7 @@ def _int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _varint(data: memoryview, position: int) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         byte = data[position]
@@ -111,7 +111,7 @@ def _varint(data: memoryview, position: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+def fields(data: bytes | memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """(field number, wire type, a) for each field: a varint's value as ``a`` (and its end), a length-delimited
     field's payload as ``data[a:b]``; fixed-width fields are skipped."""
     position = start
