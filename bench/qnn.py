@@ -54,8 +54,7 @@ def measure(name: str, soc: str, model: Path, frames: Path, work: Path, peer: Pa
     return {"model": name, "soc": soc, "htp": m["htp_layers"], "cpu": m["cpu_layers"], "worst": min(held),
             "mean": statistics.mean(held), "outside_worst": min(outside),
             "ort_worst": min(last["held_out_cosines"]), "ort_mean": statistics.mean(last["held_out_cosines"]),
-            "accelbuild_s": ours["wall"], "alone_s": theirs["wall"], "ratio": ours["wall"] / theirs["wall"],
-            "accelbuild_cpu": ours["cpu"], "alone_cpu": theirs["cpu"], "cpu_ratio": ours["cpu"] / theirs["cpu"]}
+            **vb.timing_fields(ours, theirs)}
 
 
 def main() -> None:

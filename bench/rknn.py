@@ -55,8 +55,7 @@ def measure(name: str, platform: str, model: Path, frames: Path, work: Path, pyt
     return {"model": name, "platform": platform, "fps": m["fps"], "cycles": m["cycles"],
             "npu": m["npu_layers"], "cpu": m["cpu_model_layers"], "worst": min(held), "mean": statistics.mean(held),
             "alone_worst": min(last["held_out_cosines"]), "alone_mean": statistics.mean(last["held_out_cosines"]),
-            "loads": last["accelbuild_program"], "accelbuild_s": ours["wall"], "alone_s": theirs["wall"], "ratio": ours["wall"] / theirs["wall"],
-            "accelbuild_cpu": ours["cpu"], "alone_cpu": theirs["cpu"], "cpu_ratio": ours["cpu"] / theirs["cpu"],
+            "loads": last["accelbuild_program"], **vb.timing_fields(ours, theirs),
             "estimated_by": bench["estimated_by"]}
 
 

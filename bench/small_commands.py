@@ -44,13 +44,13 @@ import argparse
 import itertools
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import timed_run  # noqa: E402  (bench/ is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 1.3
@@ -66,12 +66,10 @@ def _time(command: list[str], cwd: Path, state: Path | None = None, code: Path =
     env |= {"PYTHONPYCACHEPREFIX": str(cwd / "pycache" / str(code).replace(os.sep, "_")),
             "PYTHONPATH": os.pathsep.join(p for p in (str(code), os.environ.get("PYTHONPATH", "")) if p),
             **({"ACCELBUILD_STATE_DIR": str(state)} if state else {})}
-    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
-    elapsed, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc, elapsed, cpu = timed_run(command, cwd=cwd, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"small_commands.py: {' '.join(command)} failed ({proc.returncode}):\n{proc.stderr}")
-    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 _RUNS = itertools.count()

