@@ -106,3 +106,26 @@ def _constant_shape(graph: onnx.GraphProto, name: str) -> list[int] | None:
             value = next((a for a in node.attribute if a.name == "value"), None)
             return list(value.t.dims) if value is not None else None
     return None
+
+
+def observed_shapes(model: onnx.ModelProto, names: list[str] | None = None) -> dict[str, tuple[int, list[int]]]:
+    """The element type and shape of tensors ``names`` (default: the graph's outputs) in one onnxruntime run
+    on the seeded random sample ``random_inputs(model, 1, 0)``: what shape inference cannot tell.
+    {} when onnxruntime cannot run the model; a non-tensor value (a sequence) is left out."""
+    from accelbuild.util.onnx_runtime import session
+
+    wanted = [o.name for o in model.graph.output] if names is None else names
+    probe = model
+    if names is not None:
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        outputs = {o.name for o in probe.graph.output}
+        probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names if name not in outputs)
+    try:
+        run = session(probe)
+        given = {i.name for i in run.get_inputs()}
+        values = run.run(wanted, {k: v for k, v in random_inputs(model, 1, 0)[0].items() if k in given})
+    except Exception:  # noqa: BLE001  a model that does not run on random inputs: the caller keeps what it has
+        return {}
+    return {name: (onnx.helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape))
+            for name, value in zip(wanted, values) if isinstance(value, np.ndarray)}

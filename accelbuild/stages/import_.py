@@ -10,6 +10,7 @@ from pathlib import Path
 
 import onnx
 
+from accelbuild.data.random import observed_shapes
 from accelbuild.errors import ConfigError, InputFileError
 from accelbuild.frontends import onnx_model
 from accelbuild.frontends.input_shapes import (
@@ -232,7 +233,8 @@ def settle_output_shapes(model: onnx.ModelProto, name: str) -> dict[str, list[in
     known = {o.name: model_dims(o) for o in inferred.graph.output}
     known.update({v.name: model_dims(v) for v in inferred.graph.value_info if v.name in known})
     complete = {k: v for k, v in known.items() if v and all(isinstance(d, int) for d in v)}
-    observed = {} if all(o.name in complete for o in model.graph.output) else _observed_output_shapes(model)
+    observed = {} if all(o.name in complete for o in model.graph.output) else {
+        name: shape for name, (_, shape) in observed_shapes(model).items()}
     settled = {}
     for output in model.graph.output:
         shape = complete.get(output.name) or observed.get(output.name)
@@ -250,21 +252,6 @@ def settle_output_shapes(model: onnx.ModelProto, name: str) -> dict[str, list[in
         if output.name not in complete:
             settled[output.name] = shape
     return settled
-
-
-def _observed_output_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """Output shapes of one run on a seeded random sample ({} when onnxruntime cannot run it)."""
-    from accelbuild import accuracy
-    from accelbuild.quantize import measure
-
-    try:
-        session = measure.session(model)
-        names = {i.name for i in session.get_inputs()}
-        feeds = {k: v for k, v in accuracy.random_inputs(model, 1, 0)[0].items() if k in names}
-        values = session.run(None, feeds)
-    except Exception:  # noqa: BLE001  a model that does not run on random inputs keeps its declarations
-        return {}
-    return {o.name: list(v.shape) for o, v in zip(session.get_outputs(), values) if hasattr(v, "shape")}
 
 
 def _dequantize(model: onnx.ModelProto, ctx: StageContext) -> dict | None:

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from accelbuild.data.random import describe_rule, index_bound, random_inputs
+from accelbuild.data.random import describe_rule, index_bound, observed_shapes, random_inputs
 
 
 def _model() -> onnx.ModelProto:
@@ -70,3 +70,19 @@ def test_a_scalar_still_takes_its_draw_so_later_inputs_keep_their_values() -> No
     scalar, vector = random_inputs(two([]), 1, 0)[0], random_inputs(two([1]), 1, 0)[0]
     assert scalar["s"] == 1.0 and vector["s"][0] != 1.0
     assert np.array_equal(scalar["x"], vector["x"])
+
+
+def test_observed_shapes_are_one_run_of_outputs_or_named_tensors() -> None:
+    """``observed_shapes``: the graph outputs by default, or any named tensors; {} for a model that cannot run."""
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert observed_shapes(model) == {"y": (TensorProto.FLOAT, [2, 3])}
+    assert observed_shapes(model, ["s", "y"]) == {"s": (TensorProto.INT64, [2]), "y": (TensorProto.FLOAT, [2, 3])}
+    broken = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                                                 [helper.make_tensor_value_info("y", TensorProto.STRING, [2])]),
+                               opset_imports=[helper.make_opsetid("", 17)])
+    assert observed_shapes(broken) == {}

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from accelbuild.data.random import observed_shapes
 from accelbuild.util import onnx_graph as g
 from accelbuild.util.shape_inference import infer_shapes
 
@@ -125,32 +126,13 @@ def _with_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     missing = [name for node in model.graph.node for name in node.output if name and name not in known]
     if not missing:
         return model
-    observed = _observed_shapes(model, missing)
+    observed = observed_shapes(model, missing)
     kept = [v for v in model.graph.value_info if v.name not in observed]
     del model.graph.value_info[:]
     model.graph.value_info.extend(kept)
     for name, (elem_type, shape) in observed.items():
         model.graph.value_info.append(onnx.helper.make_tensor_value_info(name, elem_type, shape))
     return model
-
-
-def _observed_shapes(model: onnx.ModelProto, names: list[str]) -> dict[str, tuple[int, list[int]]]:
-    """The element type and shape of tensors ``names`` in one onnxruntime run ({} when it cannot run)."""
-    from accelbuild.data.random import random_inputs
-    from accelbuild.util.onnx_runtime import session
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    outputs = {o.name for o in probe.graph.output}
-    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names if name not in outputs)
-    try:
-        sess = session(probe)
-        feeds = {k: v for k, v in random_inputs(model, 1, 0)[0].items() if k in {i.name for i in sess.get_inputs()}}
-        values = sess.run(names, feeds)
-    except Exception:  # noqa: BLE001  the writer then names the tensor it cannot shape
-        return {}
-    return {name: (onnx.helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape))
-            for name, value in zip(names, values) if isinstance(value, np.ndarray)}
 
 
 def _constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
