@@ -7,12 +7,16 @@ Exit codes: 0 success, 1 a stage or a check failed, 2 bad usage, config or input
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
+import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from accelbuild import __version__
 from accelbuild.commands import init
@@ -228,5 +232,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def console() -> NoReturn:
+    """The ``accelbuild`` command (and ``python -m accelbuild.cli``): ``main``, then a quick exit.
+
+    When the command has returned and no other thread is left, the interpreter's exit handlers run (temporary
+    folders, process pools, logging) and the process ends with its output flushed, but without freeing its
+    modules and objects one by one, as compilers skip freeing memory at exit (clang's ``-disable-free``): 40-50
+    ms of every command, a tenth of a small one. Otherwise, and when the command raised, Python exits as
+    usual. ``main`` itself, which tests call in-process, returns as usual.
+    """
+    code = main()
+    if threading.active_count() == 1:  # a thread would be joined first: that is the interpreter's to do
+        atexit._run_exitfuncs()  # the handlers the interpreter would run, in its order (not public, but stable)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader that went away, a closed stream: nothing left to tell them
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -234,7 +234,7 @@ def test_exit_codes_and_streams_of_the_process(project: Path) -> None:
 
 
 def test_console_script_is_the_cli(project: Path) -> None:
-    """The ``accelbuild`` script pip installs next to the interpreter runs ``accelbuild.cli:main``."""
+    """The ``accelbuild`` script pip installs next to the interpreter runs ``accelbuild.cli:console``."""
     script = Path(sys.executable).with_name("accelbuild")
     assert script.is_file(), f"{script}: not installed (pip install -e .)"
     write(project / "bad.yaml", GOOD.replace("models:", "modles:"))
@@ -244,3 +244,22 @@ def test_console_script_is_the_cli(project: Path) -> None:
     assert proc.stderr.splitlines()[0] == "bad.yaml:3:1: unknown key 'modles' in the top level; did you mean 'models'?"
     in_process = run_cli("validate", "bad.yaml", cwd=project)
     assert (in_process.code, in_process.stdout, in_process.stderr) == (2, proc.stdout, proc.stderr)
+
+
+def test_console_runs_the_exit_handlers_and_flushes_before_it_leaves(tmp_path: Path) -> None:
+    """``cli.console`` ends the process without the interpreter's teardown: the exit handlers still ran, all of a
+    long output reached the pipe, and the exit code is the command's."""
+    marker = tmp_path / "handler-ran"
+    script = ("import atexit, pathlib, sys\n"
+              "from accelbuild import cli\n"
+              f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'ran')\n"
+              "sys.argv = ['accelbuild', *sys.argv[1:]]\n"
+              "cli.console()\n")
+    schema = subprocess.run([sys.executable, "-c", script, "schema"], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert schema.returncode == 0 and marker.read_text() == "ran"
+    assert len(schema.stdout) > 10_000 and json.loads(schema.stdout)["type"] == "object"
+    marker.unlink()
+    usage = subprocess.run([sys.executable, "-c", script, "validate", "missing.yaml"], cwd=tmp_path,
+                           env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "missing.yaml" in usage.stderr and marker.read_text() == "ran"

@@ -1,6 +1,7 @@
 """``validate`` opens the models: the import and crop stages run into a temporary folder, exactly as
-``run`` would run them (same code, same messages), and the ``bits`` layer names are checked against the
-AI section's weighted layers. So input names, crop tensors and per-layer bits that do not exist in the
+``run`` would run them (same code, same messages; only the figures a stage measures for its record, which
+validate throws away, are skipped: ``StageContext.measured``), and the ``bits`` layer names are checked
+against the AI section's weighted layers. So input names, crop tensors and per-layer bits that do not exist in the
 model are reported by ``validate``, not found later by ``run``. Nothing is written to the build folders
 or the cache; the state dir keeps which models passed (``checked_models``: the same model with the same
 settings is not opened again) and TensorFlow's conversions of Keras and SavedModel models
@@ -118,7 +119,7 @@ def _run(job: Job, inputs: dict[str, Path], outputs: dict[str, Path]) -> None:
     module = importlib.import_module(job.module)
     own = {*(p.parent for p in outputs.values()), conversions_dir()}  # the conversion cache is validate's own
     with read_guard.guarding(job, inputs, own):
-        module.run(StageContext(job.params, inputs, outputs, job.locate))
+        module.run(StageContext(job.params, inputs, outputs, job.locate, measured=False))
 
 
 def _check_bits(crop_job: Job, pipelines: list[PipelineSpec], ai: Path, errors: list[UserError]) -> None:

@@ -146,7 +146,7 @@ def _run(model: onnx.ModelProto, feeds: list[Feeds], what: str = "the sample") -
     from accelbuild.util import onnx_runtime as measure
 
     try:
-        session = measure.session(model)
+        session = measure.session(model, optimized=False)
     except measure.ModelRunError as exc:
         return None, f"{LOAD_FAILURE} ({_essence(str(exc).partition('(')[2].removesuffix(')'))})"
     names = {i.name for i in session.get_inputs()}
@@ -161,7 +161,7 @@ def loads(model: onnx.ModelProto) -> bool:
     from accelbuild.util import onnx_runtime as measure
 
     try:
-        measure.session(model)
+        measure.session(model, optimized=False)
     except measure.ModelRunError:
         return False
     return True

@@ -52,6 +52,9 @@ class StageContext:
     jobs: int = 1  # processes a stage may use for its own parallel work (does not change its outputs)
     fan_out: FanOut | None = None  # the build's executor, for a stage that fans out work (else local processes)
     code_digest: Callable[[tuple[str, ...]], str] | None = None  # digest of accelbuild modules' source, by name
+    # False where the outputs are only looked at, never kept (``validate``): a stage may skip the figures it
+    # measures for its record (crop's composition check), never a check whose failure is the user's to hear
+    measured: bool = True
 
 
 def jsonable(value: Any, memo: dict[int, Any] | None = None) -> Any:

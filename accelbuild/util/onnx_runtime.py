@@ -39,11 +39,15 @@ def serialize(model: onnx.ModelProto) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
-def session(model: onnx.ModelProto):
+def session(model: onnx.ModelProto, optimized: bool = True):
+    """An onnxruntime session of ``model``; ``optimized=False`` for a model run once or twice (a check), where
+    onnxruntime's graph optimizations cost more to apply than they save (tinydet: 10 ms against 4)."""
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)  # failures are reported by us, once, not by onnxruntime's own logger
     options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1  # the same figures on every run and machine load
     options.log_severity_level = 4
     # onnxruntime would otherwise fuse DequantizeLinear -> Gemm/Conv into integer kernels that also

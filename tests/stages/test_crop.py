@@ -176,3 +176,31 @@ def test_an_empty_output_is_refused_at_its_position_and_cropping_it_off_builds(t
             "accelbuild builds outputs that carry data: name the others in crop.outputs") in refused.stderr
     write(tmp_path / "p.yaml", text + "    crop: {outputs: [r]}\n")
     assert run_cli("run", "p.yaml", cwd=tmp_path).code == 0
+
+
+def test_outputs_only_looked_at_skip_the_composition_check(project: Path) -> None:
+    """``measured=False`` (validate): the same sections, without the composition figure that only crop.json keeps."""
+    from accelbuild.config.load import load_pipeline
+    from accelbuild.engine.plan import plan
+    from accelbuild.stages import crop, import_
+    from accelbuild.stages.context import StageContext
+
+    write(project / "p.yaml", f"accelbuild: 2\nname: p\nmodels:\n  - name: det\n    path: models/tinydet.onnx\n"
+                              f"    input_shapes: {{images: [320, 320, 3]}}\n    crop: {{outputs: {HEAD}}}\n")
+    jobs = {job.stage: job for job in plan([load_pipeline(str(project / "p.yaml"))], until="crop")}
+    records = {}
+    for measured in (True, False):
+        out = project / f"out-{measured}"
+        files = {name: out / name for name in (*jobs["import"].outputs, *jobs["crop"].outputs)}
+        out.mkdir()
+        import_.run(StageContext(jobs["import"].params, jobs["import"].inputs,
+                                 {n: files[n] for n in jobs["import"].outputs}, jobs["import"].locate))
+        crop.run(StageContext(jobs["crop"].params, {"imported": files["imported.onnx"]},
+                              {n: files[n] for n in jobs["crop"].outputs}, jobs["crop"].locate, measured=measured))
+        records[measured] = json.loads(files["crop.json"].read_text())
+        assert read_section(files["post.onnx"]) is not None
+    assert records[True]["check"]["samples"] == 2 and records[True]["check"]["max_rel_err"] < 1e-4
+    assert records[False]["check"] == {"samples": 0,
+                                       "error": "not checked: the outputs are only looked at (validate)"}
+    assert {k: v for k, v in records[True].items() if k != "check"} == \
+        {k: v for k, v in records[False].items() if k != "check"}
