@@ -50,9 +50,10 @@ class ModelInfo:
 def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> ModelInfo:
     """Import ``path`` in a temporary folder and describe it. ``input_shapes`` (channel-last, no batch,
     as in a pipeline) fixes dynamic dimensions; other inputs take the model's own shapes."""
-    from accelbuild.config.load import MODEL_FORMATS, load_pipeline
+    from accelbuild.config.load import MODEL_FORMATS, load_generated
     from accelbuild.engine.plan import plan
     from accelbuild.engine.state import conversions_dir
+    from accelbuild.frontends.input_shapes import given_shape_problem
     from accelbuild.frontends.tensorflow import conversion_cache
     from accelbuild.stages.context import StageContext
 
@@ -60,13 +61,18 @@ def read_model(path: Path, input_shapes: dict[str, list[int]] | None = None) -> 
         raise InputFileError(path, f"not a model file (expected {', '.join(MODEL_FORMATS)})")
     if not path.is_file():
         raise InputFileError(path, "no such file")
+    for name, shape in (input_shapes or {}).items():
+        problem = given_shape_problem(shape)
+        if problem or not name.strip():
+            raise InputFileError(path, f"input shape {name!r}: {problem or 'the input name is blank'}")
     with tempfile.TemporaryDirectory(prefix="accelbuild-model-") as tmp, scratch(Path(tmp)):
         yaml_path = Path(tmp) / "model.yaml"
         shapes = json.dumps({name: list(shape) for name, shape in (input_shapes or {}).items()} or "auto")
-        yaml_path.write_text(f"accelbuild: 2\nname: model\nmodels:\n  - name: model\n"
+        # the import stage is the same for every family: cpu's target reads no hardware profile
+        yaml_path.write_text(f"accelbuild: 2\nname: model\ntarget:\n  family: cpu\nmodels:\n  - name: model\n"
                              f"    path: {json.dumps(str(path.absolute()))}\n    input_shapes: {shapes}\n")
         try:
-            job = plan([load_pipeline(str(yaml_path))], until="import")[0]
+            job = plan([load_generated(yaml_path)], until="import")[0]
             key = info_cache.key(job)
             known = info_cache.read(key, path)  # the same bytes and shapes described before
             if known is not None:

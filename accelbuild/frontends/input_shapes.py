@@ -35,6 +35,18 @@ class ShapeRequest(Protocol):
 # Elements in one tensor (1 GiB of float32). Far past any input an edge accelerator takes (an 8K RGB frame
 # is 100 M); a larger shape is a mistake or a hostile file, refused before anything is allocated for it.
 MAX_TENSOR_ELEMENTS = 1 << 28
+MAX_RANK = 8  # the schema's ``shape``: 1 to 8 dimensions
+
+
+def given_shape_problem(shape: object) -> str | None:
+    """What the pipeline schema's ``shape`` rule says is wrong with an input shape given outside a pipeline
+    file (``tensors``, ``init``, the library), or None: 1 to ``MAX_RANK`` whole numbers, each 1 to
+    ``MAX_TENSOR_ELEMENTS``."""
+    if (not isinstance(shape, (list, tuple)) or not 1 <= len(shape) <= MAX_RANK
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= MAX_TENSOR_ELEMENTS
+                       for d in shape)):
+        return f"expected 1 to {MAX_RANK} whole numbers from 1 to {MAX_TENSOR_ELEMENTS}, got {shape!r}"
+    return None
 
 
 @dataclass(frozen=True)

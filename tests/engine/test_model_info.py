@@ -29,6 +29,25 @@ def test_tensors_on_a_dynamic_model_asks_for_the_shape(project: Path) -> None:
     assert bad.code == 2 and "expected NAME=H,W,C" in bad.stderr
 
 
+def test_reading_a_model_checks_given_shapes_without_the_schema(project: Path) -> None:
+    """``tensors`` describes a model through a pipeline it writes itself, not checked against the JSON Schema
+    (jsonschema stays out of the process); the shapes a library caller gives meet the schema's rule all the same."""
+    import subprocess
+    import sys
+
+    from accelbuild.engine.model_info import read_model
+    from accelbuild.errors import InputFileError
+
+    for shape in ([0, 64, 3], [64] * 9, [64, 64.0, 3]):
+        with pytest.raises(InputFileError, match="expected 1 to 8 whole numbers from 1 to 268435456"):
+            read_model(project / "models/tinydet.onnx", {"images": shape})
+    code = ("import sys\nfrom pathlib import Path\nfrom accelbuild.engine.model_info import read_model\n"
+            "info = read_model(Path('models/tinydet.onnx'), {'images': [64, 64, 3]})\n"
+            "print(info.inputs[0]['shape'], 'jsonschema' in sys.modules, 'accelbuild.targets.mx3.target' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["[1, 3, 64, 64] False False"], done.stderr
+
+
 def test_init_writes_a_pipeline_that_builds_and_never_overwrites(project: Path) -> None:
     result = run_cli("init", "models/nhwc.onnx", "-o", "conf/nhwc.yaml", "--input-shape", "input_1=16,16,3", cwd=project)
     assert result.code == 0, result.stderr
