@@ -50,6 +50,7 @@ class ValidatedConfigs:
             return
         keep = (self.known + self.added)[-MAX_DIGESTS:]
         try:
-            write_bytes_atomic(self.record, ("\n".join(keep) + "\n").encode("ascii"))
+            # durable=False: the record only saves time; an emptied one holds no digest, so nothing is skipped
+            write_bytes_atomic(self.record, ("\n".join(keep) + "\n").encode("ascii"), durable=False)
         except OSError:
             pass

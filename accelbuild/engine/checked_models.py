@@ -68,7 +68,8 @@ class CheckedModels:
 
     def add(self, key: str, warnings: list[str]) -> None:
         try:
-            write_json_atomic(self.folder / f"{key}.json", {"format": FORMAT, "warnings": warnings})
+            # durable=False: the record only saves time, and an emptied one reads as "not checked yet"
+            write_json_atomic(self.folder / f"{key}.json", {"format": FORMAT, "warnings": warnings}, durable=False)
         except OSError as exc:  # a read-only state dir: validate works, only slower next time
             log.debug("could not record a validated model in %s: %s", self.folder, exc)
 

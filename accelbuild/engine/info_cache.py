@@ -63,7 +63,8 @@ def add(key: str | None, info: ModelInfo) -> None:
     if key is None:
         return
     try:
-        write_json_atomic(folder() / f"{key}.json", {"format": FORMAT, "info": info.as_json()})
+        # durable=False: the copy only saves time, and an emptied one reads as missing
+        write_json_atomic(folder() / f"{key}.json", {"format": FORMAT, "info": info.as_json()}, durable=False)
     except OSError as exc:  # a read-only state dir: the command works, only slower next time
         log.debug("could not keep the model's description in %s: %s", folder(), exc)
 
