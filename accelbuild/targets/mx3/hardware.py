@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbuild.targets.profile_files import ProfileKind, load_profile
+from accelbuild.targets.mx3.profiles import MX3_PROFILES
+from accelbuild.targets.profile_files import load_profile
 from accelbuild.util.files import json_digest
 
-MX3_PROFILES = ProfileKind("hardware.schema.json", "accelbuild.targets.mx3.profiles",
-                           "accelbuild.targets.mx3.profile_rules")
+__all__ = ["MX3_PROFILES", "HardwareProfile", "hardware_from_dict", "load_hardware"]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from accelbuild.stages.declaration import Stage, accuracy_data, accuracy_inputs,
 from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import credibility
 from accelbuild.targets.base import SupportSection, TargetBase
-from accelbuild.targets.mx3.hardware import MX3_PROFILES
+from accelbuild.targets.mx3.profiles import MX3_PROFILES
 from accelbuild.targets.mx3.spec import (
     AssembleParams,
     BenchmarkParams,
@@ -142,10 +142,13 @@ def _check_weights(spec: PipelineSpec, checker: Any) -> None:
     """A num_chips too small for the models' weights, said at load (the map stage would say it after import
     and quantize): a lower bound from the model files (``weight_floor``)."""
     from accelbuild.targets.mx3 import weight_floor
-    from accelbuild.targets.mx3.hardware import hardware_from_dict
 
     if getattr(checker, "errors", None):  # a profile or model already refused: nothing to count against
         return
+    if not any(weight_floor.countable(m) for m in spec.models):  # the floor is 1 chip: no profile needed
+        return
+    from accelbuild.targets.mx3.hardware import hardware_from_dict
+
     hw = hardware_from_dict(_profile(spec))
     problem = weight_floor.problem(weight_floor.chips_floor(spec, hw), hw, spec.target.num_chips)
     if problem:

@@ -19,10 +19,12 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from accelbuild.config.spec import ModelSpec, PipelineSpec
-from accelbuild.targets.mx3.hardware import HardwareProfile
-from accelbuild.util import onnx_wire
+if TYPE_CHECKING:  # imported where a model's weights are counted: a pipeline without such a model needs neither
+    from accelbuild.config.spec import ModelSpec, PipelineSpec
+    from accelbuild.targets.mx3.hardware import HardwareProfile
+    from accelbuild.util import onnx_wire
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,7 @@ def chips_floor(spec: PipelineSpec, hw: HardwareProfile) -> Floor:
 
 def model_weights(model: ModelSpec, hw: HardwareProfile) -> ModelWeights | None:
     """A model's weight bytes and MAC cores at its fewest bits; None when they are not known cheaply."""
-    crop = model.crop
-    if model.format != "onnx" or crop.inputs or crop.outputs or crop.auto or crop.in_out_file is not None:
+    if not countable(model):
         return None
     sizes = mac_weight_sizes(model.path, hw)
     if not sizes:
@@ -62,6 +63,12 @@ def model_weights(model: ModelSpec, hw: HardwareProfile) -> ModelWeights | None:
     per_layer = [(n * bits + 7) // 8 for n in sizes]
     core = hw.chip.mac_cores.weight_memory_bytes
     return ModelWeights(model.name, bits, sum(per_layer), sum(max(1, math.ceil(b / core)) for b in per_layer))
+
+
+def countable(model: ModelSpec) -> bool:
+    """Whether the model file's weights are counted: an ONNX file that no crop point may cut layers off."""
+    crop = model.crop
+    return model.format == "onnx" and not (crop.inputs or crop.outputs or crop.auto or crop.in_out_file is not None)
 
 
 def fewest_bits(model: ModelSpec, hw: HardwareProfile) -> int:
@@ -86,6 +93,8 @@ def _weighted_nodes(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, int
     """(op type, elements of its input-1 initializer) of every live node that has one; parsed once per file
     version (the variants of a matrix load one model many times), from the wire format (``onnx_wire``: loading
     a pipeline does not import onnx)."""
+    from accelbuild.util import onnx_wire
+
     try:
         graph = onnx_wire.read_graph(Path(path).read_bytes())
     except (OSError, ValueError):  # the import stage reports an unreadable model

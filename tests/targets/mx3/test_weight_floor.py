@@ -69,3 +69,9 @@ def test_loading_a_pipeline_counts_the_weights_without_importing_onnx(project: P
             "print('onnx' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["num_chips is 1, but the models' weights", "False"], done.stderr
+    # nothing to count (a crop may cut weights off): neither the hardware profile's types nor the wire reader load
+    _pipeline(project, "1", "    crop: {outputs: [l10.conv]}\n")
+    code = ("import sys\nfrom accelbuild.config.load import load_pipelines\nload_pipelines(['p.yaml'])\n"
+            "print(sorted(m for m in sys.modules if m.endswith(('mx3.hardware', 'onnx_wire'))))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[]"], done.stderr
