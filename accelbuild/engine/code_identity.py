@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from functools import cache
 from pathlib import Path
 
@@ -37,8 +38,12 @@ def _files(name: str) -> list[Path]:
     parts = name.split(".")
     root = _root_of(parts[0])
     base = root.joinpath(*parts[1:])
-    if base.is_dir():
-        return sorted(p for p in base.rglob("*") if p.suffix in _SUFFIXES and "__pycache__" not in p.parts)
+    if base.is_dir():  # os.walk, pruned: rglob would list every compiled file in __pycache__ too
+        found = []
+        for folder, subfolders, names in os.walk(base):
+            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+            found.extend(Path(folder, n) for n in names if n.endswith(_SUFFIXES))
+        return sorted(found)
     module = base.with_suffix(".py")
     if module.is_file():
         return [module]
@@ -64,8 +69,14 @@ def code_digest(names: tuple[str, ...]) -> str:
     _hashed.update(files)
     for path in files:
         digest.update(_relative(path).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(_file_digest(path))
     return digest.hexdigest()
+
+
+@cache
+def _file_digest(path: Path) -> bytes:
+    """One file's SHA-256, read once per process (the stages' code names overlap: import and crop share passes)."""
+    return hashlib.sha256(path.read_bytes()).digest()
 
 
 def hashed_files() -> list[Path]:
