@@ -153,9 +153,12 @@ def _ordered(found: dict[str, Family]) -> dict[str, Family]:
 def registered() -> dict[str, Family]:
     """Every family registered in this environment, by name."""
     found: dict[str, Family] = {}
+    names: dict[int, str] = {}  # a distribution's name, by its object: its METADATA (README and all) is parsed once
     for point in metadata.entry_points(group=GROUP):
         dist = getattr(point, "dist", None)
-        family = Family(point.name, point.value, dist.metadata["Name"] if dist is not None else None)
+        if dist is not None and id(dist) not in names:
+            names[id(dist)] = dist.metadata["Name"]
+        family = Family(point.name, point.value, names[id(dist)] if dist is not None else None)
         if point.name in found and found[point.name].value != point.value:
             log.warning("family %s is registered twice (%s and %s); using %s", point.name,
                         found[point.name].value, point.value, found[point.name].value)
