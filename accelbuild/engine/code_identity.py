@@ -39,7 +39,7 @@ def _files(name: str) -> list[Path]:
     root = _root_of(parts[0])
     base = root.joinpath(*parts[1:])
     if base.is_dir():  # os.walk, pruned: rglob would list every compiled file in __pycache__ too
-        found = []
+        found: list[Path] = []
         for folder, subfolders, names in os.walk(base):
             subfolders[:] = [d for d in subfolders if d != "__pycache__"]
             found.extend(Path(folder, n) for n in names if n.endswith(_SUFFIXES))
