@@ -84,16 +84,17 @@ def looks_like_path(chip_gen: str) -> bool:
 
 
 def resolve_profile(value: str, kind: ProfileKind, checker: Any, at: tuple[Any, ...],
-                    setting: str) -> tuple[Path, dict[str, Any] | None]:
+                    setting: str, read_builtin: bool = True) -> tuple[Path, dict[str, Any] | None]:
     """A target's profile setting (``chip_gen``, ``platform``): a built-in name or a path to a profile file.
 
-    Returns the file and its merged profile (read only; ``None`` when it has problems). Problems go to
-    ``checker.error`` at ``at``: a missing file, an invalid profile, or an unknown name (``setting`` names
-    the key in the message, with the built-in names and a did-you-mean).
+    Returns the file and its merged profile (read only; ``None`` when it has problems, or for a built-in one
+    when not ``read_builtin``: a caller that reads it later, when needed). Problems go to ``checker.error``
+    at ``at``: a missing file, an invalid profile, or an unknown name (``setting`` names the key in the
+    message, with the built-in names and a did-you-mean).
     """
     builtins = kind.builtins()
     if value in builtins:
-        return builtins[value], load_profile(builtins[value], kind, copy=False)
+        return builtins[value], load_profile(builtins[value], kind, copy=False) if read_builtin else None
     if looks_like_path(value):
         path = checker.existing(at, value)
         if path.is_file():

@@ -181,7 +181,9 @@ class Mx3Target(TargetBase):
 
     def target_spec(self, t: dict[str, Any], checker: Any) -> Mx3TargetSpec:
         chip_gen = t["chip_gen"]
-        profile_path, _ = resolve_profile(chip_gen, MX3_PROFILES, checker, ("target", "chip_gen"), "chip_gen")
+        # a built-in profile is read where a figure needs it (the weight floor, the stages' parameters)
+        profile_path, _ = resolve_profile(chip_gen, MX3_PROFILES, checker, ("target", "chip_gen"), "chip_gen",
+                                          read_builtin=False)
         return build(Mx3TargetSpec, t, profile_path=profile_path,
                      closed_loop=build(ClosedLoopSpec, t["closed_loop"]))
 
