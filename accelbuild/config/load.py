@@ -106,10 +106,11 @@ def _may_move(data: dict[str, Any]) -> bool:
 
 
 def load_generated(path: Path) -> PipelineSpec:
-    """A one-model pipeline accelbuild wrote itself to read a model (``tensors``, ``init``): parsed and checked
-    like any other but for the JSON Schema, which its own keys meet by construction and its one user value,
-    the input shapes, was checked against by the caller (``frontends.input_shapes.given_shape_problem``).
-    Reading a model so does not import jsonschema (30 ms)."""
+    """A one-model pipeline accelbuild wrote itself (``tensors`` and ``init`` reading a model, ``init`` checking
+    the pipeline it writes): parsed and checked like any other but for the JSON Schema, which its keys meet by
+    construction; the user's values in it are checked by the caller (input shapes:
+    ``frontends.input_shapes.given_shape_problem``) or by the checks that still run (paths, a platform).
+    Such a command does not import jsonschema (30 ms)."""
     doc = load_yaml(path, shown=str(path))
     return _spec(doc, path, None, schema_valid=True)
 

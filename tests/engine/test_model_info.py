@@ -145,6 +145,24 @@ def test_init_writes_the_vendor_families_with_their_default_platforms(project: P
     assert run_cli("validate", "r.yaml", "q.yaml", cwd=project).code == 0
     wrong = run_cli("init", "models/tinycls.onnx", "--family", "cpu", "--platform", "x", cwd=project)
     assert wrong.code == 2 and "--platform applies to --family ethos-u, npu, qnn, rknn, not cpu" in wrong.stderr
+    unknown = run_cli("init", "models/tinycls.onnx", "--family", "rknn", "--platform", "rk9999", "-o", "u.yaml",
+                      cwd=project)  # only the schema knows rknn's SoCs: a --platform is checked against it
+    assert unknown.code == 2 and unknown.stderr.startswith("init: 'rk9999' is not one of 'rk3562'")
+    assert not (project / "u.yaml").exists()
+
+
+def test_init_without_a_platform_writes_a_valid_pipeline_without_jsonschema(project: Path) -> None:
+    """Every value init writes is its own or checked without the JSON Schema (data, input shapes), so init
+    checks the file it writes without importing jsonschema; the file validates all the same."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom accelbuild import api\n"
+            "api.init('models/tinydet.onnx', 'd.yaml', input_shapes={'images': [64, 64, 3]})\n"
+            "print('jsonschema' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["False"], done.stderr
+    assert run_cli("validate", "d.yaml", cwd=project).code == 0
 
 
 def test_init_data_needs_images_or_arrays(project: Path) -> None:
