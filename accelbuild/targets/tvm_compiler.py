@@ -28,12 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from accelbuild.errors import StageError
+
+if TYPE_CHECKING:  # numpy and onnx where a model is compiled or run: a cpu pipeline's no-op run needs neither
+    import numpy as np
+    import onnx
 
 EXTRA = "pip install 'accelbuild[tvm]'"
 CROSS_LINKER = "aarch64-linux-gnu-gcc"
@@ -174,6 +175,8 @@ class TvmSession:
         return self.outputs
 
     def run(self, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import numpy as np
+
         # np.ascontiguousarray makes a scalar (rank 0) an array of rank 1, which the VM refuses: keep its shape
         result = self._main(*(self._tensor(np.ascontiguousarray(feeds[i.name]).reshape(np.shape(feeds[i.name])))
                               for i in self.inputs))

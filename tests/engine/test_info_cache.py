@@ -50,3 +50,18 @@ def test_tensors_twice_prints_the_same(model: Path) -> None:
     first, second = run_cli(*args, cwd=model.parent, env=env), run_cli(*args, cwd=model.parent, env=env)
     assert first.code == second.code == 0 and first.stdout == second.stdout and "head.p3" in first.stdout
     assert len(list((model.parent / "state/model_info").glob("*.json"))) == 1
+
+
+def test_a_described_model_is_read_back_without_onnx_or_numpy(model: Path) -> None:
+    """The second tensors of a model reads its description only: neither onnx nor numpy is imported (the
+    family its pipeline is read through, cpu, keeps its compilers' imports for when it compiles)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\nfrom accelbuild.engine.model_info import read_model\n"
+            "read_model(Path(sys.argv[1]), {'images': [64, 64, 3]})\n"
+            "print(sorted(m for m in ('onnx', 'numpy', 'onnxruntime') if m in sys.modules))\n")
+    first = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, timeout=120)
+    again = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, timeout=120)
+    assert first.stdout.splitlines() == ["['numpy', 'onnx', 'onnxruntime']"], first.stderr
+    assert again.stdout.splitlines() == ["[]"], again.stderr
