@@ -62,9 +62,7 @@ def run(ctx: StageContext) -> None:
         "fallback": fallback,
         "sections": {name: section.describe() for name, section in cut.items()},
         **({"unsupported": moved.record(params.chip)} if moved is not None else {}),
-        "check": _checked_composition(ctx, model, cut) if fallback is None and ctx.measured else
-        {"samples": 0, "error": "not checked: the ai section alone does not compose to the whole model"
-         if fallback is not None else "not checked: the outputs are only looked at (validate)"},
+        "check": _check(ctx, model, cut, fallback),
     }
     write_json_atomic(ctx.outputs["crop.json"], record)
 
@@ -192,6 +190,16 @@ def _read_in_out_file(path: Path, shown: str) -> dict[str, list[str]]:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise InputFileError(shown, f"{key!r} must be a list of tensor names")
     return data
+
+
+def _check(ctx: StageContext, model: onnx.ModelProto, cut: dict[str, sections.Section], fallback: str | None
+           ) -> dict[str, Any]:
+    """crop.json's ``check``: the composition check, or why it was not run."""
+    if fallback is not None:
+        return {"samples": 0, "error": "not checked: the ai section alone does not compose to the whole model"}
+    if not ctx.measured:
+        return {"samples": 0, "error": "not checked: the outputs are only looked at (validate)"}
+    return _checked_composition(ctx, model, cut)
 
 
 def _checked_composition(ctx: StageContext, model: onnx.ModelProto, cut: dict[str, sections.Section]) -> dict[str, Any]:
