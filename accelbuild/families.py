@@ -97,7 +97,13 @@ class Family:
 
     name: str
     value: str  # the entry point's value: "module" or "module:object"
-    distribution: str | None  # the distribution that registered it (accelbuild for the built-in ones)
+    dist: Any = field(default=None, compare=False, repr=False)  # the importlib.metadata distribution behind it
+
+    @cached_property
+    def distribution(self) -> str | None:
+        """The name of the distribution that registered it (accelbuild for the built-in ones). Read on use: its
+        METADATA holds the whole README, and only ``builtin()`` asks."""
+        return self.dist.metadata["Name"] if self.dist is not None else None
 
     @property
     def module(self) -> str:
@@ -153,12 +159,8 @@ def _ordered(found: dict[str, Family]) -> dict[str, Family]:
 def registered() -> dict[str, Family]:
     """Every family registered in this environment, by name."""
     found: dict[str, Family] = {}
-    names: dict[int, str] = {}  # a distribution's name, by its object: its METADATA (README and all) is parsed once
     for point in metadata.entry_points(group=GROUP):
-        dist = getattr(point, "dist", None)
-        if dist is not None and id(dist) not in names:
-            names[id(dist)] = dist.metadata["Name"]
-        family = Family(point.name, point.value, names[id(dist)] if dist is not None else None)
+        family = Family(point.name, point.value, getattr(point, "dist", None))
         if point.name in found and found[point.name].value != point.value:
             log.warning("family %s is registered twice (%s and %s); using %s", point.name,
                         found[point.name].value, point.value, found[point.name].value)
