@@ -18,7 +18,7 @@ from accelbuild.targets.mx3.assembler import ModelSource, build_dfp, simcfg
 from accelbuild.targets.mx3.dfp import dfp_bytes, write_dfp
 from accelbuild.targets.mx3.hardware import HardwareProfile, hardware_from_dict
 from accelbuild.targets.mx3.mapper import plan
-from accelbuild.targets.mx3.spec import AssembleParams
+from accelbuild.targets.mx3.params import AssembleParams
 from accelbuild.util.files import file_sha256, json_digest, write_bytes_atomic, write_json_atomic
 
 

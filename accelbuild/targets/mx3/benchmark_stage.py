@@ -12,9 +12,9 @@ from accelbuild.passes.sections import read_section
 from accelbuild.stages.context import StageContext
 from accelbuild.targets import end_to_end
 from accelbuild.targets.mx3 import agreement, benchmarking
+from accelbuild.targets.mx3.params import BenchmarkParams
 from accelbuild.targets.mx3.sim import timing
 from accelbuild.targets.mx3.sim.program import load_program
-from accelbuild.targets.mx3.spec import BenchmarkParams
 from accelbuild.util.files import write_bytes_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)

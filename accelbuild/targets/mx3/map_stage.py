@@ -11,7 +11,7 @@ from accelbuild.targets.mx3.hardware import hardware_from_dict
 from accelbuild.targets.mx3.mapper import plan
 from accelbuild.targets.mx3.mapper.search import DoesNotFit
 from accelbuild.targets.mx3.mapper.view import describe
-from accelbuild.targets.mx3.spec import MapParams
+from accelbuild.targets.mx3.params import MapParams
 from accelbuild.util.files import write_json_atomic
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ assemble and benchmark stages (what each reads, writes and is parameterised by).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbuild.config.spec import ModelSpec, PipelineSpec, build
 from accelbuild.families import ProgramFile
@@ -14,17 +14,12 @@ from accelbuild.stages.params import PrecisionRules
 from accelbuild.targets import credibility
 from accelbuild.targets.base import SupportSection, TargetBase
 from accelbuild.targets.mx3.profiles import MX3_PROFILES
-from accelbuild.targets.mx3.spec import (
-    AssembleParams,
-    BenchmarkParams,
-    ClosedLoopParams,
-    ClosedLoopSpec,
-    MapParams,
-    Mx3TargetSpec,
-    PacketParams,
-)
+from accelbuild.targets.mx3.spec import ClosedLoopSpec, Mx3TargetSpec
 from accelbuild.targets.profile_files import load_profile, resolve_profile
 from accelbuild.util.files import json_digest
+
+if TYPE_CHECKING:  # the stages' parameter objects are built when a plan reaches them, not when a pipeline loads
+    from accelbuild.targets.mx3.params import AssembleParams, BenchmarkParams, MapParams, PacketParams
 
 SPLITS = "splits/"
 CHOICE = "cost_model_choice.dfp"  # the cost model's first choice, when the closed loop ships another split
@@ -58,6 +53,8 @@ def _map_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[str, P
 
 
 def _map_params(pipeline: PipelineSpec, model: ModelSpec | None) -> MapParams:
+    from accelbuild.targets.mx3.params import MapParams
+
     t = pipeline.target
     return MapParams(pipeline.name, tuple(m.name for m in pipeline.models), t.num_chips, t.effort, t.target_fps,
                      t.share_input, _profile(pipeline))
@@ -81,6 +78,8 @@ def _assemble_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[s
 
 
 def _assemble_params(pipeline: PipelineSpec, model: ModelSpec | None) -> AssembleParams:
+    from accelbuild.targets.mx3.params import AssembleParams, ClosedLoopParams
+
     t, bench = pipeline.target, pipeline.benchmark
     loop = t.closed_loop
     simulates = t.sim_dfp or loop.enabled
@@ -117,6 +116,8 @@ def _benchmark_outputs(pipeline: PipelineSpec, model: ModelSpec | None) -> dict[
 
 
 def _benchmark_params(pipeline: PipelineSpec, model: ModelSpec | None) -> BenchmarkParams:
+    from accelbuild.targets.mx3.params import BenchmarkParams
+
     bench = pipeline.benchmark
     return BenchmarkParams(
         pipeline=pipeline.name,
@@ -212,6 +213,8 @@ class Mx3Target(TargetBase):
         return PrecisionRules(weight_bits=bits, activations=chip["activation_dtype"])
 
     def quantize_params(self, spec: PipelineSpec) -> PacketParams:
+        from accelbuild.targets.mx3.params import PacketParams
+
         return PacketParams(spec.target.input_format, spec.target.output_format)
 
     def quantize_record(self, ai: Any, params: PacketParams) -> dict[str, Any]:
