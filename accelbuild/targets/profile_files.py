@@ -130,16 +130,9 @@ def _load(path: Path, chain: tuple[Path, ...], shown: str,
     if (kind, doc.text) not in _shape_ok:
         if not isinstance(data, dict):
             raise InputFileError(shown, "a hardware profile must be a YAML mapping")
-        record = validated.current  # profiles validated by an earlier command are not validated again
-        seen_key = record.key({"profile": doc.text}, schema_check.load_schema(kind.schema)) if record else None
         # a built-in profile ships with the schema it meets (the test suite checks every one): 9 ms a load
-        shipped = path in kind.builtins().values()
-        if not shipped and (record is None or seen_key is None or not record.seen(seen_key)):
-            errors = schema_check.validate(doc, kind.schema)
-            if errors:
-                raise _combined(errors)
-            if record is not None and seen_key is not None:
-                record.add(seen_key)
+        if path not in kind.builtins().values():
+            _validate_shape(doc, kind)
         _remember_shape((kind, doc.text))
     parent_ref = data.get("inherits")
     if parent_ref is None:
@@ -159,6 +152,19 @@ def _load(path: Path, chain: tuple[Path, ...], shown: str,
         _check(merged, data, doc, schema_check.validate_merged(merged, kind.schema, doc), kind)
         _remember(key, merged)
     return _checked[key], key
+
+
+def _validate_shape(doc: YamlDocument, kind: ProfileKind) -> None:
+    """A profile file on its own against ``kind``'s schema, unless an earlier command validated the same text."""
+    record = validated.current
+    seen_key = record.key({"profile": doc.text}, schema_check.load_schema(kind.schema)) if record else None
+    if record is not None and seen_key is not None and record.seen(seen_key):
+        return
+    errors = schema_check.validate(doc, kind.schema)
+    if errors:
+        raise _combined(errors)
+    if record is not None and seen_key is not None:
+        record.add(seen_key)
 
 
 def _resolve_parent(path: Path, parent_ref: str, shown: str, kind: ProfileKind) -> Path:
