@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from accelbuild.config.schema_check import did_you_mean
+from accelbuild.config.schema_check import PIPELINE, did_you_mean, load_schema
 from accelbuild.config.spec import InputShapes
 from accelbuild.errors import ConfigError, ConfigErrors, InputFileError
 
@@ -35,17 +35,18 @@ class ShapeRequest(Protocol):
 # Elements in one tensor (1 GiB of float32). Far past any input an edge accelerator takes (an 8K RGB frame
 # is 100 M); a larger shape is a mistake or a hostile file, refused before anything is allocated for it.
 MAX_TENSOR_ELEMENTS = 1 << 28
-MAX_RANK = 8  # the schema's ``shape``: 1 to 8 dimensions
 
 
 def given_shape_problem(shape: object) -> str | None:
     """What the pipeline schema's ``shape`` rule says is wrong with an input shape given outside a pipeline
-    file (``tensors``, ``init``, the library), or None: 1 to ``MAX_RANK`` whole numbers, each 1 to
-    ``MAX_TENSOR_ELEMENTS``."""
-    if (not isinstance(shape, (list, tuple)) or not 1 <= len(shape) <= MAX_RANK
-            or not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= MAX_TENSOR_ELEMENTS
-                       for d in shape)):
-        return f"expected 1 to {MAX_RANK} whole numbers from 1 to {MAX_TENSOR_ELEMENTS}, got {shape!r}"
+    file (``tensors``, ``init``, the library), or None. The bounds are read from the schema (its list branch of
+    ``$defs/shape``), so the two cannot drift apart; jsonschema itself is not needed for them."""
+    rule = next(b for b in load_schema(PIPELINE)["$defs"]["shape"]["oneOf"] if b.get("type") == "array")
+    fewest, most = rule["minItems"], rule["maxItems"]
+    low, high = rule["items"]["minimum"], rule["items"]["maximum"]
+    if (not isinstance(shape, (list, tuple)) or not fewest <= len(shape) <= most
+            or not all(isinstance(d, int) and not isinstance(d, bool) and low <= d <= high for d in shape)):
+        return f"expected {fewest} to {most} whole numbers from {low} to {high}, got {shape!r}"
     return None
 
 
